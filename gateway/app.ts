@@ -1,0 +1,54 @@
+// The gateway: a stateless Fastify translator from HTTP onto the core's gRPC services.
+// build() returns the app; server.ts listens.
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { CoreClients } from './core-client.js';
+import { fromGrpcError } from './errors.js';
+import { healthRoutes } from './routes/health.js';
+
+export interface GatewayOptions {
+  core: CoreClients;
+  logger: Logger;
+  readyTimeoutMs?: number;
+  bodyLimit?: number;
+}
+
+export function buildGateway(opts: GatewayOptions): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: opts.logger as FastifyBaseLogger,
+    bodyLimit: opts.bodyLimit ?? 4 * 1024 * 1024,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => `req_${crypto.randomUUID()}`,
+    ajv: { customOptions: { allErrors: false, removeAdditional: false, coerceTypes: 'array' } },
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const e = error as { validation?: unknown; statusCode?: number; code?: unknown; message: string; validationContext?: string; instancePath?: string };
+    if (e.validation) {
+      const first = (e.validation as { instancePath?: string; params?: { missingProperty?: string; additionalProperty?: string } }[])[0];
+      const field = [e.validationContext, (first?.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.'), first?.params?.missingProperty ?? first?.params?.additionalProperty]
+        .filter(Boolean)
+        .join('.');
+      return reply.code(400).send({
+        error: { code: 'invalid_request', category: 'VALIDATION', message: e.message, retryable: false, details: { field } },
+      });
+    }
+    if (typeof e.code === 'number') {
+      const mapped = fromGrpcError(error);
+      return reply.code(mapped.statusCode).send(mapped.body);
+    }
+    const status = e.statusCode && e.statusCode < 500 ? e.statusCode : 500;
+    if (status >= 500) request.log.error({ err: error }, 'request failed');
+    return reply.code(status).send({
+      error: {
+        code: status >= 500 ? 'internal_error' : 'invalid_request',
+        category: status >= 500 ? 'INTERNAL' : 'VALIDATION',
+        message: status >= 500 ? 'internal error' : e.message,
+        retryable: status >= 500,
+      },
+    });
+  });
+
+  healthRoutes(app, opts.core, opts.readyTimeoutMs ?? 2000);
+  return app;
+}

@@ -1,0 +1,74 @@
+// API keys: minted once, stored only as SHA-256 hashes.
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Orm } from '../store/orm.js';
+import { ApiKey } from '../store/entities/index.js';
+
+export interface Principal {
+  keyId: string;
+  name: string;
+}
+
+export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
+
+/** A new key: `abc_` and 32 random bytes, base64url. */
+export const mintKey = () => `abc_${randomBytes(32).toString('base64url')}`;
+
+const CACHE_TTL_MS = 10_000;
+
+export class ApiKeys {
+  readonly #orm: Orm;
+  readonly #cache = new Map<string, { principal: Principal | null; until: number }>();
+
+  constructor(orm: Orm) {
+    this.#orm = orm;
+  }
+
+  /** Stores a key's hash under a name; storing the same key again changes nothing. */
+  async register(key: string, name: string): Promise<Principal> {
+    const keyHash = hashKey(key);
+    const em = this.#orm.em.fork();
+    const existing = await em.findOne(ApiKey, { keyHash });
+    if (existing) return { keyId: existing.keyId, name: existing.name };
+    const keyId = `key_${randomBytes(8).toString('hex')}`;
+    em.create(ApiKey, { keyId, name, keyHash, prefix: key.slice(0, 8) });
+    await em.flush();
+    return { keyId, name };
+  }
+
+  /** Mints, stores and returns a new key. The key is never retrievable again. */
+  async create(name: string): Promise<{ key: string; principal: Principal }> {
+    const key = mintKey();
+    return { key, principal: await this.register(key, name) };
+  }
+
+  /** The key's principal, or null when the key is unknown or revoked. Cached for 10 s. */
+  async verify(key: string): Promise<Principal | null> {
+    const keyHash = hashKey(key);
+    const hit = this.#cache.get(keyHash);
+    if (hit && hit.until > Date.now()) return hit.principal;
+    const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
+    const principal = row ? { keyId: row.keyId, name: row.name } : null;
+    this.#cache.set(keyHash, { principal, until: Date.now() + CACHE_TTL_MS });
+    return principal;
+  }
+
+  async count(): Promise<number> {
+    return this.#orm.em.fork().count(ApiKey, { revokedAt: null });
+  }
+}
+
+/**
+ * The development key used when no key is configured: read from
+ * `$ABC_DATA_DIR/dev-api-key`, or minted and written there on first start.
+ */
+export async function loadOrMintDevKey(dataDir: string): Promise<{ key: string; minted: boolean }> {
+  const file = path.join(dataDir, 'dev-api-key');
+  if (existsSync(file)) return { key: (await readFile(file, 'utf8')).trim(), minted: false };
+  const key = mintKey();
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(file, `${key}\n`, { mode: 0o600 });
+  return { key, minted: true };
+}

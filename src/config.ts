@@ -1,0 +1,142 @@
+// Configuration from environment variables (seed 001 §13.2, ARCHITECTURE §3).
+// Parsing returns every problem as a value; the composition root decides to exit.
+import path from 'node:path';
+
+export interface Config {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  grpcAddr: HostPort;
+  httpAddr: HostPort;
+  /** Where the gateway finds the core (ORCHESTRATOR_URL, or ABC_GRPC_ADDR). */
+  coreAddr: string;
+  publicBaseUrl: string;
+  apiKeys: string[];
+  llmRouterUrl: string | undefined;
+  toolTimeoutMs: number;
+  approvalTimeoutMs: number;
+  agentHeartbeatIntervalMs: number;
+  agentUnhealthyAfterMs: number;
+  wsPingIntervalMs: number;
+  idempotencyTtlMs: number;
+  logLevel: LogLevel;
+}
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface ConfigProblem {
+  variable: string;
+  message: string;
+}
+
+export type ConfigResult = { ok: true; config: Config } | { ok: false; problems: ConfigProblem[] };
+
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+type Parsed<T> = { value: T } | { error: string };
+
+/** Reads and validates the whole configuration, reporting every bad variable at once. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
+  const problems: ConfigProblem[] = [];
+  const read = <T>(variable: string, fallback: T, parse: (raw: string) => Parsed<T>): T => {
+    const raw = env[variable]?.trim();
+    if (!raw) return fallback;
+    const parsed = parse(raw);
+    if ('error' in parsed) {
+      problems.push({ variable, message: parsed.error });
+      return fallback;
+    }
+    return parsed.value;
+  };
+  const ms = (variable: string, fallback: number) => read(variable, fallback, parsePositiveInt);
+
+  const grpcAddr = read('ABC_GRPC_ADDR', { host: '127.0.0.1', port: 50051 }, parseHostPort);
+  const httpAddr = read('ABC_HTTP_ADDR', { host: '127.0.0.1', port: 8080 }, parseHostPort);
+  const config: Config = {
+    databaseUrl: read<string | undefined>('DATABASE_URL', undefined, parseDatabaseUrl),
+    dataDir: path.resolve(read('ABC_DATA_DIR', './.abc', (raw) => ({ value: raw }))),
+    grpcAddr,
+    httpAddr,
+    coreAddr: read('ORCHESTRATOR_URL', `${grpcAddr.host}:${grpcAddr.port}`, parseCoreAddr),
+    publicBaseUrl: read('ABC_PUBLIC_URL', `http://${httpAddr.host}:${httpAddr.port}`, parseHttpUrl),
+    apiKeys: read('ABC_API_KEYS', [], parseApiKeys),
+    llmRouterUrl: read<string | undefined>('LLM_ROUTER_URL', undefined, parseHttpUrl),
+    toolTimeoutMs: ms('TOOL_TIMEOUT_MS', 60_000),
+    approvalTimeoutMs: ms('APPROVAL_TIMEOUT_MS', 600_000),
+    agentHeartbeatIntervalMs: ms('AGENT_HEARTBEAT_INTERVAL_MS', 30_000),
+    agentUnhealthyAfterMs: ms('AGENT_UNHEALTHY_AFTER_MS', 90_000),
+    wsPingIntervalMs: ms('WS_PING_INTERVAL_MS', 30_000),
+    idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
+    logLevel: read('LOG_LEVEL', 'info', parseLogLevel),
+  };
+  return problems.length ? { ok: false, problems } : { ok: true, config };
+}
+
+/** One line per problem, naming the variable, for a boot failure message. */
+export function formatProblems(problems: ConfigProblem[]): string {
+  return ['invalid configuration:', ...problems.map((p) => `  ${p.variable}: ${p.message}`)].join('\n');
+}
+
+/** Parses HOST:PORT or [IPv6]:PORT. Port 0 asks the OS for a free port. */
+export function parseHostPort(raw: string): Parsed<HostPort> {
+  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(raw);
+  if (!match) return { error: `expected HOST:PORT, got "${raw}"` };
+  const port = Number(match[3]);
+  if (port > 65535) return { error: `port must be 0-65535, got ${port}` };
+  return { value: { host: match[1] ?? match[2]!, port } };
+}
+
+function parseCoreAddr(raw: string): Parsed<string> {
+  const bare = raw.replace(/^(grpc|http):\/\//, '').replace(/\/$/, '');
+  const parsed = parseHostPort(bare);
+  return 'error' in parsed ? parsed : { value: bare };
+}
+
+function parsePositiveInt(raw: string): Parsed<number> {
+  const value = Number(raw);
+  return /^\d+$/.test(raw) && value > 0 && Number.isSafeInteger(value)
+    ? { value }
+    : { error: `expected a positive integer, got "${raw}"` };
+}
+
+function parseLogLevel(raw: string): Parsed<LogLevel> {
+  return (LOG_LEVELS as readonly string[]).includes(raw)
+    ? { value: raw as LogLevel }
+    : { error: `must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"` };
+}
+
+function parseDatabaseUrl(raw: string): Parsed<string> {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return { error: 'is not a valid URL; expected postgres://USER:PASSWORD@HOST:PORT/DATABASE' };
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    return { error: `must use postgres:// or postgresql://, got "${url.protocol}//"` };
+  }
+  if (!url.hostname) return { error: 'has no host' };
+  if (url.pathname.length <= 1) return { error: 'names no database' };
+  return { value: raw };
+}
+
+function parseHttpUrl(raw: string): Parsed<string> {
+  try {
+    const url = new URL(raw);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') return { error: 'must be an http:// or https:// URL' };
+    return { value: raw.replace(/\/$/, '') };
+  } catch {
+    return { error: `is not a valid URL: "${raw}"` };
+  }
+}
+
+function parseApiKeys(raw: string): Parsed<string[]> {
+  const keys = raw.split(',').map((k) => k.trim()).filter(Boolean);
+  return keys.every((k) => k.length >= 16)
+    ? { value: keys }
+    : { error: 'every key must be at least 16 characters long' };
+}

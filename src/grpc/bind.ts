@@ -1,0 +1,132 @@
+// Binds plain async handlers to a grpc-js service definition, in one place:
+// authentication, cancellation as an AbortSignal, and error mapping.
+// Only an AbcError reaches a client; anything else becomes `internal_error`.
+import type {
+  Metadata,
+  MethodDefinition,
+  ServerDuplexStream,
+  ServerUnaryCall,
+  ServerWritableStream,
+  ServiceDefinition,
+  UntypedServiceImplementation,
+  sendUnaryData,
+} from '@grpc/grpc-js';
+import { AbcError } from '../domain/errors.js';
+import type { Principal } from '../access/api-keys.js';
+import type { Logger } from '../log.js';
+import { toServiceError } from './errors.js';
+
+export interface CallContext {
+  principal: Principal | null;
+  metadata: Metadata;
+  /** Aborted when the client cancels or disconnects. */
+  signal: AbortSignal;
+  log: Logger;
+}
+
+type Unary<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
+type ServerStream<Req, Res> = (request: Req, ctx: CallContext) => AsyncIterable<Res>;
+type Bidi<Req, Res> = (requests: AsyncIterable<Req>, ctx: CallContext) => AsyncIterable<Res>;
+
+/** The handler type for each method of a ts-proto grpc-js service definition. */
+export type ServiceHandlers<D> = {
+  [K in keyof D]: D[K] extends MethodDefinition<infer Req, infer Res>
+    ? D[K]['requestStream'] extends true
+      ? Bidi<Req, Res>
+      : D[K]['responseStream'] extends true
+        ? ServerStream<Req, Res>
+        : Unary<Req, Res>
+    : never;
+};
+
+export interface BindOptions {
+  log: Logger;
+  /** Resolves the caller; throw AbcError UNAUTHENTICATED to refuse. Null means anonymous is allowed. */
+  authenticate: (metadata: Metadata, method: string) => Promise<Principal | null>;
+}
+
+export function bindService<D extends ServiceDefinition>(
+  definition: D,
+  handlers: ServiceHandlers<D>,
+  opts: BindOptions,
+): UntypedServiceImplementation {
+  const impl: UntypedServiceImplementation = {};
+  for (const [name, method] of Object.entries(definition) as [keyof D & string, MethodDefinition<unknown, unknown>][]) {
+    const handler = handlers[name] as unknown as (...args: unknown[]) => unknown;
+    const log = opts.log.child({ rpc: method.path });
+    const context = async (call: { metadata: Metadata; on(event: 'cancelled', fn: () => void): unknown }) => {
+      const controller = new AbortController();
+      call.on('cancelled', () => controller.abort());
+      const principal = await opts.authenticate(call.metadata, method.path);
+      return { principal, metadata: call.metadata, signal: controller.signal, log } satisfies CallContext;
+    };
+    const fail = (error: unknown) => {
+      const abc = AbcError.from(error);
+      if (abc.status === 'INTERNAL' || abc.status === 'UNKNOWN') log.error({ err: error }, 'rpc failed');
+      return toServiceError(abc);
+    };
+
+    if (!method.requestStream && !method.responseStream) {
+      impl[name] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+        context(call)
+          .then((ctx) => (handler as Unary<unknown, unknown>)(call.request, ctx))
+          .then((res) => callback(null, res), (error) => callback(fail(error)));
+      };
+    } else if (!method.requestStream) {
+      impl[name] = (call: ServerWritableStream<unknown, unknown>) => {
+        void pump(call, async (ctx) => (handler as ServerStream<unknown, unknown>)(call.request, ctx));
+      };
+    } else {
+      impl[name] = (call: ServerDuplexStream<unknown, unknown>) => {
+        void pump(call, async (ctx) => (handler as Bidi<unknown, unknown>)(call as AsyncIterable<unknown>, ctx));
+      };
+    }
+
+    async function pump(
+      call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>,
+      start: (ctx: CallContext) => Promise<AsyncIterable<unknown>>,
+    ) {
+      try {
+        const ctx = await context(call);
+        for await (const message of await start(ctx)) {
+          if (ctx.signal.aborted) return;
+          if (!call.write(message)) await waitForDrain(call, ctx.signal);
+        }
+        call.end();
+      } catch (error) {
+        if (call.cancelled) return;
+        call.emit('error', fail(error));
+      }
+    }
+  }
+  return impl;
+}
+
+function waitForDrain(stream: NodeJS.EventEmitter, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      stream.off('drain', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    stream.once('drain', done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Handlers that answer UNIMPLEMENTED, naming the issue that will implement them. */
+export function unimplemented<D extends ServiceDefinition>(definition: D, plan: Partial<Record<keyof D, string>> & { default: string }): ServiceHandlers<D> {
+  const handlers: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(definition)) {
+    const what = plan[name as keyof D] ?? plan.default;
+    const error = () => new AbcError('UNIMPLEMENTED', { code: 'unimplemented', message: `${method.path} is not implemented yet: ${what}` });
+    handlers[name] = method.responseStream
+      ? async function* () {
+          throw error();
+        }
+      : async () => {
+          throw error();
+        };
+  }
+  return handlers as ServiceHandlers<D>;
+}

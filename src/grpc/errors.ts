@@ -1,0 +1,26 @@
+// AbcError <-> gRPC status. The seed error payload rides in `abc-error-bin` metadata.
+import { Metadata, type ServiceError, status as GrpcStatus } from '@grpc/grpc-js';
+import { Error as ErrorMessage, ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import { AbcError, Status } from '../domain/errors.js';
+
+export const ERROR_METADATA_KEY = 'abc-error-bin';
+
+/** The wire form of an error: status, message, and the encoded payload. */
+export function toServiceError(error: AbcError): Partial<ServiceError> {
+  const metadata = new Metadata();
+  metadata.set(ERROR_METADATA_KEY, Buffer.from(ErrorMessage.encode(toErrorMessage(error)).finish()));
+  return { code: Status[error.status] as GrpcStatus, details: error.payload.message, metadata };
+}
+
+export function toErrorMessage(error: AbcError): ErrorMessage {
+  const p = error.payload;
+  return {
+    code: p.code,
+    category: `ERROR_CATEGORY_${p.category}` as ErrorCategory,
+    message: p.message,
+    retryable: p.retryable,
+    retryAfterSeconds: p.retryAfterSeconds,
+    details: p.details,
+    traceId: p.traceId ?? '',
+  };
+}

@@ -1,0 +1,43 @@
+// Shared boot steps of the composition roots.
+import { ApiKeys, loadOrMintDevKey } from '../access/api-keys.js';
+import { formatProblems, loadConfig, type Config } from '../config.js';
+import { createLogger, type Logger } from '../log.js';
+import { openDatabase } from '../store/database.js';
+import { createOrm, type Orm } from '../store/orm.js';
+import type { Lifecycle } from './lifecycle.js';
+
+/** Loads the configuration or exits with one line per bad variable. */
+export function configOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  const result = loadConfig(env);
+  if (result.ok) return result.config;
+  process.stderr.write(`${formatProblems(result.problems)}\n`);
+  process.exit(2);
+}
+
+export const rootLogger = (config: Config): Logger => createLogger(config.logLevel);
+
+/** Opens the database (embedded when DATABASE_URL is unset) and the ORM, registering both for shutdown. */
+export async function openStore(config: Config, log: Logger, lifecycle: Lifecycle): Promise<Orm> {
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: log });
+  lifecycle.add('database', db.stop);
+  const orm = await createOrm({ url: db.url, logger: log });
+  lifecycle.add('orm', () => orm.close());
+  return orm;
+}
+
+/**
+ * Stores the bootstrap keys of ABC_API_KEYS. With none configured, uses the
+ * development key from $ABC_DATA_DIR/dev-api-key, minting and printing it once.
+ */
+export async function bootstrapKeys(config: Config, orm: Orm, log: Logger): Promise<void> {
+  const keys = new ApiKeys(orm);
+  for (const key of config.apiKeys) await keys.register(key, 'bootstrap');
+  if (config.apiKeys.length > 0) return;
+  const dev = await loadOrMintDevKey(config.dataDir);
+  await keys.register(dev.key, 'development');
+  if (dev.minted) {
+    process.stdout.write(`\nABC development API key (shown once, saved to ${config.dataDir}/dev-api-key):\n  ${dev.key}\n\n`);
+  } else {
+    log.info({ file: `${config.dataDir}/dev-api-key` }, 'using the development API key');
+  }
+}

@@ -1,0 +1,45 @@
+// Which service implements what. RPCs whose behaviour belongs to a later
+// issue answer UNIMPLEMENTED with a message naming that issue.
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import { DecisionServiceService } from '../../gen/abc/decision/v1/decision.js';
+import { IngressServiceService } from '../../gen/abc/ingress/v1/ingress.js';
+import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
+import { AgentServiceService } from '../../gen/abc/orchestrator/v1/agent.js';
+import { ApprovalServiceService } from '../../gen/abc/orchestrator/v1/approval.js';
+import { ContextStoreServiceService } from '../../gen/abc/orchestrator/v1/context.js';
+import { LlmProxyServiceService } from '../../gen/abc/orchestrator/v1/llm.js';
+import { RunServiceService } from '../../gen/abc/orchestrator/v1/run.js';
+import { SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
+import { ToolServiceService } from '../../gen/abc/orchestrator/v1/tool.js';
+import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+
+const RUNS = 'issue #3 (agent runs end to end)';
+const LLM = 'issue #4 (LLM proxy)';
+const TOOLS = 'issue #5 (tools, policy, approvals, A2A)';
+const CONTRACTS = 'issue #6 (contract API and decision plane)';
+const OBSERVER = 'issue #7 (observer)';
+
+export interface ServiceEntry<D extends ServiceDefinition = ServiceDefinition> {
+  name: string;
+  definition: D;
+  handlers: ServiceHandlers<D>;
+}
+
+const entry = <D extends ServiceDefinition>(name: string, definition: D, handlers: ServiceHandlers<D>): ServiceEntry =>
+  ({ name, definition, handlers }) as unknown as ServiceEntry;
+
+/** Every ABC service with its handlers. */
+export function services(): ServiceEntry[] {
+  return [
+    entry('abc.ingress.v1.IngressService', IngressServiceService, unimplemented(IngressServiceService, { default: CONTRACTS, connect: RUNS })),
+    entry('abc.orchestrator.v1.RunService', RunServiceService, unimplemented(RunServiceService, { default: RUNS })),
+    entry('abc.orchestrator.v1.AgentService', AgentServiceService, unimplemented(AgentServiceService, { default: RUNS, invokeAgent: TOOLS })),
+    entry('abc.orchestrator.v1.ToolService', ToolServiceService, unimplemented(ToolServiceService, { default: TOOLS })),
+    entry('abc.orchestrator.v1.ApprovalService', ApprovalServiceService, unimplemented(ApprovalServiceService, { default: TOOLS })),
+    entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, unimplemented(LlmProxyServiceService, { default: LLM })),
+    entry('abc.orchestrator.v1.SessionService', SessionServiceService, unimplemented(SessionServiceService, { default: RUNS })),
+    entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, unimplemented(ContextStoreServiceService, { default: RUNS })),
+    entry('abc.decision.v1.DecisionService', DecisionServiceService, unimplemented(DecisionServiceService, { default: CONTRACTS })),
+    entry('abc.observer.v1.ObserverService', ObserverServiceService, unimplemented(ObserverServiceService, { default: OBSERVER, listEvents: RUNS, watchEvents: RUNS })),
+  ];
+}

@@ -1,0 +1,31 @@
+// ARCHITECTURE §5: idempotency keys and API keys.
+import { defineEntity, p } from '@mikro-orm/core';
+
+/** (scope, key) -> the first request's hash and response; expires after 24 h. */
+export const IdempotencyKey = defineEntity({
+  name: 'IdempotencyKey',
+  tableName: 'idempotency_keys',
+  properties: {
+    scope: p.string().length(64).primary(),
+    key: p.string().length(256).primary(),
+    requestHash: p.string().length(64),
+    response: p.json<unknown>().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    expiresAt: p.datetime().index('idx_idempotency_keys_expiry'),
+  },
+});
+
+/** API keys are stored as SHA-256 hashes; the key itself is shown once. */
+export const ApiKey = defineEntity({
+  name: 'ApiKey',
+  tableName: 'api_keys',
+  properties: {
+    keyId: p.string().length(64).primary(),
+    name: p.string().length(128),
+    keyHash: p.string().length(64).unique(),
+    prefix: p.string().length(16),
+    createdAt: p.datetime().defaultRaw('now()'),
+    lastUsedAt: p.datetime().nullable(),
+    revokedAt: p.datetime().nullable(),
+  },
+});

@@ -1,0 +1,118 @@
+// Seed 001 §12.2: sessions, messages, runs, the event log, agents, context blobs.
+import { defineEntity, p } from '@mikro-orm/core';
+
+export const Session = defineEntity({
+  name: 'Session',
+  tableName: 'sessions',
+  properties: {
+    sessionId: p.string().length(64).primary(),
+    userId: p.string().length(64),
+    createdAt: p.datetime().defaultRaw('now()'),
+    metadata: p.json<Record<string, unknown>>().nullable(),
+  },
+});
+
+export const Message = defineEntity({
+  name: 'Message',
+  tableName: 'messages',
+  indexes: [{ properties: ['session', 'createdAt'], name: 'idx_messages_session' }],
+  properties: {
+    messageId: p.string().length(64).primary(),
+    session: () => p.manyToOne(Session).fieldName('session_id').mapToPk(),
+    runId: p.string().length(64).nullable(),
+    role: p.string().length(16),
+    content: p.text(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    metadata: p.json<Record<string, unknown>>().nullable(),
+  },
+});
+
+export const Run = defineEntity({
+  name: 'Run',
+  tableName: 'runs',
+  indexes: [{ properties: ['session', 'startedAt'], name: 'idx_runs_session' }],
+  uniques: [{ properties: ['session', 'requestId'], name: 'uq_runs_session_request' }],
+  properties: {
+    runId: p.string().length(64).primary(),
+    session: () => p.manyToOne(Session).fieldName('session_id').mapToPk(),
+    rootAgentId: p.string().length(64),
+    parentRunId: p.string().length(64).nullable().index('idx_runs_parent'),
+    status: p.string().length(32),
+    startedAt: p.datetime().defaultRaw('now()'),
+    endedAt: p.datetime().nullable(),
+    error: p.json<Record<string, unknown>>().nullable(),
+    // Extensions: idempotent invoke, tracing, scoped agent token, optimistic lock.
+    requestId: p.string().length(128).nullable(),
+    traceId: p.string().length(32),
+    tokenHash: p.string().length(64).nullable(),
+    userId: p.string().length(64).nullable(),
+    version: p.integer().version(),
+  },
+});
+
+/** Append-only log. `id` is the global cursor; `seq` is gap-free per run. */
+export const Event = defineEntity({
+  name: 'Event',
+  tableName: 'events',
+  indexes: [
+    { properties: ['run', 'ts'], name: 'idx_events_run' },
+    { properties: ['sessionId', 'id'], name: 'idx_events_session' },
+  ],
+  uniques: [{ properties: ['run', 'seq'], name: 'uq_events_run_seq' }],
+  properties: {
+    id: p.bigint('string').primary().autoincrement(),
+    eventId: p.string().length(64).unique(),
+    run: () => p.manyToOne(Run).fieldName('run_id').mapToPk(),
+    sessionId: p.string().length(64),
+    seq: p.integer(),
+    ts: p.bigint('number'),
+    type: p.string().length(64),
+    payload: p.json<Record<string, unknown>>().nullable(),
+  },
+});
+
+export const Agent = defineEntity({
+  name: 'Agent',
+  tableName: 'agents',
+  properties: {
+    agentId: p.string().length(64).primary(),
+    name: p.string().length(256),
+    endpoint: p.string().length(512),
+    capabilities: p.json<string[]>().nullable(),
+    status: p.string().length(32).default('healthy'),
+    lastHeartbeat: p.datetime().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    // Extensions: write-only credentials and health detail.
+    authType: p.string().length(32).nullable(),
+    authToken: p.text().nullable().hidden(),
+    statusReason: p.text().nullable(),
+    metadata: p.json<Record<string, unknown>>().nullable(),
+  },
+});
+
+export const ContextBlob = defineEntity({
+  name: 'ContextBlob',
+  tableName: 'context_blobs',
+  indexes: [{ properties: ['ownerType', 'ownerId'], name: 'idx_context_blobs_owner' }],
+  properties: {
+    contextKey: p.string().length(128).primary(),
+    ownerType: p.string().length(32),
+    ownerId: p.string().length(64),
+    version: p.integer().default(1),
+    data: p.json<unknown>().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+
+/** Every version of a context blob, so older versions stay readable. */
+export const ContextBlobVersion = defineEntity({
+  name: 'ContextBlobVersion',
+  tableName: 'context_blob_versions',
+  properties: {
+    contextKey: p.string().length(128).primary(),
+    version: p.integer().primary(),
+    data: p.json<unknown>().nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+  },
+});

@@ -1,0 +1,88 @@
+// Seed 001 §12.2: tools, tool calls, approvals; plus policies.
+import { defineEntity, p } from '@mikro-orm/core';
+import { Run } from './im.js';
+
+export const Tool = defineEntity({
+  name: 'Tool',
+  tableName: 'tools',
+  properties: {
+    toolName: p.string().length(128).primary(),
+    kind: p.string().length(16),
+    policy: p.json<Record<string, unknown>>().nullable(),
+    timeoutMs: p.integer().default(60000),
+    metadata: p.json<Record<string, unknown>>().nullable(),
+    // Extensions from seed 002 BaseTool.
+    version: p.string().length(32).default('1.0.0'),
+    description: p.text().nullable(),
+    inputSchema: p.json<Record<string, unknown>>().nullable(),
+    outputSchema: p.json<Record<string, unknown>>().nullable(),
+    permissionLevel: p.string().length(16).default('PUBLIC'),
+    sideEffect: p.boolean().default(false),
+    endpoint: p.string().length(512).nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+  },
+});
+
+export const ToolCall = defineEntity({
+  name: 'ToolCall',
+  tableName: 'tool_calls',
+  indexes: [
+    { properties: ['run'], name: 'idx_tool_calls_run' },
+    { properties: ['deadlineAt'], name: 'idx_tool_calls_deadline' },
+  ],
+  properties: {
+    toolCallId: p.string().length(64).primary(),
+    run: () => p.manyToOne(Run).fieldName('run_id').mapToPk(),
+    toolName: p.string().length(128),
+    kind: p.string().length(16),
+    status: p.string().length(32),
+    args: p.json<Record<string, unknown>>().nullable(),
+    result: p.json<unknown>().nullable(),
+    error: p.json<Record<string, unknown>>().nullable(),
+    approvalId: p.string().length(64).nullable(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    completedAt: p.datetime().nullable(),
+    // Extensions: idempotency, timers, optimistic lock.
+    idempotencyKey: p.string().length(256).nullable(),
+    startedAt: p.datetime().nullable(),
+    deadlineAt: p.datetime().nullable(),
+    version: p.integer().version(),
+  },
+});
+
+export const Approval = defineEntity({
+  name: 'Approval',
+  tableName: 'approvals',
+  indexes: [
+    { properties: ['run'], name: 'idx_approvals_run' },
+    { properties: ['status', 'expiresAt'], name: 'idx_approvals_expiry' },
+  ],
+  properties: {
+    approvalId: p.string().length(64).primary(),
+    run: () => p.manyToOne(Run).fieldName('run_id').mapToPk(),
+    toolCall: () => p.manyToOne(ToolCall).fieldName('tool_call_id').mapToPk(),
+    status: p.string().length(32).default('PENDING'),
+    createdAt: p.datetime().defaultRaw('now()'),
+    decidedAt: p.datetime().nullable(),
+    decidedBy: p.string().length(64).nullable(),
+    reason: p.text().nullable(),
+    // Extensions: expiry timer, what the approver is shown, optimistic lock.
+    expiresAt: p.datetime(),
+    sessionId: p.string().length(64),
+    argsSummary: p.text().nullable(),
+    version: p.integer().version(),
+  },
+});
+
+/** A policy document; exactly one version is active at a time. */
+export const Policy = defineEntity({
+  name: 'Policy',
+  tableName: 'policies',
+  properties: {
+    policyId: p.string().length(64).primary(),
+    version: p.integer(),
+    document: p.json<Record<string, unknown>>(),
+    active: p.boolean().default(false),
+    createdAt: p.datetime().defaultRaw('now()'),
+  },
+});

@@ -1,0 +1,50 @@
+// The MikroORM instance and the migrator. One ORM per process, passed in; never a module singleton.
+import { MikroORM } from '@mikro-orm/postgresql';
+import { Migrator } from '@mikro-orm/migrations';
+import type { Logger } from '../log.js';
+import { entities } from './entities/index.js';
+import { migrations } from './migrations/index.js';
+
+export type Orm = MikroORM;
+
+export interface OrmOptions {
+  url: string;
+  logger?: Logger;
+  /** A schema to use instead of `public` (tests isolate files this way). */
+  schema?: string;
+  poolMax?: number;
+}
+
+export async function createOrm(opts: OrmOptions): Promise<Orm> {
+  return MikroORM.init({
+    clientUrl: opts.url,
+    entities,
+    schema: opts.schema,
+    extensions: [Migrator],
+    migrations: {
+      migrationsList: migrations,
+      tableName: 'abc_migrations',
+      snapshot: false,
+      snapshotOnMigrate: false,
+      silent: true,
+      schema: opts.schema,
+    },
+    pool: { max: opts.poolMax ?? 10 },
+    debug: false,
+    allowGlobalContext: false,
+    ensureDatabase: false,
+    discovery: { checkDuplicateTableNames: true },
+    loggerFactory: undefined,
+  });
+}
+
+/** Applies pending migrations; returns the names applied (empty when up to date). */
+export async function migrate(orm: Orm): Promise<string[]> {
+  const applied = await orm.migrator.up();
+  return applied.map((m) => m.name);
+}
+
+/** Names of migrations not applied yet. */
+export async function pendingMigrations(orm: Orm): Promise<string[]> {
+  return (await orm.migrator.getPending()).map((m) => m.name);
+}
