@@ -1,0 +1,107 @@
+// `abc serve` as a real child process: embedded PostgreSQL, /ready, SIGTERM, no orphans.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const ABC = path.join(ROOT, 'bin/abc.js');
+
+function run(args: string[], env: Record<string, string>): ChildProcess {
+  const { DATABASE_URL: _omit, ...base } = process.env;
+  return spawn(process.execPath, [ABC, ...args], { cwd: ROOT, env: { ...base, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** Resolves with the first JSON log line matching `msg`. */
+function waitForLog(child: ChildProcess, msg: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    let buffer = '';
+    const timer = setTimeout(() => reject(new Error(`no "${msg}" log within ${timeoutMs} ms:\n${buffer}`)), timeoutMs);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      for (const line of buffer.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        const entry = JSON.parse(line) as Record<string, unknown>;
+        if (entry.msg === msg) {
+          clearTimeout(timer);
+          resolve(entry);
+        }
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`exited with ${code} before "${msg}":\n${buffer}`)));
+  });
+}
+
+const exited = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (code) => resolve(code))));
+
+const postgresProcesses = (dataDir: string) => {
+  try {
+    return execFileSync('pgrep', ['-f', `postgres -D ${dataDir}`]).toString().trim().split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+describe('abc serve', () => {
+  const dirs: string[] = [];
+  afterAll(async () => {
+    for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('starts embedded PostgreSQL, serves /ready, and stops cleanly on SIGTERM', async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-serve-'));
+    dirs.push(dataDir);
+    const child = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0' });
+    let stdout = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    const ready = await waitForLog(child, 'ABC is ready');
+    const http = ready.http as string;
+
+    const res = await fetch(`${http}/ready`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: 'ready' });
+    expect(postgresProcesses(path.join(dataDir, 'pg'))).not.toEqual([]);
+
+    // The development key was minted, printed once and saved.
+    const key = readFileSync(path.join(dataDir, 'dev-api-key'), 'utf8').trim();
+    expect(key).toMatch(/^abc_/);
+    expect(stdout).toContain(key);
+
+    child.kill('SIGTERM');
+    expect(await exited(child)).toBe(0);
+    expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
+    expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
+    await expect(fetch(`${http}/health`)).rejects.toThrow();
+
+    // A second start reuses the data and the key, and does not print the key again.
+    const again = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0' });
+    let stdout2 = '';
+    again.stdout!.on('data', (c: Buffer) => (stdout2 += c.toString()));
+    const ready2 = await waitForLog(again, 'ABC is ready');
+    expect((await fetch(`${ready2.http as string}/ready`)).status).toBe(200);
+    expect(stdout2).not.toContain(key);
+    again.kill('SIGINT');
+    expect(await exited(again)).toBe(0);
+    expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
+  }, 120_000);
+
+  it('refuses to start with a bad configuration, naming the variable', async () => {
+    const child = run(['serve'], { ABC_HTTP_ADDR: '127.0.0.1:70000', DATABASE_URL: 'mysql://x/y' });
+    let stderr = '';
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    expect(await exited(child)).toBe(2);
+    expect(stderr).toContain('ABC_HTTP_ADDR: port must be 0-65535');
+    expect(stderr).toContain('DATABASE_URL: must use postgres://');
+  });
+
+  it('rejects an unknown command with usage', async () => {
+    const child = run(['frobnicate'], {});
+    let stderr = '';
+    child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+    expect(await exited(child)).toBe(2);
+    expect(stderr).toMatch(/unknown command "frobnicate"[\s\S]*usage: abc/);
+  });
+});

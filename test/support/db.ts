@@ -1,0 +1,52 @@
+// An isolated database per test file, on the run's shared PostgreSQL.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { ensureDatabase } from '../../src/store/database.js';
+import { createOrm, migrate, type Orm } from '../../src/store/orm.js';
+
+export interface TestDatabase {
+  url: string;
+  name: string;
+  drop(): Promise<void>;
+}
+
+export function databaseUrl(name: string): string {
+  const url = new URL(inject('pgAdminUrl'));
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Creates an empty database named abc_test_<random>. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const name = `abc_test_${randomBytes(6).toString('hex')}`;
+  await ensureDatabase(inject('pgAdminUrl'), name);
+  return {
+    name,
+    url: databaseUrl(name),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: inject('pgAdminUrl') });
+      await client.connect();
+      try {
+        await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/** A fresh, migrated database and its ORM. */
+export async function migratedOrm(): Promise<{ orm: Orm; db: TestDatabase; close(): Promise<void> }> {
+  const db = await createTestDatabase();
+  const orm = await createOrm({ url: db.url, poolMax: 4 });
+  await migrate(orm);
+  return {
+    orm,
+    db,
+    close: async () => {
+      await orm.close();
+      await db.drop();
+    },
+  };
+}

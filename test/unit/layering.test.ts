@@ -1,0 +1,38 @@
+// Imports point one way: the gateway speaks gRPC and never reaches into src/;
+// domain/ is pure and imports nothing with I/O.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const full = path.join(dir, name);
+    return statSync(full).isDirectory() ? sources(full) : full.endsWith('.ts') ? [full] : [];
+  });
+}
+
+const imports = (file: string) =>
+  [...readFileSync(file, 'utf8').matchAll(/^\s*(?:import|export)[^'"]*from\s+'([^']+)'/gm)].map((m) => m[1]!);
+
+describe('layering', () => {
+  it('gateway/ imports gen/ and packages, never src/', () => {
+    const offenders = sources(path.join(ROOT, 'gateway')).flatMap((file) =>
+      imports(file)
+        .filter((spec) => spec.startsWith('.') && path.resolve(path.dirname(file), spec).startsWith(path.join(ROOT, 'src')))
+        .map((spec) => `${path.relative(ROOT, file)} -> ${spec}`),
+    );
+    expect(offenders).toEqual([]);
+  });
+
+  it('src/domain/ is pure: no gen/, store, ORM, network or filesystem', () => {
+    const banned = /^(node:(fs|net|http|https|child_process|dgram|dns|tls)|fs|pg|@mikro-orm\/|@grpc\/|fastify|ws)/;
+    const offenders = sources(path.join(ROOT, 'src/domain')).flatMap((file) =>
+      imports(file)
+        .filter((spec) => banned.test(spec) || (spec.startsWith('.') && !path.resolve(path.dirname(file), spec).startsWith(path.join(ROOT, 'src/domain'))))
+        .map((spec) => `${path.relative(ROOT, file)} -> ${spec}`),
+    );
+    expect(offenders).toEqual([]);
+  });
+});
