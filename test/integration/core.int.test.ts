@@ -1,13 +1,14 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Error as ErrorMessage } from '../../gen/abc/common/v1/error.js';
+import { PlanRequest } from '../../gen/abc/decision/v1/decision.js';
 import { HealthCheckResponse_ServingStatus } from '../../gen/grpc/health/v1/health.js';
 import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
 import { ApiKeys } from '../../src/access/api-keys.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { createOrm, migrate, type Orm } from '../../src/store/orm.js';
 import { createTestDatabase, migratedOrm, type TestDatabase } from '../support/db.js';
-import { unary, withKey } from '../support/grpc.js';
+import { failure, unary, withKey } from '../support/grpc.js';
 import { testLogger } from '../support/log.js';
 
 describe('core gRPC server', () => {
@@ -36,19 +37,21 @@ describe('core gRPC server', () => {
   });
 
   it('refuses a call without an API key, with the seed error payload', async () => {
-    const error = await unary(clients.agents.listAgents.bind(clients.agents), {}).catch((e) => e);
+    const error = await failure(unary(clients.agents.listAgents.bind(clients.agents), {}));
     expect(error.code).toBe(status.UNAUTHENTICATED);
-    const payload = ErrorMessage.decode(error.metadata.get('abc-error-bin')[0]);
+    const payload = ErrorMessage.decode(error.metadata.get('abc-error-bin')[0] as Buffer);
     expect(payload).toMatchObject({ code: 'unauthenticated', category: 'ERROR_CATEGORY_AUTH', retryable: false });
   });
 
   it('refuses a wrong API key', async () => {
-    const error = await unary(clients.agents.listAgents.bind(clients.agents), {}, withKey('abc_not-a-real-key-at-all')).catch((e) => e);
+    const error = await failure(unary(clients.agents.listAgents.bind(clients.agents), {}, withKey('abc_not-a-real-key-at-all')));
     expect(error.code).toBe(status.UNAUTHENTICATED);
   });
 
   it('answers UNIMPLEMENTED, naming the issue, for RPCs of later issues', async () => {
-    const error = await unary(clients.decision.plan.bind(clients.decision), { intent: 'x' } as never, withKey(key)).catch((e) => e);
+    const error = await failure(
+      unary(clients.decision.plan.bind(clients.decision), PlanRequest.fromPartial({ intent: 'x' }), withKey(key)),
+    );
     expect(error.code).toBe(status.UNIMPLEMENTED);
     expect(error.details).toMatch(/DecisionService\/Plan is not implemented yet: issue #6/);
   });
