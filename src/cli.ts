@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { startGateway } from '../gateway/server.js';
 import { ApiKeys } from './access/api-keys.js';
 import { parseHostPort } from './config.js';
-import { bootstrapKeys, configOrExit, openStore, rootLogger } from './main/boot.js';
+import { bootstrapKeys, configOrExit, coreOptions, openStore, rootLogger } from './main/boot.js';
 import { startCore } from './main/core.js';
 import { Lifecycle } from './main/lifecycle.js';
 import { migrate } from './store/orm.js';
@@ -33,7 +33,7 @@ try {
       const applied = await migrate(orm);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...config.grpcAddr });
+      const core = await startCore({ orm, log, ...coreOptions(config) });
       lifecycle.add('core', core.close);
       const gateway = await startGateway({ coreAddr: core.address, ...config.httpAddr, logger: log });
       lifecycle.add('gateway', gateway.close);
@@ -43,7 +43,7 @@ try {
     case 'core': {
       const orm = await openStore(config, log, lifecycle);
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...config.grpcAddr });
+      const core = await startCore({ orm, log, ...coreOptions(config) });
       lifecycle.add('core', core.close);
       break;
     }

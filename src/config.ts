@@ -1,6 +1,7 @@
 // Configuration from environment variables (seed 001 §13.2, ARCHITECTURE §3).
 // Parsing returns every problem as a value; the composition root decides to exit.
 import path from 'node:path';
+import type { RetryPolicy } from './domain/backoff.js';
 
 export interface Config {
   databaseUrl: string | undefined;
@@ -18,6 +19,10 @@ export interface Config {
   agentUnhealthyAfterMs: number;
   wsPingIntervalMs: number;
   idempotencyTtlMs: number;
+  /** No byte from an agent for this long fails the run with agent_error. */
+  agentIdleTimeoutMs: number;
+  /** Backoff of seed 001 §10.2, for agent and upstream calls. */
+  retry: RetryPolicy;
   logLevel: LogLevel;
 }
 
@@ -71,6 +76,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     agentUnhealthyAfterMs: ms('AGENT_UNHEALTHY_AFTER_MS', 90_000),
     wsPingIntervalMs: ms('WS_PING_INTERVAL_MS', 30_000),
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
+    agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
+    retry: {
+      maxRetries: read('RETRY_MAX_RETRIES', 3, parseCount),
+      initialDelayMs: ms('RETRY_INITIAL_DELAY_MS', 1000),
+      maxDelayMs: ms('RETRY_MAX_DELAY_MS', 30_000),
+      multiplier: read('RETRY_MULTIPLIER', 2, parseFraction),
+      jitter: read('RETRY_JITTER', 0.1, parseFraction),
+    },
     logLevel: read('LOG_LEVEL', 'info', parseLogLevel),
   };
   return problems.length ? { ok: false, problems } : { ok: true, config };
@@ -101,6 +114,15 @@ function parsePositiveInt(raw: string): Parsed<number> {
   return /^\d+$/.test(raw) && value > 0 && Number.isSafeInteger(value)
     ? { value }
     : { error: `expected a positive integer, got "${raw}"` };
+}
+
+function parseCount(raw: string): Parsed<number> {
+  return /^\d+$/.test(raw) && Number(raw) <= 100 ? { value: Number(raw) } : { error: `expected an integer 0-100, got "${raw}"` };
+}
+
+function parseFraction(raw: string): Parsed<number> {
+  const value = Number(raw);
+  return raw !== '' && Number.isFinite(value) && value >= 0 ? { value } : { error: `expected a non-negative number, got "${raw}"` };
 }
 
 function parseLogLevel(raw: string): Parsed<LogLevel> {

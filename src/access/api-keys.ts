@@ -5,11 +5,9 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Orm } from '../store/orm.js';
 import { ApiKey } from '../store/entities/index.js';
+import type { Principal } from './principal.js';
 
-export interface Principal {
-  keyId: string;
-  name: string;
-}
+export type KeyPrincipal = Extract<Principal, { kind: 'key' }>;
 
 export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
 
@@ -20,37 +18,37 @@ const CACHE_TTL_MS = 10_000;
 
 export class ApiKeys {
   readonly #orm: Orm;
-  readonly #cache = new Map<string, { principal: Principal | null; until: number }>();
+  readonly #cache = new Map<string, { principal: KeyPrincipal | null; until: number }>();
 
   constructor(orm: Orm) {
     this.#orm = orm;
   }
 
   /** Stores a key's hash under a name; storing the same key again changes nothing. */
-  async register(key: string, name: string): Promise<Principal> {
+  async register(key: string, name: string): Promise<KeyPrincipal> {
     const keyHash = hashKey(key);
     const em = this.#orm.em.fork();
     const existing = await em.findOne(ApiKey, { keyHash });
-    if (existing) return { keyId: existing.keyId, name: existing.name };
+    if (existing) return { kind: 'key', keyId: existing.keyId, name: existing.name };
     const keyId = `key_${randomBytes(8).toString('hex')}`;
     em.create(ApiKey, { keyId, name, keyHash, prefix: key.slice(0, 8) });
     await em.flush();
-    return { keyId, name };
+    return { kind: 'key', keyId, name };
   }
 
   /** Mints, stores and returns a new key. The key is never retrievable again. */
-  async create(name: string): Promise<{ key: string; principal: Principal }> {
+  async create(name: string): Promise<{ key: string; principal: KeyPrincipal }> {
     const key = mintKey();
     return { key, principal: await this.register(key, name) };
   }
 
   /** The key's principal, or null when the key is unknown or revoked. Cached for 10 s. */
-  async verify(key: string): Promise<Principal | null> {
+  async verify(key: string): Promise<KeyPrincipal | null> {
     const keyHash = hashKey(key);
     const hit = this.#cache.get(keyHash);
     if (hit && hit.until > Date.now()) return hit.principal;
     const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
-    const principal = row ? { keyId: row.keyId, name: row.name } : null;
+    const principal: KeyPrincipal | null = row ? { kind: 'key', keyId: row.keyId, name: row.name } : null;
     this.#cache.set(keyHash, { principal, until: Date.now() + CACHE_TTL_MS });
     return principal;
   }

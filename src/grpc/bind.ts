@@ -12,7 +12,7 @@ import type {
   sendUnaryData,
 } from '@grpc/grpc-js';
 import { AbcError } from '../domain/errors.js';
-import type { Principal } from '../access/api-keys.js';
+import type { Principal } from '../access/principal.js';
 import type { Logger } from '../log.js';
 import { toServiceError } from './errors.js';
 
@@ -43,6 +43,8 @@ export interface BindOptions {
   log: Logger;
   /** Resolves the caller; throw AbcError UNAUTHENTICATED to refuse. Null means anonymous is allowed. */
   authenticate: (metadata: Metadata, method: string) => Promise<Principal | null>;
+  /** Aborted when the server shuts down: open streams end. */
+  shutdown: AbortSignal;
 }
 
 export function bindService<D extends ServiceDefinition>(
@@ -58,7 +60,7 @@ export function bindService<D extends ServiceDefinition>(
       const controller = new AbortController();
       call.on('cancelled', () => controller.abort());
       const principal = await opts.authenticate(call.metadata, method.path);
-      return { principal, metadata: call.metadata, signal: controller.signal, log } satisfies CallContext;
+      return { principal, metadata: call.metadata, signal: AbortSignal.any([controller.signal, opts.shutdown]), log } satisfies CallContext;
     };
     const fail = (error: unknown) => {
       const abc = AbcError.from(error);
@@ -89,10 +91,10 @@ export function bindService<D extends ServiceDefinition>(
       try {
         const ctx = await context(call);
         for await (const message of await start(ctx)) {
-          if (ctx.signal.aborted) return;
+          if (ctx.signal.aborted) break;
           if (!call.write(message)) await waitForDrain(call, ctx.signal);
         }
-        call.end();
+        if (!call.cancelled) call.end();
       } catch (error) {
         if (call.cancelled) return;
         call.emit('error', fail(error));

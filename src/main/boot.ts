@@ -41,3 +41,15 @@ export async function bootstrapKeys(config: Config, orm: Orm, log: Logger): Prom
     log.info({ file: `${config.dataDir}/dev-api-key` }, 'using the development API key');
   }
 }
+
+/** The core's settings from the configuration. */
+export function coreOptions(config: Config) {
+  return {
+    ...config.grpcAddr,
+    publicBaseUrl: config.publicBaseUrl,
+    agentHeartbeatIntervalMs: config.agentHeartbeatIntervalMs,
+    agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
+    agentIdleTimeoutMs: config.agentIdleTimeoutMs,
+    retry: config.retry,
+  };
+}

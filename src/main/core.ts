@@ -1,10 +1,16 @@
 // The core: one gRPC server hosting every plane, plus the standard health service.
 import { Server, ServerCredentials, type Metadata } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
-import { ApiKeys, type Principal } from '../access/api-keys.js';
+import { ApiKeys } from '../access/api-keys.js';
+import type { Principal } from '../access/principal.js';
+import type { RetryPolicy } from '../domain/backoff.js';
 import { unauthenticated } from '../domain/errors.js';
 import { bindService } from '../grpc/bind.js';
 import type { Logger } from '../log.js';
+import { startHealthMonitor } from '../orchestrator/agents.js';
+import { findRunByTokenHash } from '../orchestrator/run-store.js';
+import { hashToken, Runs } from '../orchestrator/runs.js';
+import { EventBus } from '../store/event-bus.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
 import { services } from './services.js';
 
@@ -19,10 +25,17 @@ export interface CoreOptions {
   log: Logger;
   host: string;
   port: number;
+  publicBaseUrl?: string;
+  agentHeartbeatIntervalMs?: number;
+  agentUnhealthyAfterMs?: number;
+  agentIdleTimeoutMs?: number;
+  retry?: RetryPolicy;
   /** How often to re-check for pending migrations while not serving. */
   migrationPollMs?: number;
   drainTimeoutMs?: number;
 }
+
+const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
 
 /**
  * Starts the core gRPC server. Health reports SERVING only while the database
@@ -32,18 +45,43 @@ export interface CoreOptions {
 export async function startCore(opts: CoreOptions): Promise<Core> {
   const log = opts.log.child({ component: 'core' });
   const keys = new ApiKeys(opts.orm);
+  const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
+  const shutdown = new AbortController();
+  const runs = new Runs({
+    orm: opts.orm,
+    bus,
+    log,
+    publicBaseUrl: opts.publicBaseUrl ?? 'http://127.0.0.1:8080',
+    agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
+    retry: opts.retry ?? { maxRetries: 3, initialDelayMs: 1000, maxDelayMs: 30_000, multiplier: 2, jitter: 0.1 },
+  });
+  const health = {
+    em: () => opts.orm.em.fork(),
+    log,
+    intervalMs: opts.agentHeartbeatIntervalMs ?? 30_000,
+    unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
+  };
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-  const all = services();
-  const health = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
-  health.addToServer(server);
+  const all = services({ orm: opts.orm, bus, runs, keys, log, health });
+  const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
+  healthService.addToServer(server);
 
-  const authenticate = async (metadata: Metadata): Promise<Principal> => {
-    const key = bearer(metadata);
-    const principal = key ? await keys.verify(key) : null;
+  const authenticate = async (metadata: Metadata, method: string): Promise<Principal | null> => {
+    const token = bearer(metadata);
+    if (!token) {
+      if (ANONYMOUS_METHODS.has(method)) return null;
+      throw unauthenticated();
+    }
+    if (token.startsWith('abcrun_')) {
+      const run = await findRunByTokenHash(opts.orm.em.fork(), hashToken(token));
+      if (run) return { kind: 'run', runId: run.runId, sessionId: run.sessionId };
+      throw unauthenticated('unknown run token');
+    }
+    const principal = await keys.verify(token);
     if (!principal) throw unauthenticated();
     return principal;
   };
-  for (const s of all) server.addService(s.definition, bindService(s.definition, s.handlers, { log, authenticate }));
+  for (const s of all) server.addService(s.definition, bindService(s.definition, s.handlers, { log, authenticate, shutdown: shutdown.signal }));
 
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${opts.host}:${opts.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
@@ -51,16 +89,20 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const address = `${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
 
   let timer: NodeJS.Timeout | undefined;
+  let monitor: { stop(): Promise<void> } | undefined;
   const setServing = (serving: boolean) => {
     const status = serving ? 'SERVING' : 'NOT_SERVING';
-    health.setStatus('', status);
-    for (const s of all) health.setStatus(s.name, status);
+    healthService.setStatus('', status);
+    for (const s of all) healthService.setStatus(s.name, status);
   };
   const checkSchema = async () => {
     try {
       const pending = await pendingMigrations(opts.orm);
       setServing(pending.length === 0);
-      if (pending.length === 0) return;
+      if (pending.length === 0) {
+        monitor ??= startHealthMonitor(health);
+        return;
+      }
       log.warn({ pending }, 'database has pending migrations; run `abc migrate`');
     } catch (error) {
       setServing(false);
@@ -77,6 +119,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     close: async () => {
       clearTimeout(timer);
       setServing(false);
+      await monitor?.stop();
+      await runs.close(opts.drainTimeoutMs ?? 5000);
+      shutdown.abort();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           log.warn('drain timed out; forcing shutdown');
@@ -88,12 +133,13 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
           resolve();
         });
       });
+      await bus.close();
       log.info('core stopped');
     },
   };
 }
 
-/** The API key from `authorization: Bearer KEY` or `x-api-key`. */
+/** The token from `authorization: Bearer TOKEN` or `x-api-key`. */
 export function bearer(metadata: Metadata): string | undefined {
   const auth = metadata.get('authorization')[0];
   if (typeof auth === 'string' && /^bearer\s+/i.test(auth)) return auth.replace(/^bearer\s+/i, '').trim();

@@ -12,12 +12,19 @@ import { RunServiceService } from '../../gen/abc/orchestrator/v1/run.js';
 import { SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
 import { ToolServiceService } from '../../gen/abc/orchestrator/v1/tool.js';
 import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import type { ApiKeys } from '../access/api-keys.js';
+import { connect } from '../ingress/connect.js';
+import type { Logger } from '../log.js';
+import { observerHandlers } from '../observer/handlers.js';
+import type { HealthOptions } from '../orchestrator/agents.js';
+import { agentHandlers, contextHandlers, runHandlers, sessionHandlers } from '../orchestrator/handlers.js';
+import type { Runs } from '../orchestrator/runs.js';
+import type { EventBus } from '../store/event-bus.js';
+import type { Orm } from '../store/orm.js';
 
-const RUNS = 'issue #3 (agent runs end to end)';
 const LLM = 'issue #4 (LLM proxy)';
 const TOOLS = 'issue #5 (tools, policy, approvals, A2A)';
 const CONTRACTS = 'issue #6 (contract API and decision plane)';
-const OBSERVER = 'issue #7 (observer)';
 
 export interface ServiceEntry<D extends ServiceDefinition = ServiceDefinition> {
   name: string;
@@ -28,18 +35,30 @@ export interface ServiceEntry<D extends ServiceDefinition = ServiceDefinition> {
 const entry = <D extends ServiceDefinition>(name: string, definition: D, handlers: ServiceHandlers<D>): ServiceEntry =>
   ({ name, definition, handlers }) as unknown as ServiceEntry;
 
+export interface ServiceDeps {
+  orm: Orm;
+  bus: EventBus;
+  runs: Runs;
+  keys: ApiKeys;
+  log: Logger;
+  health: HealthOptions;
+}
+
 /** Every ABC service with its handlers. */
-export function services(): ServiceEntry[] {
+export function services(deps: ServiceDeps): ServiceEntry[] {
   return [
-    entry('abc.ingress.v1.IngressService', IngressServiceService, unimplemented(IngressServiceService, { default: CONTRACTS, connect: RUNS })),
-    entry('abc.orchestrator.v1.RunService', RunServiceService, unimplemented(RunServiceService, { default: RUNS })),
-    entry('abc.orchestrator.v1.AgentService', AgentServiceService, unimplemented(AgentServiceService, { default: RUNS, invokeAgent: TOOLS })),
+    entry('abc.ingress.v1.IngressService', IngressServiceService, {
+      ...unimplemented(IngressServiceService, { default: CONTRACTS }),
+      connect: (requests, ctx) => connect(deps, requests, ctx),
+    }),
+    entry('abc.orchestrator.v1.RunService', RunServiceService, runHandlers(deps.runs)),
+    entry('abc.orchestrator.v1.AgentService', AgentServiceService, agentHandlers(deps.orm, deps.health)),
     entry('abc.orchestrator.v1.ToolService', ToolServiceService, unimplemented(ToolServiceService, { default: TOOLS })),
     entry('abc.orchestrator.v1.ApprovalService', ApprovalServiceService, unimplemented(ApprovalServiceService, { default: TOOLS })),
     entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, unimplemented(LlmProxyServiceService, { default: LLM })),
-    entry('abc.orchestrator.v1.SessionService', SessionServiceService, unimplemented(SessionServiceService, { default: RUNS })),
-    entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, unimplemented(ContextStoreServiceService, { default: RUNS })),
+    entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
+    entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
     entry('abc.decision.v1.DecisionService', DecisionServiceService, unimplemented(DecisionServiceService, { default: CONTRACTS })),
-    entry('abc.observer.v1.ObserverService', ObserverServiceService, unimplemented(ObserverServiceService, { default: OBSERVER, listEvents: RUNS, watchEvents: RUNS })),
+    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus)),
   ];
 }

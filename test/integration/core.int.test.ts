@@ -57,9 +57,10 @@ describe('core gRPC server', () => {
   });
 
   it('ends a server stream with UNIMPLEMENTED too', async () => {
-    const stream = clients.observer.watchEvents({ runId: 'r', sessionId: '', types: [], cursor: '' }, withKey(key));
-    const error = await new Promise<{ code: number }>((resolve) => stream.on('error', resolve));
+    const stream = clients.agents.invokeAgent({ agentId: 'a', parentRunId: 'r', inputMessage: undefined, context: undefined }, withKey(key));
+    const error = await new Promise<{ code: number; details: string }>((resolve) => stream.on('error', resolve));
     expect(error.code).toBe(status.UNIMPLEMENTED);
+    expect(error.details).toMatch(/InvokeAgent is not implemented yet: issue #5/);
   });
 });
 

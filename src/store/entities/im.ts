@@ -46,6 +46,8 @@ export const Run = defineEntity({
     traceId: p.string().length(32),
     tokenHash: p.string().length(64).nullable(),
     userId: p.string().length(64).nullable(),
+    /** The last event seq of this run; bumped in the same transaction as each append. */
+    lastSeq: p.integer().default(0),
     version: p.integer().version(),
   },
 });
@@ -87,6 +89,8 @@ export const Agent = defineEntity({
     authToken: p.text().nullable().hidden(),
     statusReason: p.text().nullable(),
     metadata: p.json<Record<string, unknown>>().nullable(),
+    /** Deadline of the next health check; replicas claim due rows with SKIP LOCKED. */
+    nextCheckAt: p.datetime().defaultRaw('now()').index('idx_agents_next_check'),
   },
 });
 

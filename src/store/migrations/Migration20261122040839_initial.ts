@@ -1,8 +1,9 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261122040056 extends Migration {
+export class Migration20261122040839 extends Migration {
   override async up(): Promise<void> {
-    this.addSql("create table \"agents\" (\"agent_id\" varchar(64) not null, \"name\" varchar(256) not null, \"endpoint\" varchar(512) not null, \"capabilities\" jsonb null, \"status\" varchar(32) not null default 'healthy', \"last_heartbeat\" timestamptz null, \"created_at\" timestamptz not null default now(), \"auth_type\" varchar(32) null, \"auth_token\" text null, \"status_reason\" text null, \"metadata\" jsonb null, primary key (\"agent_id\"))");
+    this.addSql("create table \"agents\" (\"agent_id\" varchar(64) not null, \"name\" varchar(256) not null, \"endpoint\" varchar(512) not null, \"capabilities\" jsonb null, \"status\" varchar(32) not null default 'healthy', \"last_heartbeat\" timestamptz null, \"created_at\" timestamptz not null default now(), \"auth_type\" varchar(32) null, \"auth_token\" text null, \"status_reason\" text null, \"metadata\" jsonb null, \"next_check_at\" timestamptz not null default now(), primary key (\"agent_id\"))");
+    this.addSql("create index \"idx_agents_next_check\" on \"agents\" (\"next_check_at\")");
     this.addSql("create table \"api_keys\" (\"key_id\" varchar(64) not null, \"name\" varchar(128) not null, \"key_hash\" varchar(64) not null, \"prefix\" varchar(16) not null, \"created_at\" timestamptz not null default now(), \"last_used_at\" timestamptz null, \"revoked_at\" timestamptz null, primary key (\"key_id\"))");
     this.addSql("alter table \"api_keys\" add constraint \"api_keys_key_hash_unique\" unique (\"key_hash\")");
     this.addSql("create table \"assemblies\" (\"assembly_id\" varchar(128) not null, \"version\" varchar(32) not null, \"intent\" varchar(128) not null, \"contract_id\" varchar(256) null, \"definition\" jsonb not null, \"expected_latency_ms\" int not null default 0, \"created_at\" timestamptz not null default now(), primary key (\"assembly_id\", \"version\"))");
@@ -25,7 +26,7 @@ export class Migration20261122040056 extends Migration {
     this.addSql("create index \"idx_memory_scope_key\" on \"memory\" (\"scope\", \"scope_id\", \"key\")");
     this.addSql("create table \"policies\" (\"policy_id\" varchar(64) not null, \"version\" int not null, \"document\" jsonb not null, \"active\" boolean not null default false, \"created_at\" timestamptz not null default now(), primary key (\"policy_id\"))");
     this.addSql("create table \"sessions\" (\"session_id\" varchar(64) not null, \"user_id\" varchar(64) not null, \"created_at\" timestamptz not null default now(), \"metadata\" jsonb null, primary key (\"session_id\"))");
-    this.addSql("create table \"runs\" (\"run_id\" varchar(64) not null, \"session_id\" varchar(64) not null, \"root_agent_id\" varchar(64) not null, \"parent_run_id\" varchar(64) null, \"status\" varchar(32) not null, \"started_at\" timestamptz not null default now(), \"ended_at\" timestamptz null, \"error\" jsonb null, \"request_id\" varchar(128) null, \"trace_id\" varchar(32) not null, \"token_hash\" varchar(64) null, \"user_id\" varchar(64) null, \"version\" int not null default 1, primary key (\"run_id\"))");
+    this.addSql("create table \"runs\" (\"run_id\" varchar(64) not null, \"session_id\" varchar(64) not null, \"root_agent_id\" varchar(64) not null, \"parent_run_id\" varchar(64) null, \"status\" varchar(32) not null, \"started_at\" timestamptz not null default now(), \"ended_at\" timestamptz null, \"error\" jsonb null, \"request_id\" varchar(128) null, \"trace_id\" varchar(32) not null, \"token_hash\" varchar(64) null, \"user_id\" varchar(64) null, \"last_seq\" int not null default 0, \"version\" int not null default 1, primary key (\"run_id\"))");
     this.addSql("create index \"idx_runs_parent\" on \"runs\" (\"parent_run_id\")");
     this.addSql("create index \"idx_runs_session\" on \"runs\" (\"session_id\", \"started_at\")");
     this.addSql("alter table \"runs\" add constraint \"uq_runs_session_request\" unique (\"session_id\", \"request_id\")");

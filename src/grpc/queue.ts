@@ -1,0 +1,30 @@
+// A single-consumer async queue: producers push, one for-await loop drains.
+export class AsyncQueue<T> implements AsyncIterable<T> {
+  #items: T[] = [];
+  #wake: (() => void) | undefined;
+  #ended = false;
+
+  push(item: T): void {
+    if (this.#ended) return;
+    this.#items.push(item);
+    this.#wake?.();
+  }
+
+  end(): void {
+    this.#ended = true;
+    this.#wake?.();
+  }
+
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      while (this.#items.length) yield this.#items.shift()!;
+      if (this.#ended) return;
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+  }
+}

@@ -1,0 +1,176 @@
+// IngressService.Connect: one IM connection (seed 001 §5). Client frames become
+// orchestrator commands; each session the connection touches is watched from
+// the event log, so a reconnect with `resume` replays what was missed, then goes live.
+import type { AgentInvoke } from '../../gen/abc/ingress/v1/im.js';
+import type { ConnectRequest, ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import type { ApiKeys } from '../access/api-keys.js';
+import { AbcError } from '../domain/errors.js';
+import type { CallContext } from '../grpc/bind.js';
+import { AsyncQueue } from '../grpc/queue.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { Runs } from '../orchestrator/runs.js';
+import { getSession } from '../orchestrator/sessions.js';
+import type { EventBus } from '../store/event-bus.js';
+import type { Orm } from '../store/orm.js';
+import { watchEvents } from '../store/watch.js';
+import { frameOf } from './frames.js';
+
+export interface ConnectDeps {
+  orm: Orm;
+  bus: EventBus;
+  runs: Runs;
+  keys: ApiKeys;
+  log: Logger;
+}
+
+type Frame = NonNullable<ConnectResponse['frame']>;
+
+export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
+  const connection = new Connection(deps, ctx);
+  void connection.read(requests);
+  yield* connection.out;
+}
+
+class Connection {
+  readonly out = new AsyncQueue<ConnectResponse>();
+  readonly #deps: ConnectDeps;
+  readonly #signal: AbortSignal;
+  readonly #log: Logger;
+  readonly #watchers = new Map<string, AbortController>();
+  readonly #id = newId('conn');
+  #user: { userId: string; keyId: string } | undefined;
+
+  constructor(deps: ConnectDeps, ctx: CallContext) {
+    this.#deps = deps;
+    this.#signal = ctx.signal;
+    this.#log = deps.log.child({ component: 'ingress', connection: this.#id });
+    ctx.signal.addEventListener('abort', () => this.#close(), { once: true });
+  }
+
+  async read(requests: AsyncIterable<ConnectRequest>): Promise<void> {
+    try {
+      for await (const request of requests) {
+        await this.#handle(request);
+        if (this.out.ended) break;
+      }
+    } catch (error) {
+      if (!this.#signal.aborted) this.#log.warn({ err: error }, 'connection read failed');
+    } finally {
+      this.#close();
+    }
+  }
+
+  #close(): void {
+    for (const watcher of this.#watchers.values()) watcher.abort();
+    this.#watchers.clear();
+    this.out.end();
+  }
+
+  #send(request: Pick<ConnectRequest, 'requestId' | 'sessionId' | 'runId'>, frame: Frame): void {
+    this.out.push({ ts: Date.now(), requestId: request.requestId, sessionId: request.sessionId, runId: request.runId, cursor: '', frame });
+  }
+
+  #error(request: Pick<ConnectRequest, 'requestId' | 'sessionId' | 'runId'>, code: string, message: string, field = '', retryable = false): void {
+    this.#send(request, { $case: 'error', value: { code, message, field, retryable } });
+  }
+
+  async #handle(request: ConnectRequest): Promise<void> {
+    const frame = request.frame;
+    if (!frame) return this.#error(request, 'invalid_request', 'the frame has no type', 'type');
+    if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId);
+    if (!this.#user) {
+      this.#error(request, 'unauthenticated', 'the first frame must be hello with a valid api_key', 'type');
+      return this.#close();
+    }
+    try {
+      switch (frame.$case) {
+        case 'agentInvoke':
+          return await this.#invoke(request, frame.value);
+        case 'cancelRun':
+          return await this.#cancel(request);
+        case 'resume':
+          return await this.#resume(request, frame.value.cursor);
+        case 'toolResult':
+        case 'approvalDecision':
+          return this.#error(request, 'unimplemented', `${frame.$case === 'toolResult' ? 'tool_result' : 'approval_decision'} arrives with issue #5`);
+      }
+    } catch (error) {
+      const abc = AbcError.from(error);
+      if (abc.status === 'INTERNAL') this.#log.error({ err: error }, 'frame failed');
+      const field = typeof abc.payload.details?.field === 'string' ? abc.payload.details.field : '';
+      this.#error(request, abc.payload.code, abc.payload.message, field, abc.payload.retryable);
+    }
+  }
+
+  async #hello(request: ConnectRequest, apiKey: string, userId: string): Promise<void> {
+    const principal = apiKey ? await this.#deps.keys.verify(apiKey) : null;
+    if (!principal) {
+      this.#error(request, 'unauthenticated', 'invalid api_key', 'api_key');
+      return this.#close();
+    }
+    this.#user = { userId: userId || principal.keyId, keyId: principal.keyId };
+    this.#send(request, { $case: 'helloAck', value: { userId: this.#user.userId, connectionId: this.#id } });
+  }
+
+  async #invoke(request: ConnectRequest, invoke: AgentInvoke): Promise<void> {
+    const sessionId = request.sessionId || newId('sess');
+    const started = await this.#deps.runs.start({
+      sessionId,
+      agentId: invoke.agentId,
+      message: invoke.message ?? { role: 'user', content: '' },
+      requestId: request.requestId || undefined,
+      userId: this.#user!.userId,
+      context: invoke.context,
+    });
+    if (this.#watchers.has(sessionId)) {
+      // Already watching: a new run's run_started arrives from the log; a duplicate gets its answer now.
+      if (!started.created) {
+        this.#send({ ...request, sessionId, runId: started.run.runId }, { $case: 'runStarted', value: { agentId: started.run.rootAgentId } });
+      }
+      return;
+    }
+    this.#watch(sessionId, started.cursorBefore);
+  }
+
+  async #cancel(request: ConnectRequest): Promise<void> {
+    if (!request.runId) return this.#error(request, 'invalid_request', 'run_id is required', 'run_id');
+    const run = await this.#deps.runs.get(request.runId);
+    await this.#requireOwner(run.sessionId);
+    await this.#deps.runs.cancel(run.runId, 'cancelled by the user', `user:${this.#user!.userId}`);
+  }
+
+  async #resume(request: ConnectRequest, cursor: string): Promise<void> {
+    if (!request.sessionId) return this.#error(request, 'invalid_request', 'session_id is required to resume', 'session_id');
+    if (cursor && !/^\d{1,19}$/.test(cursor)) return this.#error(request, 'invalid_request', 'cursor must be a cursor from a previous frame', 'cursor');
+    await this.#requireOwner(request.sessionId);
+    this.#watch(request.sessionId, cursor || '0');
+  }
+
+  async #requireOwner(sessionId: string): Promise<void> {
+    const session = await getSession(this.#deps.orm.em.fork(), sessionId);
+    if (!session) throw new AbcError('NOT_FOUND', { code: 'invalid_request', message: `session ${sessionId} not found`, details: { field: 'session_id' } });
+    if (session.userId !== this.#user!.userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${sessionId} belongs to another user` });
+  }
+
+  /** Streams the session's frames after `cursor`, replacing any earlier watcher of it. */
+  #watch(sessionId: string, cursor: string): void {
+    this.#watchers.get(sessionId)?.abort();
+    const controller = new AbortController();
+    this.#watchers.set(sessionId, controller);
+    const em = () => this.#deps.orm.em.fork();
+    void (async () => {
+      try {
+        for await (const event of watchEvents(em, this.#deps.bus, { filter: { sessionId }, cursor, signal: controller.signal })) {
+          const frame = frameOf(event);
+          if (frame) this.out.push(frame);
+        }
+      } catch (error) {
+        if (!controller.signal.aborted) {
+          this.#log.error({ err: error, sessionId }, 'session watch failed');
+          this.#error({ requestId: '', sessionId, runId: '' }, 'internal_error', 'event delivery failed; resume from your last cursor', '', true);
+        }
+      }
+    })();
+  }
+}

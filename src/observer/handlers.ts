@@ -1,0 +1,54 @@
+// The observer plane: read-only projections. Event reads run in read-only transactions.
+import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
+import { requireSession } from '../access/principal.js';
+import { invalidRequest } from '../domain/errors.js';
+import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import { toEventMessage } from '../grpc/mappers.js';
+import type { EventBus } from '../store/event-bus.js';
+import { readEvents, type EventFilter } from '../store/event-log.js';
+import type { Orm } from '../store/orm.js';
+import { watchEvents } from '../store/watch.js';
+import { findRun } from '../orchestrator/run-store.js';
+import type { Principal } from '../access/principal.js';
+
+const MAX_PAGE = 1000;
+
+export function observerHandlers(orm: Orm, bus: EventBus): ServiceHandlers<typeof ObserverServiceService> {
+  const em = () => orm.em.fork();
+
+  /** Checks the filter and that the caller may see it. */
+  async function authorize(principal: Principal | null, runId: string, sessionId: string): Promise<EventFilter> {
+    if (!runId && !sessionId) throw invalidRequest('run_id or session_id is required', 'run_id');
+    if (runId) {
+      const run = await findRun(em(), runId);
+      requireSession(principal, run?.sessionId ?? `(run ${runId})`);
+      if (!run) throw invalidRequest(`run ${runId} not found`, 'run_id');
+      return { runId };
+    }
+    requireSession(principal, sessionId);
+    return { sessionId };
+  }
+
+  const cursorOf = (raw: string, field: string) => {
+    if (raw && !/^\d{1,19}$/.test(raw)) throw invalidRequest(`${field} must be a cursor from a previous response`, field);
+    return raw || '0';
+  };
+
+  return {
+    ...unimplemented(ObserverServiceService, { default: 'issue #7 (observer views and metrics)' }),
+    async listEvents(req, ctx) {
+      const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), afterTs: req.afterTs || undefined };
+      if (req.limit < 0 || req.limit > MAX_PAGE) throw invalidRequest(`limit must be 1-${MAX_PAGE}`, 'limit');
+      const limit = req.limit || 100;
+      const rows = await em().transactional((tx) => readEvents(tx, filter, cursorOf(req.cursor, 'cursor'), limit + 1), { readOnly: true });
+      const page = rows.slice(0, limit);
+      return { events: page.map(toEventMessage), hasMore: rows.length > limit, nextCursor: page.at(-1)?.id ?? req.cursor };
+    },
+    async *watchEvents(req, ctx) {
+      const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean) };
+      for await (const event of watchEvents(em, bus, { filter, cursor: cursorOf(req.cursor, 'cursor'), signal: ctx.signal })) {
+        yield { event: toEventMessage(event) };
+      }
+    },
+  };
+}

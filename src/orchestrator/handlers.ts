@@ -1,0 +1,173 @@
+// gRPC handlers of the orchestrator plane: runs, agents, sessions, context store.
+import { ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import { AgentServiceService, type Agent as AgentMessage, type AgentStatus } from '../../gen/abc/orchestrator/v1/agent.js';
+import type { ContextBlob, ContextStoreServiceService } from '../../gen/abc/orchestrator/v1/context.js';
+import type { Run, RunServiceService, RunStatus } from '../../gen/abc/orchestrator/v1/run.js';
+import type { Message, SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
+import { requireKey, requireSession } from '../access/principal.js';
+import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
+import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
+import type { Orm } from '../store/orm.js';
+import { checkAgent, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
+import { getContextOrFail, putContext, type ContextBlobRow } from './context-store.js';
+import type { RunRow } from './run-store.js';
+import { Runs } from './runs.js';
+import { appendMessage, getSession, listMessages, type MessageRow } from './sessions.js';
+
+export const toRunMessage = (r: RunRow): Run => ({
+  runId: r.runId,
+  sessionId: r.sessionId,
+  rootAgentId: r.rootAgentId,
+  parentRunId: r.parentRunId ?? '',
+  status: enumOf<RunStatus>('RUN_STATUS', r.status),
+  startedAt: millis(r.startedAt),
+  endedAt: millis(r.endedAt),
+  error: r.error
+    ? {
+        code: String(r.error.code ?? ''),
+        category: r.error.code === 'internal_error' ? ErrorCategory.ERROR_CATEGORY_INTERNAL : ErrorCategory.ERROR_CATEGORY_EXECUTION,
+        message: String(r.error.message ?? ''),
+        retryable: Boolean(r.error.retryable),
+        details: r.error,
+        traceId: r.traceId,
+      }
+    : undefined,
+  requestId: r.requestId ?? '',
+  traceId: r.traceId,
+});
+
+/** The agent as listed: the auth token is write-only and never leaves ABC. */
+export const toAgentMessage = (a: AgentRow): AgentMessage => ({
+  agentId: a.agentId,
+  name: a.name,
+  endpoint: a.endpoint,
+  capabilities: a.capabilities,
+  status: enumOf<AgentStatus>('AGENT_STATUS', a.status),
+  lastHeartbeatAt: millis(a.lastHeartbeat),
+  registeredAt: millis(a.createdAt),
+  statusReason: a.statusReason ?? '',
+});
+
+const toMessage = (m: MessageRow): Message => ({
+  messageId: m.messageId,
+  sessionId: m.sessionId,
+  runId: m.runId ?? '',
+  role: m.role,
+  content: m.content,
+  createdAt: millis(m.createdAt),
+  metadata: m.metadata ?? undefined,
+});
+
+const toBlob = (b: ContextBlobRow): ContextBlob => ({
+  contextKey: b.contextKey,
+  ownerType: b.ownerType,
+  ownerId: b.ownerId,
+  version: b.version,
+  data: b.data,
+  createdAt: millis(b.createdAt),
+  updatedAt: millis(b.updatedAt),
+});
+
+export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceService> {
+  return {
+    async *startRun(req, ctx) {
+      const principal = requireKey(ctx.principal);
+      const started = await runs.start({
+        sessionId: req.sessionId,
+        agentId: req.agentId,
+        message: req.message ?? { role: 'user', content: '' },
+        requestId: req.requestId || undefined,
+        userId: req.userId || principal.keyId,
+        context: req.context,
+        traceparent: String(ctx.metadata.get('traceparent')[0] ?? '') || undefined,
+      });
+      const run = toRunMessage(started.run);
+      for await (const event of runs.follow(started.run.runId, started.cursorBefore, ctx.signal)) {
+        yield { run, event: toEventMessage(event) };
+      }
+    },
+    async cancelRun(req, ctx) {
+      const principal = requireKey(ctx.principal);
+      return { run: toRunMessage(await runs.cancel(req.runId, req.reason, `key:${principal.keyId}`)) };
+    },
+    async getRun(req) {
+      return { run: toRunMessage(await runs.get(req.runId)) };
+    },
+  };
+}
+
+export function agentHandlers(orm: Orm, health: HealthOptions): ServiceHandlers<typeof AgentServiceService> {
+  const em = () => orm.em.fork();
+  return {
+    invokeAgent: unimplemented(AgentServiceService, { default: 'issue #5 (agent-to-agent calls)' }).invokeAgent,
+    async registerAgent(req, ctx) {
+      requireKey(ctx.principal);
+      const agent = await registerAgent(em(), {
+        agentId: req.agentId,
+        name: req.name,
+        endpoint: req.endpoint,
+        capabilities: req.capabilities,
+        auth: req.auth?.token ? { type: req.auth.type || 'bearer', token: req.auth.token } : undefined,
+        metadata: req.metadata,
+      });
+      return { ok: true, registeredAt: millis(agent.lastHeartbeat), agent: toAgentMessage(agent) };
+    },
+    async listAgents(_req, ctx) {
+      requireKey(ctx.principal);
+      return { agents: (await listAgents(em())).map(toAgentMessage) };
+    },
+    async heartbeat(req) {
+      return { agent: toAgentMessage(await heartbeat(em(), req.agentId)) };
+    },
+    async checkAgentHealth(req, ctx) {
+      requireKey(ctx.principal);
+      const agent = await getAgent(em(), req.agentId);
+      if (!agent) throw notFound('agent', req.agentId);
+      return { agent: toAgentMessage((await checkAgent(health, agent)) ?? agent) };
+    },
+  };
+}
+
+export function sessionHandlers(orm: Orm): ServiceHandlers<typeof SessionServiceService> {
+  const em = () => orm.em.fork();
+  return {
+    async getSession(req, ctx) {
+      requireSession(ctx.principal, req.sessionId);
+      const session = await getSession(em(), req.sessionId);
+      if (!session) throw notFound('session', req.sessionId);
+      return { session: { sessionId: session.sessionId, userId: session.userId, createdAt: millis(session.createdAt), metadata: session.metadata ?? undefined } };
+    },
+    async listMessages(req, ctx) {
+      requireSession(ctx.principal, req.sessionId);
+      if (req.limit < 0 || req.limit > 500) throw invalidRequest('limit must be 1-500', 'limit');
+      const page = await listMessages(em(), req.sessionId, req.limit || 50, req.before || undefined);
+      return { messages: page.messages.map(toMessage), hasMore: page.hasMore };
+    },
+    async appendMessage(req, ctx) {
+      requireSession(ctx.principal, req.sessionId);
+      if (!req.content) throw invalidRequest('content is required', 'content');
+      const message = await em().transactional(async (tx) => {
+        if (!(await getSession(tx, req.sessionId))) throw notFound('session', req.sessionId);
+        return appendMessage(tx, { sessionId: req.sessionId, role: req.role, content: req.content, runId: req.runId || null, metadata: req.metadata });
+      });
+      return { message: toMessage(message) };
+    },
+  };
+}
+
+export function contextHandlers(orm: Orm): ServiceHandlers<typeof ContextStoreServiceService> {
+  const em = () => orm.em.fork();
+  return {
+    async putContext(req, ctx) {
+      if (ctx.principal?.kind === 'run') {
+        const own = (req.ownerType === 'run' && req.ownerId === ctx.principal.runId) || (req.ownerType === 'session' && req.ownerId === ctx.principal.sessionId);
+        if (!own && req.ownerType !== 'agent') throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may write only its run, its session or agent context' });
+      }
+      return { blob: toBlob(await em().transactional((tx) => putContext(tx, { ...req, data: req.data }))) };
+    },
+    async getContext(req) {
+      return { blob: toBlob(await getContextOrFail(em(), req.contextKey, req.version)) };
+    },
+  };
+}

@@ -1,0 +1,125 @@
+// The only writer of run state. Every transition goes through the run machine's
+// table and commits in one transaction with its events.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AbcError } from '../domain/errors.js';
+import { transition } from '../domain/machine.js';
+import { RUN_MACHINE, type RunState, type RunTrigger } from '../domain/run.machine.js';
+import type { Logger } from '../log.js';
+import { appendEvents, type NewEvent, type StoredEvent } from '../store/event-log.js';
+
+export interface RunRow {
+  runId: string;
+  sessionId: string;
+  rootAgentId: string;
+  parentRunId: string | null;
+  status: RunState;
+  startedAt: Date;
+  endedAt: Date | null;
+  error: Record<string, unknown> | null;
+  requestId: string | null;
+  traceId: string;
+  userId: string | null;
+}
+
+interface RawRun {
+  run_id: string;
+  session_id: string;
+  root_agent_id: string;
+  parent_run_id: string | null;
+  status: RunState;
+  started_at: Date;
+  ended_at: Date | null;
+  error: Record<string, unknown> | null;
+  request_id: string | null;
+  trace_id: string;
+  user_id: string | null;
+}
+
+const COLUMNS = 'run_id, session_id, root_agent_id, parent_run_id, status, started_at, ended_at, error, request_id, trace_id, user_id';
+
+const toRun = (r: RawRun): RunRow => ({
+  runId: r.run_id,
+  sessionId: r.session_id,
+  rootAgentId: r.root_agent_id,
+  parentRunId: r.parent_run_id,
+  status: r.status,
+  startedAt: new Date(r.started_at),
+  endedAt: r.ended_at ? new Date(r.ended_at) : null,
+  error: r.error,
+  requestId: r.request_id,
+  traceId: r.trace_id,
+  userId: r.user_id,
+});
+
+export interface NewRun {
+  runId: string;
+  sessionId: string;
+  agentId: string;
+  parentRunId?: string;
+  requestId?: string;
+  traceId: string;
+  tokenHash: string;
+  userId?: string;
+}
+
+export async function insertRun(tx: EntityManager, run: NewRun): Promise<void> {
+  await tx.execute(
+    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, token_hash, user_id)
+     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?)`,
+    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.tokenHash, run.userId ?? null],
+  );
+}
+
+export async function findRun(em: EntityManager, runId: string): Promise<RunRow | null> {
+  const [row] = await em.execute<RawRun[]>(`SELECT ${COLUMNS} FROM runs WHERE run_id = ?`, [runId]);
+  return row ? toRun(row) : null;
+}
+
+export async function findRunByRequest(em: EntityManager, sessionId: string, requestId: string): Promise<RunRow | null> {
+  const [row] = await em.execute<RawRun[]>(`SELECT ${COLUMNS} FROM runs WHERE session_id = ? AND request_id = ?`, [sessionId, requestId]);
+  return row ? toRun(row) : null;
+}
+
+export async function findRunByTokenHash(em: EntityManager, tokenHash: string): Promise<RunRow | null> {
+  const [row] = await em.execute<RawRun[]>(`SELECT ${COLUMNS} FROM runs WHERE token_hash = ?`, [tokenHash]);
+  return row ? toRun(row) : null;
+}
+
+export interface Transitioned {
+  from: RunState;
+  to: RunState;
+  events: StoredEvent[];
+}
+
+/**
+ * Applies `trigger` to a run under a row lock, records `error` when given,
+ * and appends `events`, all in transaction `tx`. An illegal transition is
+ * logged and thrown as FAILED_PRECONDITION `illegal_transition`.
+ */
+export async function transitionRun(
+  tx: EntityManager,
+  log: Logger,
+  runId: string,
+  trigger: RunTrigger,
+  events: NewEvent[],
+  error?: Record<string, unknown>,
+): Promise<Transitioned> {
+  const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [runId]);
+  if (!row) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
+  const next = transition(RUN_MACHINE, row.status, trigger);
+  if (!next.ok) {
+    log.warn({ runId, ...next.error }, 'illegal run transition rejected');
+    throw new AbcError('FAILED_PRECONDITION', {
+      code: 'illegal_transition',
+      message: `run ${runId} is ${row.status}; "${trigger}" is not allowed`,
+      details: { ...next.error },
+    });
+  }
+  const ended = RUN_MACHINE.isTerminal(next.value);
+  await tx.execute(
+    `UPDATE runs SET status = ?, ended_at = CASE WHEN ? THEN now() ELSE ended_at END,
+       error = COALESCE(?::jsonb, error), version = version + 1 WHERE run_id = ?`,
+    [next.value, ended, error ? JSON.stringify(error) : null, runId],
+  );
+  return { from: row.status, to: next.value, events: await appendEvents(tx, runId, events) };
+}

@@ -1,0 +1,299 @@
+// Runs: start, execute against the agent, cancel, read, watch (seed 001 §4.1, §6, §8.1).
+import { createHash, randomBytes } from 'node:crypto';
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { RetryPolicy } from '../domain/backoff.js';
+import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
+import { AgentFault, invokeAgent } from '../execution/agent-client.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
+import type { StoredEvent } from '../store/event-log.js';
+import type { Orm } from '../store/orm.js';
+import { watchEvents } from '../store/watch.js';
+import { invocableAgent, type AgentRow } from './agents.js';
+import { EventWriter } from './event-writer.js';
+import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from './run-store.js';
+import { appendMessage, ensureSession, listMessages } from './sessions.js';
+
+export interface RunsOptions {
+  orm: Orm;
+  bus: EventBus;
+  log: Logger;
+  publicBaseUrl: string;
+  agentIdleTimeoutMs: number;
+  retry: RetryPolicy;
+}
+
+export interface StartCommand {
+  sessionId: string;
+  agentId: string;
+  message: { role: string; content: string };
+  requestId?: string;
+  userId: string;
+  context?: Record<string, unknown>;
+  parentRunId?: string;
+  /** An incoming W3C traceparent to continue; otherwise a new trace starts. */
+  traceparent?: string;
+}
+
+export interface Started {
+  run: RunRow;
+  /** False when request_id matched an existing run of the session. */
+  created: boolean;
+  /** Cursor just before the run's first event; watch from here to see all of it. */
+  cursorBefore: string;
+}
+
+const TRANSCRIPT_LIMIT = 200;
+
+export class Runs {
+  readonly #opts: RunsOptions;
+  readonly #log: Logger;
+  readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>();
+
+  constructor(opts: RunsOptions) {
+    this.#opts = opts;
+    this.#log = opts.log.child({ component: 'runs' });
+  }
+
+  #em(): EntityManager {
+    return this.#opts.orm.em.fork();
+  }
+
+  /**
+   * Creates the session if new, stores the user message, starts the run and
+   * sets the agent call going. An unknown or unhealthy agent fails with
+   * `agent_error` before anything is written.
+   */
+  async start(cmd: StartCommand): Promise<Started> {
+    if (!cmd.agentId) throw invalidRequest('agent_id is required', 'agent_id');
+    if (!cmd.sessionId) throw invalidRequest('session_id is required', 'session_id');
+    if (cmd.message.role !== 'user') throw invalidRequest('message.role must be "user"', 'message.role');
+    if (!cmd.message.content) throw invalidRequest('message.content is required', 'message.content');
+
+    if (cmd.requestId) {
+      const existing = await this.#existing(cmd.sessionId, cmd.requestId);
+      if (existing) return existing;
+    }
+    const agent = await invocableAgent(this.#em(), cmd.agentId);
+    const runId = newId('run');
+    const token = `abcrun_${randomBytes(24).toString('base64url')}`;
+    const traceId = traceIdFrom(cmd.traceparent) ?? randomBytes(16).toString('hex');
+    let first: StoredEvent;
+    try {
+      first = await this.#em().transactional(async (tx) => {
+        const owner = await ensureSession(tx, cmd.sessionId, cmd.userId);
+        if (owner !== cmd.userId) {
+          throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${cmd.sessionId} belongs to another user` });
+        }
+        await insertRun(tx, {
+          runId,
+          sessionId: cmd.sessionId,
+          agentId: agent.agentId,
+          parentRunId: cmd.parentRunId,
+          requestId: cmd.requestId,
+          traceId,
+          tokenHash: hashToken(token),
+          userId: cmd.userId,
+        });
+        await appendMessage(tx, { sessionId: cmd.sessionId, role: 'user', content: cmd.message.content, runId });
+        const { events } = await transitionRun(tx, this.#log, runId, 'start', [
+          { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
+          {
+            type: 'run_started',
+            payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null },
+          },
+        ]);
+        return events[0]!;
+      });
+    } catch (error) {
+      // Two invokes with one request_id raced; the loser attaches to the winner's run.
+      if (error instanceof UniqueConstraintViolationException && cmd.requestId) {
+        const existing = await this.#existing(cmd.sessionId, cmd.requestId);
+        if (existing) return existing;
+      }
+      throw error;
+    }
+    const run = (await findRun(this.#em(), runId))!;
+    this.#launch(run, agent, token, cmd.context ?? {});
+    return { run, created: true, cursorBefore: String(BigInt(first.id) - 1n) };
+  }
+
+  async #existing(sessionId: string, requestId: string): Promise<Started | null> {
+    const run = await findRunByRequest(this.#em(), sessionId, requestId);
+    if (!run) return null;
+    const [first] = await this.#em().execute<{ id: string }[]>('SELECT min(id) AS id FROM events WHERE run_id = ?', [run.runId]);
+    return { run, created: false, cursorBefore: String(BigInt(first?.id ?? '1') - 1n) };
+  }
+
+  async get(runId: string): Promise<RunRow> {
+    const run = await findRun(this.#em(), runId);
+    if (!run) throw notFound('run', runId);
+    return run;
+  }
+
+  /**
+   * Cancels a run: CANCELLED and `run_cancelled` commit together, then every
+   * process is told, and the one calling the agent aborts that request.
+   */
+  async cancel(runId: string, reason: string, actor: string): Promise<RunRow> {
+    await this.#em().transactional(async (tx) => {
+      await transitionRun(tx, this.#log, runId, 'cancel', [{ type: 'run_cancelled', payload: { reason: reason || null, actor } }], {
+        code: 'cancelled',
+        message: reason || 'cancelled',
+      });
+      await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, runId]);
+    });
+    return this.get(runId);
+  }
+
+  /** The run's events after `cursor`, live, until the run's terminal event. */
+  async *follow(runId: string, cursor: string, signal: AbortSignal): AsyncGenerator<StoredEvent> {
+    const controller = new AbortController();
+    const stop = () => controller.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      for await (const event of watchEvents(() => this.#em(), this.#opts.bus, { filter: { runId }, cursor, signal: controller.signal })) {
+        yield event;
+        if (TERMINAL_EVENTS.has(event.type)) return;
+      }
+    } finally {
+      signal.removeEventListener('abort', stop);
+      controller.abort();
+    }
+  }
+
+  /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
+  async close(graceMs = 5000): Promise<void> {
+    const all = [...this.#inFlight.values()];
+    const timer = setTimeout(() => all.forEach((f) => f.controller.abort(new ShutdownAbort())), graceMs);
+    await Promise.all(all.map((f) => f.done));
+    clearTimeout(timer);
+  }
+
+  #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>): void {
+    const controller = new AbortController();
+    const offCancel = this.#opts.bus.onCancel(run.runId, () => controller.abort(new CancelAbort()));
+    const done = this.#execute(run, agent, token, context, controller.signal)
+      .catch((error) => this.#log.error({ err: error, runId: run.runId }, 'run execution failed'))
+      .finally(() => {
+        offCancel();
+        this.#inFlight.delete(run.runId);
+      });
+    this.#inFlight.set(run.runId, { controller, done });
+  }
+
+  async #execute(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+    const log = this.#log.child({ runId: run.runId, agentId: agent.agentId });
+    const writer = new EventWriter(this.#opts.orm, run.runId);
+    const started = Date.now();
+    const texts: string[] = [];
+    try {
+      const transcript = await listMessages(this.#em(), run.sessionId, TRANSCRIPT_LIMIT);
+      const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
+      writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
+      const events = invokeAgent({
+        endpoint: agent.endpoint,
+        authToken: agent.authToken,
+        signal,
+        idleTimeoutMs: this.#opts.agentIdleTimeoutMs,
+        retry: this.#opts.retry,
+        onRetry: (fault, attempt, delayMs) => {
+          log.warn({ reason: fault.reason, attempt, delayMs }, 'agent call failed before the first byte; retrying');
+          writer.push({ type: 'agent_invoke_retry', payload: { reason: fault.reason, message: fault.message, attempt: attempt + 1, delay_ms: delayMs } });
+        },
+        headers: {
+          traceparent: `00-${run.traceId}-${randomBytes(8).toString('hex')}-01`,
+          'x-session-id': run.sessionId,
+          'x-run-id': run.runId,
+          'x-platform-base-url': this.#opts.publicBaseUrl,
+          'x-abc-run-token': token,
+        },
+        body: {
+          agent_id: agent.agentId,
+          session_id: run.sessionId,
+          run_id: run.runId,
+          input_message: { role: 'user', content: input?.content ?? '' },
+          messages: transcript.messages.map((m) => ({ role: m.role, content: m.content })),
+          context: { user_id: run.userId, ...context },
+        },
+      });
+      for await (const event of events) {
+        if (event.type === 'delta') {
+          texts.push(event.text);
+          writer.push({ type: 'agent_stream_delta', payload: { text: event.text } });
+        } else if (event.type === 'state') {
+          writer.push({ type: 'agent_state', payload: { state: event.state, detail: event.detail } });
+        } else if (event.type === 'done') {
+          await writer.flush();
+          await this.#complete(run, event.usage, event.finalMessage ?? texts.join(''), Date.now() - started);
+          return;
+        } else {
+          await writer.flush();
+          await this.#fail(run, { code: 'agent_error', message: event.message, reason: 'agent_reported', agent_code: event.code, retryable: true });
+          return;
+        }
+      }
+    } catch (error) {
+      await writer.flush().catch(() => {});
+      if (signal.reason instanceof CancelAbort) return;
+      if (signal.reason instanceof ShutdownAbort) {
+        await this.#fail(run, { code: 'internal_error', message: 'ABC shut down while the run was in progress', reason: 'shutdown', retryable: true });
+        return;
+      }
+      if (error instanceof AgentFault) {
+        log.warn({ reason: error.reason, message: error.message }, 'agent fault');
+        await this.#fail(run, { code: 'agent_error', message: error.message, reason: error.reason, retryable: true });
+        return;
+      }
+      log.error({ err: error }, 'run failed unexpectedly');
+      await this.#fail(run, { code: 'internal_error', message: 'internal error', reason: 'internal', retryable: true });
+    }
+  }
+
+  async #complete(run: RunRow, usage: Record<string, unknown>, finalMessage: string, durationMs: number): Promise<void> {
+    const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+    const prompt = num(usage.prompt_tokens);
+    const completion = num(usage.completion_tokens);
+    const normalized = {
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: num(usage.total_tokens) || num(usage.tokens) || prompt + completion,
+      duration_ms: durationMs,
+    };
+    await this.#em()
+      .transactional(async (tx) => {
+        await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId });
+        await transitionRun(tx, this.#log, run.runId, 'complete', [
+          { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
+          { type: 'run_done', payload: { usage: normalized, final_message: finalMessage } },
+        ]);
+      })
+      .catch((error) => this.#ignoreIfEnded(run, error));
+  }
+
+  async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {
+    await this.#em()
+      .transactional((tx) => transitionRun(tx, this.#log, run.runId, 'fail', [{ type: 'run_failed', payload: { error } }], error))
+      .catch((e) => this.#ignoreIfEnded(run, e));
+  }
+
+  /** A run cancelled while its agent finished: the transition is refused (and logged); nothing more to do. */
+  #ignoreIfEnded(run: RunRow, error: unknown): void {
+    if (error instanceof AbcError && error.payload.code === 'illegal_transition') return;
+    throw error;
+  }
+}
+
+export const TERMINAL_EVENTS = new Set(['run_done', 'run_failed', 'run_cancelled']);
+
+class CancelAbort extends Error {}
+class ShutdownAbort extends Error {}
+
+export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+
+function traceIdFrom(traceparent: string | undefined): string | undefined {
+  const match = traceparent && /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/.exec(traceparent);
+  return match && !/^0+$/.test(match[1]!) ? match[1] : undefined;
+}

@@ -1,0 +1,115 @@
+// The append-only event log. Appends run inside the caller's transaction, so a
+// state change and its events commit together; watchers are woken after commit
+// by NOTIFY and then read the log from their cursor, so nothing is lost or repeated.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { newId } from '../ids.js';
+
+export const EVENTS_CHANNEL = 'abc_events';
+
+export interface NewEvent {
+  type: string;
+  payload?: Record<string, unknown>;
+  /** Milliseconds since the epoch; defaults to now. */
+  ts?: number;
+}
+
+export interface StoredEvent {
+  /** The global cursor (BIGSERIAL), as a string. */
+  id: string;
+  eventId: string;
+  runId: string;
+  sessionId: string;
+  seq: number;
+  ts: number;
+  type: string;
+  payload: Record<string, unknown>;
+}
+
+interface EventRow {
+  id: string;
+  event_id: string;
+  run_id: string;
+  session_id: string;
+  seq: number;
+  ts: string;
+  type: string;
+  payload: Record<string, unknown> | null;
+}
+
+const toEvent = (r: EventRow): StoredEvent => ({
+  id: String(r.id),
+  eventId: r.event_id,
+  runId: r.run_id,
+  sessionId: r.session_id,
+  seq: r.seq,
+  ts: Number(r.ts),
+  type: r.type,
+  payload: r.payload ?? {},
+});
+
+/**
+ * Appends events to a run inside transaction `tx`. Locks the run row (for a
+ * gap-free seq) and then its session row, so events of one session commit in
+ * cursor order and a session-wide watcher can never skip one. With
+ * `onlyIfActive`, events of a run that has ended are dropped (late deltas).
+ */
+export async function appendEvents(
+  tx: EntityManager,
+  runId: string,
+  events: NewEvent[],
+  opts: { onlyIfActive?: boolean } = {},
+): Promise<StoredEvent[]> {
+  if (events.length === 0) return [];
+  const [run] = await tx.execute<{ last_seq: number; session_id: string }[]>(
+    `UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
+     ${opts.onlyIfActive ? "AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')" : ''} RETURNING last_seq, session_id`,
+    [events.length, runId],
+  );
+  if (!run && opts.onlyIfActive) return [];
+  if (!run) throw new Error(`cannot append events: run ${runId} does not exist`);
+  await tx.execute('SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE', [run.session_id]);
+  const first = run.last_seq - events.length + 1;
+  const now = Date.now();
+  const rows = await tx.execute<EventRow[]>(
+    `INSERT INTO events (event_id, run_id, session_id, seq, ts, type, payload)
+     SELECT e.event_id, ?, ?, e.seq, e.ts, e.type, e.payload::jsonb
+     FROM unnest(?::text[], ?::int[], ?::bigint[], ?::text[], ?::text[]) AS e(event_id, seq, ts, type, payload)
+     ORDER BY e.seq
+     RETURNING id, event_id, run_id, session_id, seq, ts, type, payload`,
+    [
+      runId,
+      run.session_id,
+      events.map(() => newId('evt')),
+      events.map((_, i) => first + i),
+      events.map((e) => e.ts ?? now),
+      events.map((e) => e.type),
+      events.map((e) => JSON.stringify(e.payload ?? {})),
+    ],
+  );
+  const stored = rows.map(toEvent).sort((a, b) => a.seq - b.seq);
+  await tx.execute('SELECT pg_notify(?, ?)', [EVENTS_CHANNEL, `${run.session_id} ${runId} ${stored.at(-1)!.id}`]);
+  return stored;
+}
+
+export interface EventFilter {
+  runId?: string;
+  sessionId?: string;
+  types?: string[];
+  afterTs?: number;
+}
+
+/** Events matching `filter` with a cursor greater than `after`, in cursor order. */
+export async function readEvents(em: EntityManager, filter: EventFilter, after: string, limit: number): Promise<StoredEvent[]> {
+  const where: string[] = ['id > ?'];
+  const params: unknown[] = [after || '0'];
+  if (filter.runId) where.push('run_id = ?'), params.push(filter.runId);
+  if (filter.sessionId) where.push('session_id = ?'), params.push(filter.sessionId);
+  if (filter.types?.length) where.push('type = ANY(?::text[])'), params.push(filter.types);
+  if (filter.afterTs) where.push('ts > ?'), params.push(filter.afterTs);
+  params.push(limit);
+  const rows = await em.execute<EventRow[]>(
+    `SELECT id, event_id, run_id, session_id, seq, ts, type, payload FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
+    params,
+  );
+  return rows.map(toEvent);
+}

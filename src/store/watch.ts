@@ -1,0 +1,48 @@
+// Reads the log from a cursor, then waits for wake-ups and reads again.
+// Yields every matching event exactly once, in cursor order.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { EventBus } from './event-bus.js';
+import { readEvents, type EventFilter, type StoredEvent } from './event-log.js';
+
+export interface WatchOptions {
+  filter: EventFilter;
+  /** Start after this cursor ('' or '0' from the beginning). */
+  cursor: string;
+  signal: AbortSignal;
+  batch?: number;
+}
+
+export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts: WatchOptions): AsyncGenerator<StoredEvent> {
+  const key = opts.filter.runId ? `run:${opts.filter.runId}` : `session:${opts.filter.sessionId}`;
+  let cursor = opts.cursor || '0';
+  let dirty = true;
+  let wake: (() => void) | undefined;
+  const off = bus.onWake(key, () => {
+    dirty = true;
+    wake?.();
+  });
+  const onAbort = () => wake?.();
+  opts.signal.addEventListener('abort', onAbort);
+  try {
+    while (!opts.signal.aborted) {
+      if (!dirty) {
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        continue;
+      }
+      dirty = false;
+      for (;;) {
+        const page = await readEvents(em(), opts.filter, cursor, opts.batch ?? 500);
+        for (const event of page) {
+          cursor = event.id;
+          yield event;
+          if (opts.signal.aborted) return;
+        }
+        if (page.length < (opts.batch ?? 500)) break;
+      }
+    }
+  } finally {
+    off();
+    opts.signal.removeEventListener('abort', onAbort);
+  }
+}
