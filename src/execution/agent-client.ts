@@ -56,7 +56,9 @@ function retryableStatus(fault: AgentFault): boolean {
 }
 
 async function open(req: InvokeRequest): Promise<ReadableStream<Uint8Array>> {
-  const idle = AbortSignal.timeout(req.idleTimeoutMs);
+  // Bounds the wait for response headers only; the body has its own idle timer.
+  const idle = new AbortController();
+  const timer = setTimeout(() => idle.abort(), req.idleTimeoutMs);
   let res: Response;
   try {
     res = await fetch(`${req.endpoint.replace(/\/$/, '')}/invoke`, {
@@ -68,12 +70,14 @@ async function open(req: InvokeRequest): Promise<ReadableStream<Uint8Array>> {
         ...req.headers,
       },
       body: JSON.stringify(req.body),
-      signal: AbortSignal.any([req.signal, idle]),
+      signal: AbortSignal.any([req.signal, idle.signal]),
     });
   } catch (error) {
     if (req.signal.aborted) throw error;
-    if (idle.aborted) throw new AgentFault('timeout', `agent did not answer within ${req.idleTimeoutMs} ms`, true, { cause: error });
+    if (idle.signal.aborted) throw new AgentFault('timeout', `agent did not answer within ${req.idleTimeoutMs} ms`, true, { cause: error });
     throw new AgentFault('connection', `cannot reach agent: ${describe(error)}`, true, { cause: error });
+  } finally {
+    clearTimeout(timer);
   }
   if (!res.ok || !res.body) {
     const text = await res.text().catch(() => '');

@@ -50,9 +50,9 @@ class Connection {
 
   async read(requests: AsyncIterable<ConnectRequest>): Promise<void> {
     try {
+      // No `break`: leaving the loop early would destroy the call before queued frames flush.
       for await (const request of requests) {
-        await this.#handle(request);
-        if (this.out.ended) break;
+        if (!this.out.ended) await this.#handle(request);
       }
     } catch (error) {
       if (!this.#signal.aborted) this.#log.warn({ err: error }, 'connection read failed');

@@ -70,21 +70,15 @@ export async function appendEvents(
   await tx.execute('SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE', [run.session_id]);
   const first = run.last_seq - events.length + 1;
   const now = Date.now();
+  // One JSON document for the whole batch (the driver would expand array parameters).
+  const batch = events.map((e, i) => ({ event_id: newId('evt'), seq: first + i, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
   const rows = await tx.execute<EventRow[]>(
     `INSERT INTO events (event_id, run_id, session_id, seq, ts, type, payload)
-     SELECT e.event_id, ?, ?, e.seq, e.ts, e.type, e.payload::jsonb
-     FROM unnest(?::text[], ?::int[], ?::bigint[], ?::text[], ?::text[]) AS e(event_id, seq, ts, type, payload)
+     SELECT e.event_id, ?, ?, e.seq, e.ts, e.type, e.payload
+     FROM jsonb_to_recordset(?::jsonb) AS e(event_id text, seq int, ts bigint, type text, payload jsonb)
      ORDER BY e.seq
      RETURNING id, event_id, run_id, session_id, seq, ts, type, payload`,
-    [
-      runId,
-      run.session_id,
-      events.map(() => newId('evt')),
-      events.map((_, i) => first + i),
-      events.map((e) => e.ts ?? now),
-      events.map((e) => e.type),
-      events.map((e) => JSON.stringify(e.payload ?? {})),
-    ],
+    [runId, run.session_id, JSON.stringify(batch)],
   );
   const stored = rows.map(toEvent).sort((a, b) => a.seq - b.seq);
   await tx.execute('SELECT pg_notify(?, ?)', [EVENTS_CHANNEL, `${run.session_id} ${runId} ${stored.at(-1)!.id}`]);
@@ -104,7 +98,7 @@ export async function readEvents(em: EntityManager, filter: EventFilter, after: 
   const params: unknown[] = [after || '0'];
   if (filter.runId) where.push('run_id = ?'), params.push(filter.runId);
   if (filter.sessionId) where.push('session_id = ?'), params.push(filter.sessionId);
-  if (filter.types?.length) where.push('type = ANY(?::text[])'), params.push(filter.types);
+  if (filter.types?.length) where.push('type IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.types));
   if (filter.afterTs) where.push('ts > ?'), params.push(filter.afterTs);
   params.push(limit);
   const rows = await em.execute<EventRow[]>(

@@ -1,0 +1,67 @@
+// An IM client over the gRPC Connect stream, with helpers to await frames.
+import type { ClientDuplexStream } from '@grpc/grpc-js';
+import { ConnectRequest, type ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import type { CoreClients } from '../../gateway/core-client.js';
+
+type ClientFrame = NonNullable<ConnectRequest['frame']>;
+
+export class ImClient {
+  readonly frames: ConnectResponse[] = [];
+  ended = false;
+  readonly #stream: ClientDuplexStream<ConnectRequest, ConnectResponse>;
+  readonly #waiters: (() => void)[] = [];
+
+  constructor(clients: CoreClients) {
+    this.#stream = clients.ingress.connect();
+    this.#stream.on('data', (frame: ConnectResponse) => {
+      this.frames.push(frame);
+      this.#waiters.splice(0).forEach((w) => w());
+    });
+    const end = () => {
+      this.ended = true;
+      this.#waiters.splice(0).forEach((w) => w());
+    };
+    this.#stream.on('end', end);
+    this.#stream.on('error', end);
+  }
+
+  send(frame: ClientFrame, common: Partial<Pick<ConnectRequest, 'requestId' | 'sessionId' | 'runId'>> = {}): void {
+    this.#stream.write(ConnectRequest.fromPartial({ ts: Date.now(), ...common, frame }));
+  }
+
+  hello(apiKey: string, userId = 'u1'): void {
+    this.send({ $case: 'hello', value: { apiKey, userId, clientMeta: { app: 'test' } } });
+  }
+
+  /** Waits until `predicate` holds for the frames so far. */
+  async until(predicate: (frames: ConnectResponse[]) => boolean, timeoutMs = 10_000): Promise<ConnectResponse[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate(this.frames)) {
+      if (this.ended) throw new Error(`stream ended; frames: ${JSON.stringify(this.frames.map((f) => f.frame?.$case))}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out; frames: ${JSON.stringify(this.frames.map((f) => f.frame?.$case))}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.#waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return this.frames;
+  }
+
+  /** The first frame of `kind` after index `from`. */
+  async next(kind: ClientFrame['$case'] | NonNullable<ConnectResponse['frame']>['$case'], from = 0): Promise<ConnectResponse> {
+    await this.until((f) => f.slice(from).some((x) => x.frame?.$case === kind));
+    return this.frames.slice(from).find((x) => x.frame?.$case === kind)!;
+  }
+
+  of<K extends NonNullable<ConnectResponse['frame']>['$case']>(kind: K) {
+    return this.frames.filter((f) => f.frame?.$case === kind).map((f) => ({ ...f, value: (f.frame as Extract<ConnectResponse['frame'], { $case: K }>).value }));
+  }
+
+  close(): void {
+    this.#stream.cancel();
+  }
+}
