@@ -4,13 +4,19 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { CoreClients } from './core-client.js';
 import { fromGrpcError } from './errors.js';
+import websocket from '@fastify/websocket';
+import { agentRoutes } from './routes/agents.js';
 import { healthRoutes } from './routes/health.js';
+import { imRoutes } from './routes/im.js';
+import { runRoutes } from './routes/runs.js';
+import { sessionRoutes } from './routes/sessions.js';
 
 export interface GatewayOptions {
   core: CoreClients;
   logger: Logger;
   readyTimeoutMs?: number;
   bodyLimit?: number;
+  wsPingIntervalMs?: number;
 }
 
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
@@ -50,5 +56,12 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   });
 
   healthRoutes(app, opts.core, opts.readyTimeoutMs ?? 2000);
+  agentRoutes(app, opts.core);
+  runRoutes(app, opts.core);
+  sessionRoutes(app, opts.core);
+  void app.register(async (scope) => {
+    await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });
+    imRoutes(scope, opts.core, opts.wsPingIntervalMs ?? 30_000);
+  });
   return app;
 }

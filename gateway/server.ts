@@ -9,9 +9,9 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { coreAddr: string; host: string; port: number; logger: Logger }): Promise<Gateway> {
+export async function startGateway(opts: { coreAddr: string; host: string; port: number; logger: Logger; wsPingIntervalMs?: number }): Promise<Gateway> {
   const core = connectCore(opts.coreAddr);
-  const app = buildGateway({ core, logger: opts.logger.child({ component: 'gateway' }) });
+  const app = buildGateway({ core, logger: opts.logger.child({ component: 'gateway' }), wsPingIntervalMs: opts.wsPingIntervalMs });
   const url = await app.listen({ host: opts.host, port: opts.port });
   return {
     url,

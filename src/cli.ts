@@ -35,7 +35,7 @@ try {
       await bootstrapKeys(config, orm, log);
       const core = await startCore({ orm, log, ...coreOptions(config) });
       lifecycle.add('core', core.close);
-      const gateway = await startGateway({ coreAddr: core.address, ...config.httpAddr, logger: log });
+      const gateway = await startGateway({ coreAddr: core.address, ...config.httpAddr, logger: log, wsPingIntervalMs: config.wsPingIntervalMs });
       lifecycle.add('gateway', gateway.close);
       log.info({ http: gateway.url, grpc: core.address }, 'ABC is ready');
       break;
@@ -52,7 +52,7 @@ try {
       const coreAddr = values.core ?? config.coreAddr;
       const parsed = parseHostPort(coreAddr);
       if ('error' in parsed) throw new UsageError(`--core: ${parsed.error}`);
-      const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log });
+      const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log, wsPingIntervalMs: config.wsPingIntervalMs });
       lifecycle.add('gateway', gateway.close);
       break;
     }

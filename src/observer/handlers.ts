@@ -8,6 +8,7 @@ import type { EventBus } from '../store/event-bus.js';
 import { readEvents, type EventFilter } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/watch.js';
+import { RUN_MACHINE } from '../domain/run.machine.js';
 import { findRun } from '../orchestrator/run-store.js';
 import type { Principal } from '../access/principal.js';
 
@@ -44,9 +45,11 @@ export function observerHandlers(orm: Orm, bus: EventBus): ServiceHandlers<typeo
       const page = rows.slice(0, limit);
       return { events: page.map(toEventMessage), hasMore: rows.length > limit, nextCursor: page.at(-1)?.id ?? req.cursor };
     },
+    /** A run's watch ends after its terminal event; a session's watch runs until cancelled. */
     async *watchEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean) };
-      for await (const event of watchEvents(em, bus, { filter, cursor: cursorOf(req.cursor, 'cursor'), signal: ctx.signal })) {
+      const finished = req.runId ? async () => RUN_MACHINE.isTerminal((await findRun(em(), req.runId))!.status) : undefined;
+      for await (const event of watchEvents(em, bus, { filter, cursor: cursorOf(req.cursor, 'cursor'), signal: ctx.signal, finished })) {
         yield { event: toEventMessage(event) };
       }
     },

@@ -4,6 +4,7 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
+import { RUN_MACHINE } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -148,20 +149,10 @@ export class Runs {
     return this.get(runId);
   }
 
-  /** The run's events after `cursor`, live, until the run's terminal event. */
-  async *follow(runId: string, cursor: string, signal: AbortSignal): AsyncGenerator<StoredEvent> {
-    const controller = new AbortController();
-    const stop = () => controller.abort();
-    signal.addEventListener('abort', stop, { once: true });
-    try {
-      for await (const event of watchEvents(() => this.#em(), this.#opts.bus, { filter: { runId }, cursor, signal: controller.signal })) {
-        yield event;
-        if (TERMINAL_EVENTS.has(event.type)) return;
-      }
-    } finally {
-      signal.removeEventListener('abort', stop);
-      controller.abort();
-    }
+  /** The run's events after `cursor`, live, until the run has ended and its log is drained. */
+  follow(runId: string, cursor: string, signal: AbortSignal): AsyncGenerator<StoredEvent> {
+    const finished = async () => RUN_MACHINE.isTerminal((await this.get(runId)).status);
+    return watchEvents(() => this.#em(), this.#opts.bus, { filter: { runId }, cursor, signal, finished });
   }
 
   /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
@@ -285,8 +276,6 @@ export class Runs {
     throw error;
   }
 }
-
-export const TERMINAL_EVENTS = new Set(['run_done', 'run_failed', 'run_cancelled']);
 
 class CancelAbort extends Error {}
 class ShutdownAbort extends Error {}

@@ -10,6 +10,8 @@ export interface WatchOptions {
   cursor: string;
   signal: AbortSignal;
   batch?: number;
+  /** Checked before each catch-up read; once true and caught up, the watch ends. */
+  finished?: () => Promise<boolean>;
 }
 
 export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts: WatchOptions): AsyncGenerator<StoredEvent> {
@@ -31,6 +33,8 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
         continue;
       }
       dirty = false;
+      // Read `finished` first: whatever committed before it turned true is read below.
+      const last = (await opts.finished?.()) ?? false;
       for (;;) {
         const page = await readEvents(em(), opts.filter, cursor, opts.batch ?? 500);
         for (const event of page) {
@@ -40,6 +44,7 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
         }
         if (page.length < (opts.batch ?? 500)) break;
       }
+      if (last) return;
     }
   } finally {
     off();

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RegisterAgentRequest } from '../../gen/abc/orchestrator/v1/agent.js';
 import { readEvents } from '../../src/store/event-log.js';
 import { startTestCore, type TestCore } from '../support/core.js';
+import { countRuns } from '../support/db.js';
 import { echo, sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { unary, withKey } from '../support/grpc.js';
 import { ImClient } from '../support/im.js';
@@ -113,8 +114,7 @@ describe('an agent run over IM', () => {
     expect(second!.runId).toBe(first!.runId);
     expect(second!.requestId).toBe('dup');
     expect(agent.invocations.length - before).toBe(1);
-    const runs = await t.orm.em.fork().execute('SELECT count(*)::int AS n FROM runs WHERE session_id = ?', [sessionId]);
-    expect(runs[0].n).toBe(1);
+    expect(await countRuns(t.orm, sessionId)).toBe(1);
     im.close();
   });
 
@@ -214,8 +214,7 @@ describe('IM protocol errors', () => {
     im.send({ $case: 'agentInvoke', value: { agentId: 'nobody', message: { role: 'user', content: 'x' } } }, { sessionId, requestId: 'r' });
     const error = await im.next('error');
     expect(error).toMatchObject({ requestId: 'r', frame: { value: { code: 'agent_error', message: 'agent nobody is not registered' } } });
-    const [{ n }] = await t.orm.em.fork().execute('SELECT count(*)::int AS n FROM runs WHERE session_id = ?', [sessionId]);
-    expect(n).toBe(0);
+    expect(await countRuns(t.orm, sessionId)).toBe(0);
     im.close();
   });
 });

@@ -50,3 +50,9 @@ export async function migratedOrm(): Promise<{ orm: Orm; db: TestDatabase; close
     },
   };
 }
+
+/** How many runs a session has. */
+export async function countRuns(orm: Orm, sessionId: string): Promise<number> {
+  const [row] = await orm.em.fork().execute<{ n: number }[]>('SELECT count(*)::int AS n FROM runs WHERE session_id = ?', [sessionId]);
+  return row!.n;
+}

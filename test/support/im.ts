@@ -4,6 +4,8 @@ import { ConnectRequest, type ConnectResponse } from '../../gen/abc/ingress/v1/i
 import type { CoreClients } from '../../gateway/core-client.js';
 
 type ClientFrame = NonNullable<ConnectRequest['frame']>;
+type ServerFrame = NonNullable<ConnectResponse['frame']>;
+type FrameValue<K extends ServerFrame['$case']> = Extract<ServerFrame, { $case: K }>['value'];
 
 export class ImClient {
   readonly frames: ConnectResponse[] = [];
@@ -52,13 +54,14 @@ export class ImClient {
   }
 
   /** The first frame of `kind` after index `from`. */
-  async next(kind: ClientFrame['$case'] | NonNullable<ConnectResponse['frame']>['$case'], from = 0): Promise<ConnectResponse> {
+  async next(kind: ServerFrame['$case'], from = 0): Promise<ConnectResponse> {
     await this.until((f) => f.slice(from).some((x) => x.frame?.$case === kind));
     return this.frames.slice(from).find((x) => x.frame?.$case === kind)!;
   }
 
-  of<K extends NonNullable<ConnectResponse['frame']>['$case']>(kind: K) {
-    return this.frames.filter((f) => f.frame?.$case === kind).map((f) => ({ ...f, value: (f.frame as Extract<ConnectResponse['frame'], { $case: K }>).value }));
+  /** Every frame of `kind`, with its body as `value`. */
+  of<K extends ServerFrame['$case']>(kind: K): (ConnectResponse & { value: FrameValue<K> })[] {
+    return this.frames.filter((f) => f.frame?.$case === kind).map((f) => ({ ...f, value: f.frame!.value as FrameValue<K> }));
   }
 
   close(): void {

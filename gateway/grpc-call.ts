@@ -1,0 +1,30 @@
+// Promise and metadata helpers for calling the core from routes.
+import { Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
+import type { FastifyRequest } from 'fastify';
+
+/** The caller's credentials and trace context, passed through to the core. */
+export function metadataOf(request: FastifyRequest): Metadata {
+  const metadata = new Metadata();
+  const auth = request.headers.authorization;
+  if (auth) metadata.set('authorization', auth);
+  const key = request.headers['x-api-key'];
+  if (typeof key === 'string') metadata.set('x-api-key', key);
+  const traceparent = request.headers.traceparent;
+  if (typeof traceparent === 'string') metadata.set('traceparent', traceparent);
+  metadata.set('x-request-id', String(request.id));
+  return metadata;
+}
+
+/** Calls a unary method; aborts the call when the HTTP client goes away. */
+export function call<Req, Res>(
+  fn: (req: Req, metadata: Metadata, options: Partial<CallOptions>, cb: (error: ServiceError | null, res: Res) => void) => { cancel(): void },
+  req: Req,
+  request: FastifyRequest,
+): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    const pending = fn(req, metadataOf(request), {}, (error, res) => (error ? reject(error) : resolve(res)));
+    request.raw.once('close', () => {
+      if (!request.raw.complete) pending.cancel();
+    });
+  });
+}

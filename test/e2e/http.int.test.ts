@@ -1,0 +1,146 @@
+// The HTTP surface through the gateway: registry, replay, SSE resume, transcripts, context, errors.
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { startTestStack, WsClient, type TestResponse, type TestStack } from '../support/gateway.js';
+
+let s: TestStack;
+let agent: FakeAgent;
+let runId: string;
+const SESSION = 'sess_http_1';
+
+beforeAll(async () => {
+  s = await startTestStack();
+  agent = await startFakeAgent(async (_inv, res) => {
+    for (let i = 0; i < 10; i++) sse(res, 'delta', { text: `w${i} ` });
+    sse(res, 'state', { state: 'thinking', detail: { step: 'summing up' } });
+    sse(res, 'done', { usage: { tokens: 10 }, final_message: 'all done' });
+    res.end();
+  });
+  await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'writer', name: 'Writer', endpoint: agent.url, auth: { type: 'bearer', token: 'tok-123' } } });
+  const ws = await new WsClient(s.url).open();
+  ws.send({ type: 'hello', user_id: 'u1', api_key: s.key });
+  ws.send({ type: 'agent_invoke', session_id: SESSION, agent_id: 'writer', message: { role: 'user', content: 'write' } });
+  runId = (await ws.next('done')).run_id;
+  ws.close();
+});
+afterAll(async () => {
+  await agent.close();
+  await s.close();
+});
+
+/** Reads SSE events from a response until `count` events arrived, then aborts. */
+async function readSse(res: TestResponse, count: number, controller: AbortController): Promise<EventSourceMessage[]> {
+  const events: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (e) => events.push(e) });
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  while (events.length < count) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parser.feed(decoder.decode(value, { stream: true }));
+  }
+  controller.abort();
+  return events.slice(0, count);
+}
+
+describe('agents over HTTP', () => {
+  it('lists agents without their tokens', async () => {
+    const res = await s.http('/v1/agents');
+    const body = await res.json();
+    expect(body.agents).toContainEqual(expect.objectContaining({ agent_id: 'writer', name: 'Writer', status: 'healthy', last_heartbeat_at: expect.any(Number) }));
+    expect(JSON.stringify(body)).not.toContain('tok-123');
+  });
+
+  it('rejects a bad body with 400 invalid_request naming the field', async () => {
+    const res = await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'x', name: 'X' } });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ code: 'invalid_request', category: 'VALIDATION', retryable: false, details: { field: 'body.endpoint' } });
+  });
+
+  it('answers 401 with the seed error shape without an API key', async () => {
+    const res = await s.http('/v1/agents', { key: null });
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false } });
+  });
+
+  it('answers 404 for an unknown run', async () => {
+    const res = await s.http('/v1/runs/run_missing');
+    expect(res.status).toBe(404);
+    expect((await res.json()).error.code).toBe('not_found');
+  });
+});
+
+describe('replay and live events', () => {
+  it('replays with types, limit and cursor (§9.3)', async () => {
+    const first = await (await s.http(`/v1/runs/${runId}/events?types=agent_stream_delta,agent_state&limit=4`)).json();
+    expect(first.events.map((e: { payload: { text: string } }) => e.payload.text)).toEqual(['w0 ', 'w1 ', 'w2 ', 'w3 ']);
+    expect(first.has_more).toBe(true);
+    const rest = await (await s.http(`/v1/runs/${runId}/events?types=agent_stream_delta,agent_state&limit=100&cursor=${first.next_cursor}`)).json();
+    expect(rest.events.map((e: { type: string }) => e.type)).toEqual([...Array(6).fill('agent_stream_delta'), 'agent_state']);
+    expect(rest.has_more).toBe(false);
+    expect(rest.events[0]).toMatchObject({ run_id: runId, session_id: SESSION, seq: expect.any(Number), ts: expect.any(Number), event_id: expect.stringMatching(/^evt_/) });
+  });
+
+  it('rejects a bad cursor', async () => {
+    const res = await s.http(`/v1/runs/${runId}/events?cursor=evt_abc`);
+    expect(res.status).toBe(400);
+    expect((await res.json()).error.details.field).toBe('querystring.cursor');
+  });
+
+  it('streams SSE with id: cursors, and Last-Event-ID resumes with no gap or repeat', async () => {
+    const c1 = new AbortController();
+    const res1 = await s.http(`/v1/runs/${runId}/events/stream`, { signal: c1.signal });
+    expect(res1.headers.get('content-type')).toBe('text/event-stream');
+    const part1 = await readSse(res1, 5, c1);
+    expect(part1.map((e) => e.event)).toEqual(['user_input', 'run_started', 'agent_invoke_started', 'agent_stream_delta', 'agent_stream_delta']);
+
+    const c2 = new AbortController();
+    const res2 = await s.http(`/v1/runs/${runId}/events/stream`, { signal: c2.signal, headers: { 'last-event-id': part1.at(-1)!.id! } });
+    const text = await res2.text(); // the stream ends after the run's terminal event
+    const part2: EventSourceMessage[] = [];
+    const parser = createParser({ onEvent: (e) => part2.push(e) });
+    parser.feed(text);
+    const all = [...part1, ...part2];
+    expect(all.map((e) => JSON.parse(e.data).seq)).toEqual(all.map((_, i) => i + 1));
+    expect(all.at(-1)!.event).toBe('run_done');
+    expect(all.every((e) => e.id === JSON.parse(e.data).cursor)).toBe(true);
+  });
+});
+
+describe('transcripts and context', () => {
+  it('lists and appends session messages with limit, before and has_more', async () => {
+    const list = await (await s.http(`/v1/sessions/${SESSION}/messages?limit=1`)).json();
+    expect(list).toMatchObject({ messages: [{ role: 'assistant', content: 'all done', run_id: runId }], has_more: true });
+    const posted = await s.http(`/v1/sessions/${SESSION}/messages`, { method: 'POST', json: { role: 'system', content: 'note', run_id: runId } });
+    expect(posted.status).toBe(201);
+    const all = await (await s.http(`/v1/sessions/${SESSION}/messages`)).json();
+    expect(all.messages.map((m: { content: string }) => m.content)).toEqual(['write', 'all done', 'note']);
+    const older = await (await s.http(`/v1/sessions/${SESSION}/messages?before=${all.messages[1].message_id}`)).json();
+    expect(older).toMatchObject({ messages: [{ content: 'write' }], has_more: false });
+    const bad = await s.http(`/v1/sessions/${SESSION}/messages`, { method: 'POST', json: { role: 'robot', content: 'x' } });
+    expect(bad.status).toBe(400);
+  });
+
+  it('writes versioned context and refuses a stale expected_version with 409', async () => {
+    const put = (json: unknown) => s.http('/v1/context', { method: 'POST', json });
+    const v1 = await (await put({ owner_type: 'session', owner_id: SESSION, data: { step: 1 } })).json();
+    const key = v1.blob.context_key;
+    expect((await put({ context_key: key, owner_type: 'session', owner_id: SESSION, data: { step: 2 }, expected_version: 1 })).status).toBe(200);
+    const stale = await put({ context_key: key, owner_type: 'session', owner_id: SESSION, data: { step: 3 }, expected_version: 1 });
+    expect(stale.status).toBe(409);
+    expect((await stale.json()).error).toMatchObject({ code: 'version_conflict', retryable: false });
+    expect((await (await s.http(`/v1/context/${key}`)).json()).blob).toMatchObject({ version: 2, data: { step: 2 } });
+    expect((await (await s.http(`/v1/context/${key}?version=1`)).json()).blob.data).toEqual({ step: 1 });
+  });
+
+  it('lets an agent read its own session with its run token, and nothing else', async () => {
+    const token = String(agent.invocations.at(-1)!.headers['x-abc-run-token']);
+    const own = await s.http(`/v1/sessions/${SESSION}/messages`, { key: token });
+    expect(own.status).toBe(200);
+    const other = await s.http('/v1/sessions/sess_someone_else/messages', { key: token });
+    expect(other.status).toBe(403);
+    const admin = await s.http('/v1/agents', { key: token });
+    expect(admin.status).toBe(403);
+  });
+});
