@@ -1,0 +1,175 @@
+// bench/fanout: deltas flow agent -> ABC -> WebSocket client.
+// Reports, against a baseline measured in the same run:
+//  - added latency per delta (p50, p99) vs the agent writing straight to a ws client;
+//  - deltas per second at 1, 10 and 100 concurrent runs;
+//  - event-log appends per second (per-event commits and group commit) vs raw COPY.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import WebSocket, { WebSocketServer } from 'ws';
+import { EventWriter } from '../src/orchestrator/event-writer.js';
+import { appendEvents } from '../src/store/event-log.js';
+import { createOrm } from '../src/store/orm.js';
+import { benchDatabase, fmt, percentile, startAbc, type AbcProcess } from './lib.js';
+
+const LATENCY_DELTAS = Number(process.env.BENCH_LATENCY_DELTAS ?? 400);
+const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 2000);
+const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
+const PACE_MS = 2;
+
+/** The agent: paced deltas carry their send time; unpaced ones are for throughput. */
+function startAgent(): Promise<http.Server> {
+  const server = http.createServer(async (req, res) => {
+    if (req.url === '/health') return res.end('{"status":"healthy"}');
+    let raw = '';
+    for await (const chunk of req) raw += chunk;
+    const { input_message } = JSON.parse(raw) as { input_message: { content: string } };
+    const [mode, n] = input_message.content.split(':') as [string, string];
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (let i = 0; i < Number(n); i++) {
+      const ok = res.write(`event: delta\ndata: {"text":"${performance.now()}"}\n\n`);
+      if (mode === 'paced') await new Promise((r) => setTimeout(r, PACE_MS));
+      else if (!ok) await new Promise((r) => res.once('drain', r));
+    }
+    res.end('event: done\ndata: {"usage":{}}\n\n');
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+/** Baseline: the same paced deltas written straight to a ws client. */
+async function directLatencies(): Promise<number[]> {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  await new Promise((r) => wss.once('listening', r));
+  wss.on('connection', async (socket) => {
+    for (let i = 0; i < LATENCY_DELTAS; i++) {
+      socket.send(JSON.stringify({ type: 'delta', text: String(performance.now()) }));
+      await new Promise((r) => setTimeout(r, PACE_MS));
+    }
+    socket.send(JSON.stringify({ type: 'done' }));
+  });
+  const ws = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
+  const latencies: number[] = [];
+  await new Promise<void>((resolve) =>
+    ws.on('message', (data) => {
+      const frame = JSON.parse(data.toString());
+      if (frame.type === 'delta') latencies.push(performance.now() - Number(frame.text));
+      else resolve();
+    }),
+  );
+  ws.close();
+  wss.close();
+  return latencies;
+}
+
+/** One IM run through ABC; resolves with per-delta latencies and the delta count. */
+async function abcRun(abc: AbcProcess, content: string, session: string): Promise<{ latencies: number[]; deltas: number }> {
+  const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
+  await new Promise((r) => ws.once('open', r));
+  ws.send(JSON.stringify({ type: 'hello', ts: Date.now(), api_key: abc.key, user_id: 'bench' }));
+  ws.send(JSON.stringify({ type: 'agent_invoke', ts: Date.now(), session_id: session, agent_id: 'bench', message: { role: 'user', content } }));
+  const latencies: number[] = [];
+  let deltas = 0;
+  await new Promise<void>((resolve, reject) =>
+    ws.on('message', (data) => {
+      const frame = JSON.parse(data.toString());
+      if (frame.type === 'delta') {
+        deltas++;
+        latencies.push(performance.now() - Number(frame.text));
+      } else if (frame.type === 'done') resolve();
+      else if (frame.type === 'error') reject(new Error(frame.message));
+    }),
+  );
+  ws.close();
+  return { latencies, deltas };
+}
+
+async function throughput(abc: AbcProcess, concurrency: number): Promise<number> {
+  const perRun = Math.max(50, Math.floor(THROUGHPUT_DELTAS / concurrency));
+  const start = performance.now();
+  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `burst:${perRun}`, `sess_tp_${concurrency}_${i}_${Date.now()}`)));
+  const seconds = (performance.now() - start) / 1000;
+  return results.reduce((n, r) => n + r.deltas, 0) / seconds;
+}
+
+async function appendRates(url: string): Promise<{ perEvent: number; grouped: number; copy: number }> {
+  const orm = await createOrm({ url, poolMax: 4 });
+  const em = () => orm.em.fork();
+  const newRun = async (id: string) => {
+    await em().execute("INSERT INTO sessions (session_id, user_id) VALUES (?, 'bench') ON CONFLICT DO NOTHING", [`s_${id}`]);
+    await em().execute("INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id) VALUES (?, ?, 'bench', 'RUNNING', 't')", [id, `s_${id}`]);
+  };
+  const payload = { text: 'a delta of ordinary length for a streamed answer' };
+
+  await newRun('r_single');
+  let t = performance.now();
+  for (let i = 0; i < APPENDS; i++) await em().transactional((tx) => appendEvents(tx, 'r_single', [{ type: 'agent_stream_delta', payload }]));
+  const perEvent = APPENDS / ((performance.now() - t) / 1000);
+
+  await newRun('r_group');
+  const writer = new EventWriter(orm, 'r_group');
+  t = performance.now();
+  for (let i = 0; i < APPENDS; i++) writer.push({ type: 'agent_stream_delta', payload });
+  await writer.flush();
+  const grouped = APPENDS / ((performance.now() - t) / 1000);
+
+  await newRun('r_copy');
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const rows = Array.from({ length: APPENDS }, (_, i) => `evt_copy_${i}\tr_copy\ts_r_copy\t${i + 1}\t${Date.now()}\tagent_stream_delta\t${JSON.stringify(payload)}\n`);
+  t = performance.now();
+  await pipeline(Readable.from(rows), client.query(copyFrom('COPY events (event_id, run_id, session_id, seq, ts, type, payload) FROM STDIN')));
+  const copy = APPENDS / ((performance.now() - t) / 1000);
+  await client.end();
+  await orm.close();
+  return { perEvent, grouped, copy };
+}
+
+export async function fanout(): Promise<void> {
+  const db = await benchDatabase('abc_bench');
+  const abc = await startAbc(db.url);
+  const agent = await startAgent();
+  try {
+    const agentUrl = `http://127.0.0.1:${(agent.address() as AddressInfo).port}`;
+    await fetch(`${abc.http}/v1/agents/register`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ agent_id: 'bench', name: 'Bench', endpoint: agentUrl }),
+    });
+    await abcRun(abc, 'paced:20', `sess_warm_${Date.now()}`); // warm-up
+
+    const direct = (await directLatencies()).sort((a, b) => a - b);
+    const through = (await abcRun(abc, `paced:${LATENCY_DELTAS}`, `sess_lat_${Date.now()}`)).latencies.sort((a, b) => a - b);
+    const d50 = percentile(direct, 50);
+    const d99 = percentile(direct, 99);
+    const a50 = percentile(through, 50);
+    const a99 = percentile(through, 99);
+    console.log(`\n## fanout: agent -> ABC -> WebSocket (${LATENCY_DELTAS} deltas, one every ${PACE_MS} ms)`);
+    console.log('| path | p50 ms | p99 ms |');
+    console.log('|---|---|---|');
+    console.log(`| direct (agent -> ws) | ${fmt(d50)} | ${fmt(d99)} |`);
+    console.log(`| through ABC | ${fmt(a50)} | ${fmt(a99)} |`);
+    console.log(`| added by ABC | ${fmt(a50 - d50)} | ${fmt(a99 - d99)} |`);
+    console.log(`| ratio ABC / direct | ${fmt(a50 / d50, 1)}x | ${fmt(a99 / d99, 1)}x |`);
+
+    console.log('\n## fanout: deltas per second through ABC');
+    console.log('| concurrent runs | deltas/s |');
+    console.log('|---|---|');
+    for (const c of [1, 10, 100]) console.log(`| ${c} | ${fmt(await throughput(abc, c), 0)} |`);
+
+    const rates = await appendRates(db.url);
+    console.log(`\n## event log: appends per second (${APPENDS} events)`);
+    console.log('| method | events/s | vs COPY |');
+    console.log('|---|---|---|');
+    console.log(`| raw COPY (baseline) | ${fmt(rates.copy, 0)} | 1.00 |`);
+    console.log(`| appendEvents, one commit per event | ${fmt(rates.perEvent, 0)} | ${fmt(rates.perEvent / rates.copy)} |`);
+    console.log(`| EventWriter group commit | ${fmt(rates.grouped, 0)} | ${fmt(rates.grouped / rates.copy)} |`);
+  } finally {
+    agent.close();
+    await abc.stop();
+    await db.close();
+  }
+}

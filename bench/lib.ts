@@ -1,0 +1,74 @@
+// Shared bench helpers: percentiles, an ABC child process, an embedded database.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createLogger } from '../src/log.js';
+import { ensureDatabase } from '../src/store/database.js';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/store/embedded-pg.js';
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+
+export interface BenchDb {
+  url: string;
+  cluster: EmbeddedDatabase | undefined;
+  close(): Promise<void>;
+}
+
+/** DATABASE_URL's server, or a throwaway embedded cluster, with a fresh database. */
+export async function benchDatabase(name: string): Promise<BenchDb> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'abc-bench-'));
+  const cluster = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), logger: createLogger('warn') });
+  const admin = process.env.DATABASE_URL ?? cluster!.adminUrl;
+  const db = `${name}_${Date.now()}`;
+  await ensureDatabase(admin, db);
+  const url = new URL(admin);
+  url.pathname = `/${db}`;
+  return {
+    url: url.toString(),
+    cluster,
+    close: async () => {
+      await cluster?.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface AbcProcess {
+  http: string;
+  key: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** `abc serve` as a child process against `databaseUrl`, with a known API key. */
+export async function startAbc(databaseUrl: string): Promise<AbcProcess> {
+  const key = `abc_bench_${Date.now()}_key_material`;
+  const child = spawn(process.execPath, ['bin/abc.js', 'serve'], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, ABC_API_KEYS: key, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const http = await new Promise<string>((resolve, reject) => {
+    let buffer = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const line = buffer.split('\n').find((l) => l.includes('"ABC is ready"'));
+      if (line) resolve(JSON.parse(line).http);
+    });
+    child.once('exit', (code) => reject(new Error(`abc serve exited with ${code}`)));
+  });
+  return {
+    http,
+    key,
+    child,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    },
+  };
+}

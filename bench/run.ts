@@ -1,0 +1,9 @@
+// npm run bench: every benchmark, each reporting ratios against a baseline from the same run.
+import { fanout } from './fanout.js';
+
+const benches: Record<string, () => Promise<void>> = { fanout };
+const only = process.argv.slice(2);
+for (const [name, bench] of Object.entries(benches)) {
+  if (only.length && !only.includes(name)) continue;
+  await bench();
+}
