@@ -34,7 +34,7 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
   });
 
   app.post<{ Params: { run_id: string }; Body: { reason?: string } | undefined }>(
-    '/v1/runs/:run_id\\:cancel',
+    '/v1/runs/:run_id(^[^:]+)::cancel',
     { schema: { params: runParams, body: { type: ['object', 'null'], additionalProperties: false, properties: { reason: { type: 'string', maxLength: 1000 } } } } },
     async (req) => {
       const res = await call(core.runs.cancelRun.bind(core.runs), { runId: req.params.run_id, reason: req.body?.reason ?? '' }, req);

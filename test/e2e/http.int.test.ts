@@ -64,6 +64,13 @@ describe('agents over HTTP', () => {
     expect(await res.json()).toEqual({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false } });
   });
 
+  it('refuses to cancel a finished run: the illegal transition is an error, not a no-op', async () => {
+    const res = await s.http(`/v1/runs/${runId}:cancel`, { method: 'POST', json: { reason: 'too late' } });
+    expect(res.status).toBe(412);
+    expect((await res.json()).error).toMatchObject({ code: 'illegal_transition', details: { from: 'DONE', trigger: 'cancel' } });
+    expect((await (await s.http(`/v1/runs/${runId}`)).json()).run.status).toBe('DONE');
+  });
+
   it('answers 404 for an unknown run', async () => {
     const res = await s.http('/v1/runs/run_missing');
     expect(res.status).toBe(404);
