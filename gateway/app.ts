@@ -8,6 +8,7 @@ import websocket from '@fastify/websocket';
 import { agentRoutes } from './routes/agents.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
+import { llmRoutes } from './routes/llm.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
 
@@ -59,6 +60,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   agentRoutes(app, opts.core);
   runRoutes(app, opts.core);
   sessionRoutes(app, opts.core);
+  void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });
     imRoutes(scope, opts.core, opts.wsPingIntervalMs ?? 30_000);

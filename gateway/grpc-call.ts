@@ -22,9 +22,13 @@ export function call<Req, Res>(
   request: FastifyRequest,
 ): Promise<Res> {
   return new Promise((resolve, reject) => {
-    const pending = fn(req, metadataOf(request), {}, (error, res) => (error ? reject(error) : resolve(res)));
-    request.raw.once('close', () => {
-      if (!request.raw.complete) pending.cancel();
+    const socket = request.raw.socket;
+    const onClose = () => pending.cancel();
+    const pending = fn(req, metadataOf(request), {}, (error, res) => {
+      socket.off('close', onClose);
+      if (error) reject(error);
+      else resolve(res);
     });
+    socket.once('close', onClose);
   });
 }

@@ -13,6 +13,12 @@ export interface Config {
   publicBaseUrl: string;
   apiKeys: string[];
   llmRouterUrl: string | undefined;
+  /** Bearer token ABC sends to the LLM router; never logged or echoed. */
+  llmRouterApiKey: string | undefined;
+  /** model -> models to try in order after retries run out (LLM_FALLBACKS=gpt-4:gpt-4o-mini,a:b:c). */
+  llmFallbacks: Record<string, string[]>;
+  /** No byte from the LLM router for this long is a timeout. */
+  llmTimeoutMs: number;
   toolTimeoutMs: number;
   approvalTimeoutMs: number;
   agentHeartbeatIntervalMs: number;
@@ -70,6 +76,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     publicBaseUrl: read('ABC_PUBLIC_URL', `http://${httpAddr.host}:${httpAddr.port}`, parseHttpUrl),
     apiKeys: read('ABC_API_KEYS', [], parseApiKeys),
     llmRouterUrl: read<string | undefined>('LLM_ROUTER_URL', undefined, parseHttpUrl),
+    llmRouterApiKey: read<string | undefined>('LLM_ROUTER_API_KEY', undefined, (raw) => ({ value: raw })),
+    llmFallbacks: read('LLM_FALLBACKS', {}, parseFallbacks),
+    llmTimeoutMs: ms('LLM_TIMEOUT_MS', 60_000),
     toolTimeoutMs: ms('TOOL_TIMEOUT_MS', 60_000),
     approvalTimeoutMs: ms('APPROVAL_TIMEOUT_MS', 600_000),
     agentHeartbeatIntervalMs: ms('AGENT_HEARTBEAT_INTERVAL_MS', 30_000),
@@ -114,6 +123,17 @@ function parsePositiveInt(raw: string): Parsed<number> {
   return /^\d+$/.test(raw) && value > 0 && Number.isSafeInteger(value)
     ? { value }
     : { error: `expected a positive integer, got "${raw}"` };
+}
+
+/** `gpt-4:gpt-4o-mini,claude:haiku:tiny` -> { 'gpt-4': ['gpt-4o-mini'], claude: ['haiku', 'tiny'] }. */
+export function parseFallbacks(raw: string): Parsed<Record<string, string[]>> {
+  const chains: Record<string, string[]> = {};
+  for (const chain of raw.split(',').map((c) => c.trim()).filter(Boolean)) {
+    const models = chain.split(':').map((m) => m.trim());
+    if (models.length < 2 || models.some((m) => !m)) return { error: `each chain is MODEL:FALLBACK[:FALLBACK...], got "${chain}"` };
+    chains[models[0]!] = models.slice(1);
+  }
+  return { value: chains };
 }
 
 function parseCount(raw: string): Parsed<number> {

@@ -100,7 +100,7 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
         live.delete(stream);
         if (opened) reply.raw.end();
       });
-      req.raw.on('close', () => {
+      reply.raw.on('close', () => {
         clearInterval(heartbeat);
         stream.cancel();
       });

@@ -51,5 +51,6 @@ export function coreOptions(config: Config) {
     agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
     agentIdleTimeoutMs: config.agentIdleTimeoutMs,
     retry: config.retry,
+    llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks },
   };
 }

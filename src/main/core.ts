@@ -3,7 +3,9 @@ import { Server, ServerCredentials, type Metadata } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ApiKeys } from '../access/api-keys.js';
 import type { Principal } from '../access/principal.js';
-import type { RetryPolicy } from '../domain/backoff.js';
+import { DEFAULT_RETRY, type RetryPolicy } from '../domain/backoff.js';
+import { LlmUpstream } from '../execution/llm-upstream.js';
+import { LlmProxy } from '../orchestrator/llm-proxy.js';
 import { unauthenticated } from '../domain/errors.js';
 import { bindService } from '../grpc/bind.js';
 import type { Logger } from '../log.js';
@@ -30,6 +32,7 @@ export interface CoreOptions {
   agentUnhealthyAfterMs?: number;
   agentIdleTimeoutMs?: number;
   retry?: RetryPolicy;
+  llm?: { routerUrl?: string; apiKey?: string; timeoutMs?: number; fallbacks?: Record<string, string[]> };
   /** How often to re-check for pending migrations while not serving. */
   migrationPollMs?: number;
   drainTimeoutMs?: number;
@@ -53,7 +56,15 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     log,
     publicBaseUrl: opts.publicBaseUrl ?? 'http://127.0.0.1:8080',
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
-    retry: opts.retry ?? { maxRetries: 3, initialDelayMs: 1000, maxDelayMs: 30_000, multiplier: 2, jitter: 0.1 },
+    retry: opts.retry ?? DEFAULT_RETRY,
+  });
+  const retry = opts.retry ?? DEFAULT_RETRY;
+  const llm = new LlmProxy({
+    orm: opts.orm,
+    log,
+    upstream: opts.llm?.routerUrl
+      ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs ?? 60_000, retry, fallbacks: opts.llm.fallbacks ?? {} })
+      : undefined,
   });
   const health = {
     em: () => opts.orm.em.fork(),
@@ -62,7 +73,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
   };
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-  const all = services({ orm: opts.orm, bus, runs, keys, log, health });
+  const all = services({ orm: opts.orm, bus, runs, keys, log, health, llm });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
 
@@ -121,6 +132,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       setServing(false);
       await monitor?.stop();
       await runs.close(opts.drainTimeoutMs ?? 5000);
+      await llm.close();
       shutdown.abort();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {

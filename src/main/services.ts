@@ -18,11 +18,11 @@ import type { Logger } from '../log.js';
 import { observerHandlers } from '../observer/handlers.js';
 import type { HealthOptions } from '../orchestrator/agents.js';
 import { agentHandlers, contextHandlers, runHandlers, sessionHandlers } from '../orchestrator/handlers.js';
+import type { LlmProxy } from '../orchestrator/llm-proxy.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 
-const LLM = 'issue #4 (LLM proxy)';
 const TOOLS = 'issue #5 (tools, policy, approvals, A2A)';
 const CONTRACTS = 'issue #6 (contract API and decision plane)';
 
@@ -42,6 +42,7 @@ export interface ServiceDeps {
   keys: ApiKeys;
   log: Logger;
   health: HealthOptions;
+  llm: LlmProxy;
 }
 
 /** Every ABC service with its handlers. */
@@ -55,7 +56,7 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     entry('abc.orchestrator.v1.AgentService', AgentServiceService, agentHandlers(deps.orm, deps.health)),
     entry('abc.orchestrator.v1.ToolService', ToolServiceService, unimplemented(ToolServiceService, { default: TOOLS })),
     entry('abc.orchestrator.v1.ApprovalService', ApprovalServiceService, unimplemented(ApprovalServiceService, { default: TOOLS })),
-    entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, unimplemented(LlmProxyServiceService, { default: LLM })),
+    entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, deps.llm.handlers()),
     entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
     entry('abc.decision.v1.DecisionService', DecisionServiceService, unimplemented(DecisionServiceService, { default: CONTRACTS })),

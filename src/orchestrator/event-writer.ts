@@ -10,10 +10,13 @@ export class EventWriter {
   #pending: NewEvent[] = [];
   #flushing: Promise<void> | undefined;
   #failure: unknown;
+  readonly #onlyIfActive: boolean;
 
-  constructor(orm: Orm, runId: string) {
+  /** With `onlyIfActive` (the default), events arriving after the run ended are dropped. */
+  constructor(orm: Orm, runId: string, opts: { onlyIfActive?: boolean } = {}) {
     this.#orm = orm;
     this.#runId = runId;
+    this.#onlyIfActive = opts.onlyIfActive ?? true;
   }
 
   push(event: NewEvent): void {
@@ -34,7 +37,7 @@ export class EventWriter {
       while (this.#pending.length) {
         const batch = this.#pending;
         this.#pending = [];
-        await this.#orm.em.fork().transactional((tx) => appendEvents(tx, this.#runId, batch, { onlyIfActive: true }));
+        await this.#orm.em.fork().transactional((tx) => appendEvents(tx, this.#runId, batch, { onlyIfActive: this.#onlyIfActive }));
       }
     } catch (error) {
       this.#failure = error;

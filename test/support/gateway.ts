@@ -14,8 +14,8 @@ export interface TestStack extends TestCore {
   http(path: string, init?: RequestInit & { json?: unknown; key?: string | null }): Promise<TestResponse>;
 }
 
-export async function startTestStack(): Promise<TestStack> {
-  const core = await startTestCore();
+export async function startTestStack(overrides: Parameters<typeof startTestCore>[0] = {}): Promise<TestStack> {
+  const core = await startTestCore(overrides);
   const gateway = await startGateway({ coreAddr: core.core.address, host: '127.0.0.1', port: 0, logger: testLogger() });
   return {
     ...core,

@@ -1,0 +1,92 @@
+// The OpenAI-compatible surface: POST /v1/chat/completions and GET /v1/models.
+// Bodies pass through as bytes; every error has the OpenAI shape {error: {message, type, code}}.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ServiceError } from '@grpc/grpc-js';
+import type { CoreClients } from '../core-client.js';
+import { fromGrpcError } from '../errors.js';
+import { call, metadataOf } from '../grpc-call.js';
+
+const OPENAI_TYPE: Record<string, string> = {
+  invalid_request: 'invalid_request_error',
+  unauthenticated: 'authentication_error',
+  forbidden: 'permission_error',
+  llm_error: 'upstream_error',
+  not_found: 'invalid_request_error',
+};
+
+/** ABC's own errors in the OpenAI shape; an upstream's error answer is relayed as it came. */
+function sendOpenAiError(reply: FastifyReply, error: unknown): FastifyReply {
+  const { statusCode, body } = fromGrpcError(error);
+  const details = body.error.details as { upstream_status?: number; upstream_body?: string } | undefined;
+  if (details?.upstream_body !== undefined && details.upstream_status) {
+    return reply.code(details.upstream_status).type('application/json').send(details.upstream_body);
+  }
+  const param = (body.error.details as { field?: string } | undefined)?.field ?? null;
+  return reply.code(statusCode).send({
+    error: { message: body.error.message, type: OPENAI_TYPE[body.error.code] ?? 'api_error', code: body.error.code, param },
+  });
+}
+
+export function llmRoutes(app: FastifyInstance, core: CoreClients): void {
+  // Keep the caller's bytes: the body is parsed here only to route and to name a bad field.
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  app.setErrorHandler((error: FastifyError, _req, reply) => {
+    if (error.statusCode === 413) return reply.code(413).send({ error: { message: error.message, type: 'invalid_request_error', code: 'body_too_large', param: null } });
+    if (typeof (error as unknown as ServiceError).code === 'number') return sendOpenAiError(reply, error);
+    return reply.code(400).send({ error: { message: error.message, type: 'invalid_request_error', code: 'invalid_request', param: null } });
+  });
+
+  app.post<{ Body: Buffer }>('/v1/chat/completions', async (req, reply) => {
+    const body = req.body;
+    if (!Buffer.isBuffer(body)) {
+      return reply.code(400).send({ error: { message: 'the body must be JSON (content-type: application/json)', type: 'invalid_request_error', code: 'invalid_request', param: null } });
+    }
+    let stream = false;
+    try {
+      stream = (JSON.parse(body.toString('utf8')) as { stream?: unknown }).stream === true;
+    } catch {
+      return reply.code(400).send({ error: { message: 'the body is not valid JSON', type: 'invalid_request_error', code: 'invalid_request', param: null } });
+    }
+    const runId = typeof req.headers['x-run-id'] === 'string' ? req.headers['x-run-id'] : '';
+    if (!stream) {
+      const res = await call(core.llm.createChatCompletion.bind(core.llm), { body, runId }, req);
+      return reply.code(res.status).headers({ ...res.headers, 'x-abc-request-id': res.requestId }).send(Buffer.from(res.body));
+    }
+    return relayStream(core, req, reply, body, runId);
+  });
+
+  app.get('/v1/models', async (req, reply) => {
+    const res = await call(core.llm.listModels.bind(core.llm), {}, req);
+    return reply.code(res.status).type('application/json').send(Buffer.from(res.body));
+  });
+}
+
+/** Chunks go out as SSE the moment they arrive; the HTTP status is sent with the first one. */
+function relayStream(core: CoreClients, req: FastifyRequest, reply: FastifyReply, body: Buffer, runId: string): Promise<void> {
+  return new Promise((resolve) => {
+    const stream = core.llm.streamChatCompletion({ body, runId }, metadataOf(req));
+    let started = false;
+    const start = (requestId: string) => {
+      if (started) return;
+      started = true;
+      reply.hijack();
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-abc-request-id': requestId });
+    };
+    stream.on('data', (msg: { data: Uint8Array; done: boolean; requestId: string }) => {
+      start(msg.requestId);
+      reply.raw.write(msg.done ? 'data: [DONE]\n\n' : `data: ${Buffer.from(msg.data).toString('utf8')}\n\n`);
+    });
+    stream.on('end', () => {
+      if (started) reply.raw.end();
+      resolve();
+    });
+    stream.on('error', (error: ServiceError) => {
+      if (started) reply.raw.end();
+      else if (error.code !== 1) sendOpenAiError(reply, error);
+      resolve();
+    });
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) stream.cancel();
+    });
+  });
+}

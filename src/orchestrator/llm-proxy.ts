@@ -1,0 +1,238 @@
+// The LLM proxy plane (seed 001 §4.2, §7.1): OpenAI-compatible, byte-exact,
+// recorded as llm_call_started / llm_call_done on the calling run.
+import type { LlmProxyServiceService, StreamChatCompletionRequest, StreamChatCompletionResponse } from '../../gen/abc/orchestrator/v1/llm.js';
+import { type Principal } from '../access/principal.js';
+import { AbcError, invalidRequest, unauthenticated } from '../domain/errors.js';
+import { LlmUpstream, UpstreamError, type Attempt } from '../execution/llm-upstream.js';
+import type { CallContext, ServiceHandlers } from '../grpc/bind.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { Orm } from '../store/orm.js';
+import { EventWriter } from './event-writer.js';
+import { findRun } from './run-store.js';
+
+export interface LlmProxyOptions {
+  orm: Orm;
+  log: Logger;
+  upstream: LlmUpstream | undefined;
+}
+
+interface Call {
+  requestId: string;
+  runId: string | null;
+  model: string;
+  stream: boolean;
+  started: number;
+  attempts: number;
+  ttftMs: number | null;
+  usage: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | null;
+  servedBy: string | null;
+}
+
+export class LlmProxy {
+  readonly #opts: LlmProxyOptions;
+  readonly #log: Logger;
+  readonly #pending = new Set<Promise<void>>();
+
+  constructor(opts: LlmProxyOptions) {
+    this.#opts = opts;
+    this.#log = opts.log.child({ component: 'llm-proxy' });
+  }
+
+  handlers(): ServiceHandlers<typeof LlmProxyServiceService> {
+    return {
+      createChatCompletion: async (req, ctx) => {
+        const json = parseBody(req.body);
+        if (json.stream === true) throw invalidRequest('stream: true needs the streaming call', 'stream');
+        const call = await this.#begin(ctx.principal, req.runId, json, false);
+        const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
+        try {
+          const res = await this.#upstream().complete(Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) });
+          call.servedBy = res.model;
+          call.usage = usageOf(res.body);
+          this.#finish(call, writer, null);
+          return { status: res.status, headers: res.headers, body: res.body, requestId: call.requestId };
+        } catch (error) {
+          this.#finish(call, writer, error);
+          // The upstream's own error answer is relayed byte for byte.
+          if (error instanceof UpstreamError && error.kind === 'http' && error.body) {
+            return { status: error.status, headers: error.headers, body: error.body, requestId: call.requestId };
+          }
+          throw toAbcError(error, ctx.signal);
+        }
+      },
+
+      streamChatCompletion: (req, ctx) => this.#stream(req, ctx),
+
+      listModels: async (_req, ctx) => {
+        if (!ctx.principal) throw unauthenticated();
+        try {
+          return await this.#upstream().models(ctx.signal);
+        } catch (error) {
+          throw toAbcError(error, ctx.signal);
+        }
+      },
+    };
+  }
+
+  /** A streaming call: chunks as they arrive, then the done marker. */
+  async *#stream(req: StreamChatCompletionRequest, ctx: CallContext): AsyncGenerator<StreamChatCompletionResponse> {
+    let json = parseBody(req.body);
+    let body = Buffer.from(req.body);
+    const call = await this.#begin(ctx.principal, req.runId, json, true);
+    // Usage is always asked for, so streamed calls are accounted; the extra chunk is
+    // stripped when the client did not ask for it.
+    const clientWantsUsage = (json.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+    if (!clientWantsUsage) {
+      json = { ...json, stream_options: { ...(json.stream_options as object | undefined), include_usage: true } };
+      body = Buffer.from(JSON.stringify(json));
+    }
+    const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
+    let sent = 0;
+    let outcome: unknown = null;
+    try {
+      for await (const chunk of this.#upstream().stream(body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) })) {
+        call.servedBy = chunk.model;
+        const usage = usageChunk(chunk.data);
+        if (usage) {
+          call.usage = usage.usage;
+          if (!clientWantsUsage && usage.empty) continue;
+        }
+        call.ttftMs ??= Date.now() - call.started;
+        sent++;
+        yield { data: Buffer.from(chunk.data), done: false, requestId: call.requestId };
+      }
+      yield { data: Buffer.alloc(0), done: true, requestId: call.requestId };
+    } catch (error) {
+      outcome = error;
+      if (ctx.signal.aborted) return;
+      if (sent === 0) throw toAbcError(error, ctx.signal);
+      // Mid-stream: end with a well-formed OpenAI error event; the client's SDK raises it.
+      const message = error instanceof Error ? error.message : 'upstream failed';
+      yield { data: Buffer.from(JSON.stringify({ error: { message, type: 'upstream_error', code: 'stream_interrupted' } })), done: false, requestId: call.requestId };
+    } finally {
+      this.#finish(call, writer, ctx.signal.aborted && !outcome ? new Error('aborted by the client') : outcome);
+    }
+  }
+
+  /** Waits for every call record to be written. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#pending]);
+  }
+
+  #upstream(): LlmUpstream {
+    if (!this.#opts.upstream) throw new AbcError('FAILED_PRECONDITION', { code: 'llm_error', category: 'EXECUTION', message: 'no LLM router is configured (LLM_ROUTER_URL)', retryable: false });
+    return this.#opts.upstream;
+  }
+
+  /** Authorises the call and links it to a run: a run token to its own run, an API key to any. */
+  async #begin(principal: Principal | null, runIdHeader: string, json: Record<string, unknown>, stream: boolean): Promise<Call> {
+    let runId: string | null = null;
+    if (principal?.kind === 'run') {
+      if (runIdHeader && runIdHeader !== principal.runId) {
+        throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'x-run-id does not match the run token' });
+      }
+      runId = principal.runId;
+    } else if (principal?.kind === 'key') {
+      if (runIdHeader) {
+        if (!(await findRun(this.#opts.orm.em.fork(), runIdHeader))) throw invalidRequest(`run ${runIdHeader} not found`, 'x-run-id');
+        runId = runIdHeader;
+      }
+    } else {
+      throw unauthenticated();
+    }
+    return { requestId: newId('llm'), runId, model: String(json.model), stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+  }
+
+  #record(call: Call, event: { type: string; payload: Record<string, unknown> }): EventWriter | null {
+    if (!call.runId) return null;
+    const writer = new EventWriter(this.#opts.orm, call.runId, { onlyIfActive: false });
+    writer.push(event);
+    return writer;
+  }
+
+  #retried(call: Call, a: Attempt): void {
+    call.attempts++;
+    this.#log.warn({ requestId: call.requestId, model: a.model, attempt: a.attempt, error: a.error.message }, 'LLM call failed before the first byte; retrying');
+  }
+
+  /** Records llm_call_done off the response path; close() waits for it. */
+  #finish(call: Call, writer: EventWriter | null, error: unknown): void {
+    const payload = {
+      request_id: call.requestId,
+      model: call.model,
+      served_by: call.servedBy,
+      stream: call.stream,
+      latency_ms: Date.now() - call.started,
+      ttft_ms: call.ttftMs,
+      prompt_tokens: call.usage?.prompt_tokens ?? null,
+      completion_tokens: call.usage?.completion_tokens ?? null,
+      total_tokens: call.usage?.total_tokens ?? null,
+      attempts: call.attempts,
+      error: error ? errorSummary(error) : null,
+    };
+    if (!writer) {
+      this.#log.info({ llm_call: payload }, 'llm call');
+      return;
+    }
+    writer.push({ type: 'llm_call_done', payload });
+    const pending = writer.flush().catch((e) => this.#log.error({ err: e, requestId: call.requestId }, 'failed to record llm call'));
+    this.#pending.add(pending);
+    void pending.finally(() => this.#pending.delete(pending));
+  }
+}
+
+function startedPayload(call: Call): Record<string, unknown> {
+  return { request_id: call.requestId, model: call.model, stream: call.stream };
+}
+
+function parseBody(bytes: Uint8Array): Record<string, unknown> {
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch {
+    throw invalidRequest('the body is not valid JSON', 'body');
+  }
+  if (!json || typeof json !== 'object' || Array.isArray(json)) throw invalidRequest('the body must be a JSON object', 'body');
+  const body = json as Record<string, unknown>;
+  if (typeof body.model !== 'string' || !body.model) throw invalidRequest('model is required and must be a string', 'model');
+  if (!Array.isArray(body.messages) || body.messages.length === 0) throw invalidRequest('messages must be a non-empty array', 'messages');
+  return body;
+}
+
+function usageOf(body: Buffer): Call['usage'] {
+  try {
+    return (JSON.parse(body.toString('utf8')) as { usage?: Call['usage'] }).usage ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** The usage of a chunk that carries it, and whether it is the choice-less usage-only chunk. */
+function usageChunk(data: string): { usage: NonNullable<Call['usage']>; empty: boolean } | null {
+  if (!data.includes('"usage"')) return null;
+  try {
+    const chunk = JSON.parse(data) as { usage?: Call['usage']; choices?: unknown[] };
+    return chunk.usage ? { usage: chunk.usage, empty: !chunk.choices?.length } : null;
+  } catch {
+    return null;
+  }
+}
+
+function errorSummary(error: unknown): Record<string, unknown> {
+  if (error instanceof UpstreamError) return { kind: error.kind, status: error.status, message: error.message };
+  return { kind: 'aborted', message: error instanceof Error ? error.message : String(error) };
+}
+
+/** An upstream failure as an AbcError; the upstream's HTTP answer rides in details for relay. */
+function toAbcError(error: unknown, signal: AbortSignal): AbcError {
+  if (error instanceof AbcError) return error;
+  if (signal.aborted) return new AbcError('CANCELLED', { code: 'cancelled', message: 'the client went away' });
+  if (error instanceof UpstreamError) {
+    const details = error.body ? { upstream_status: error.status, upstream_body: error.body.toString('utf8') } : { upstream_status: error.status };
+    return error.kind === 'timeout'
+      ? new AbcError('DEADLINE_EXCEEDED', { code: 'llm_error', category: 'TIMEOUT', message: error.message, retryable: true, details })
+      : new AbcError('UNAVAILABLE', { code: 'llm_error', category: 'EXECUTION', message: error.message, retryable: true, details });
+  }
+  return AbcError.from(error);
+}
