@@ -47,10 +47,10 @@ export interface AbcProcess {
 }
 
 /** `abc serve` as a child process against `databaseUrl`, with a known API key. */
-export async function startAbc(databaseUrl: string): Promise<AbcProcess> {
+export async function startAbc(databaseUrl: string, env: Record<string, string> = {}): Promise<AbcProcess> {
   const key = `abc_bench_${Date.now()}_key_material`;
   const child = spawn(process.execPath, ['bin/abc.js', 'serve'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, ABC_API_KEYS: key, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info' },
+    env: { ...process.env, DATABASE_URL: databaseUrl, ABC_API_KEYS: key, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const http = await new Promise<string>((resolve, reject) => {

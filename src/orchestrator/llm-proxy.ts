@@ -33,6 +33,8 @@ export class LlmProxy {
   readonly #opts: LlmProxyOptions;
   readonly #log: Logger;
   readonly #pending = new Set<Promise<void>>();
+  /** One group-commit writer per run, shared by its concurrent calls. */
+  readonly #writers = new Map<string, { writer: EventWriter; users: number }>();
 
   constructor(opts: LlmProxyOptions) {
     this.#opts = opts;
@@ -118,6 +120,7 @@ export class LlmProxy {
   /** Waits for every call record to be written. */
   async close(): Promise<void> {
     await Promise.allSettled([...this.#pending]);
+    this.#opts.upstream?.close();
   }
 
   #upstream(): LlmUpstream {
@@ -146,9 +149,14 @@ export class LlmProxy {
 
   #record(call: Call, event: { type: string; payload: Record<string, unknown> }): EventWriter | null {
     if (!call.runId) return null;
-    const writer = new EventWriter(this.#opts.orm, call.runId, { onlyIfActive: false });
-    writer.push(event);
-    return writer;
+    let entry = this.#writers.get(call.runId);
+    if (!entry) {
+      entry = { writer: new EventWriter(this.#opts.orm, call.runId, { onlyIfActive: false }), users: 0 };
+      this.#writers.set(call.runId, entry);
+    }
+    entry.users++;
+    entry.writer.push(event);
+    return entry.writer;
   }
 
   #retried(call: Call, a: Attempt): void {
@@ -172,13 +180,17 @@ export class LlmProxy {
       error: error ? errorSummary(error) : null,
     };
     if (!writer) {
-      this.#log.info({ llm_call: payload }, 'llm call');
+      this.#log.debug({ llm_call: payload }, 'llm call');
       return;
     }
     writer.push({ type: 'llm_call_done', payload });
     const pending = writer.flush().catch((e) => this.#log.error({ err: e, requestId: call.requestId }, 'failed to record llm call'));
     this.#pending.add(pending);
-    void pending.finally(() => this.#pending.delete(pending));
+    void pending.finally(() => {
+      this.#pending.delete(pending);
+      const entry = this.#writers.get(call.runId!);
+      if (entry && --entry.users === 0) this.#writers.delete(call.runId!);
+    });
   }
 }
 

@@ -1,0 +1,182 @@
+// bench/llm-proxy: a client calling a fake OpenAI upstream directly vs through ABC
+// (gateway -> gRPC -> core -> upstream), in interleaved rounds of one run.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import WebSocket from 'ws';
+import { benchDatabase, fmt, percentile, startAbc, type AbcProcess } from './lib.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 200);
+const CHUNKS = 20;
+
+const COMPLETION = JSON.stringify({
+  id: 'chatcmpl-bench', object: 'chat.completion', created: 0, model: 'gpt-4',
+  choices: [{ index: 0, message: { role: 'assistant', content: 'A short answer of ordinary length.' }, finish_reason: 'stop' }],
+  usage: { prompt_tokens: 20, completion_tokens: 8, total_tokens: 28 },
+});
+
+/** The upstream: JSON answers, or 20 chunks each stamped with its send time. */
+function startUpstream(): Promise<http.Server> {
+  const server = http.createServer(async (req, res) => {
+    let raw = '';
+    for await (const c of req) raw += c;
+    const body = JSON.parse(raw) as { stream?: boolean; stream_options?: { include_usage?: boolean } };
+    if (!body.stream) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return res.end(COMPLETION);
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (let i = 0; i < CHUNKS; i++) {
+      res.write(`data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4","choices":[{"index":0,"delta":{"content":"${performance.now()}"},"finish_reason":null}]}\n\n`);
+      await new Promise((r) => setImmediate(r));
+    }
+    if (body.stream_options?.include_usage) res.write('data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":20,"total_tokens":40}}\n\n');
+    res.end('data: [DONE]\n\n');
+  });
+  server.keepAliveTimeout = 60_000;
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+type Target = { url: string; headers: Record<string, string> };
+
+const BODY = JSON.stringify({ model: 'gpt-4', messages: [{ role: 'user', content: 'Say something short.' }] });
+const STREAM_BODY = JSON.stringify({ model: 'gpt-4', stream: true, messages: [{ role: 'user', content: 'Say something short.' }] });
+
+async function jsonCall(t: Target): Promise<number> {
+  const start = performance.now();
+  const res = await fetch(`${t.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: BODY });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
+  return performance.now() - start;
+}
+
+/** Per-chunk delivery latencies of one streamed call. */
+async function streamCall(t: Target): Promise<number[]> {
+  const res = await fetch(`${t.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: STREAM_BODY });
+  const latencies: number[] = [];
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) {
+    const now = performance.now();
+    buffer += decoder.decode(part, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const match = /"content":"([\d.]+)"/.exec(event);
+      if (match) latencies.push(now - Number(match[1]));
+    }
+  }
+  return latencies;
+}
+
+/** `n` calls with `concurrency` in flight; returns latencies and requests per second. */
+async function load(t: Target, n: number, concurrency: number): Promise<{ latencies: number[]; rps: number }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        next++;
+        latencies.push(await jsonCall(t));
+      }
+    }),
+  );
+  return { latencies, rps: n / ((performance.now() - start) / 1000) };
+}
+
+/** A live run and its token, to measure run-linked (recorded) calls. */
+async function runToken(abc: AbcProcess): Promise<{ runId: string; token: string; close(): void }> {
+  let resolveHeaders!: (h: http.IncomingHttpHeaders) => void;
+  const headers = new Promise<http.IncomingHttpHeaders>((r) => (resolveHeaders = r));
+  const agent = http.createServer((req, res) => {
+    if (req.url === '/health') return res.end('{}');
+    resolveHeaders(req.headers);
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write('event: delta\ndata: {"text":"working"}\n\n');
+  });
+  await new Promise<void>((r) => agent.listen(0, '127.0.0.1', r));
+  await fetch(`${abc.http}/v1/agents/register`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ agent_id: 'holder', name: 'Holder', endpoint: `http://127.0.0.1:${(agent.address() as AddressInfo).port}` }),
+  });
+  const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
+  await new Promise((r) => ws.once('open', r));
+  ws.send(JSON.stringify({ type: 'hello', api_key: abc.key, user_id: 'bench' }));
+  ws.send(JSON.stringify({ type: 'agent_invoke', session_id: `sess_llm_bench_${Date.now()}`, agent_id: 'holder', message: { role: 'user', content: 'hold' } }));
+  const h = await headers;
+  return { runId: String(h['x-run-id']), token: String(h['x-abc-run-token']), close: () => (ws.close(), agent.closeAllConnections(), agent.close()) };
+}
+
+export async function llmProxy(): Promise<void> {
+  const upstream = await startUpstream();
+  const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
+  const db = await benchDatabase('abc_bench_llm');
+  const abc = await startAbc(db.url, { LLM_ROUTER_URL: upstreamUrl });
+  const run = await runToken(abc);
+  try {
+    const direct: Target = { url: upstreamUrl, headers: {} };
+    const viaAbc: Target = { url: `${abc.http}/v1`, headers: { authorization: `Bearer ${abc.key}` } };
+    const recorded: Target = { url: `${abc.http}/v1`, headers: { authorization: `Bearer ${run.token}`, 'x-run-id': run.runId } };
+    await load(direct, 50, 4);
+    await load(viaAbc, 200, 4); // warm-up
+    await load(recorded, 50, 4);
+
+    const results: Record<string, { latencies: number[]; rps: number[] }> = {};
+    const add = (key: string, r: { latencies: number[]; rps: number }) => {
+      results[key] ??= { latencies: [], rps: [] };
+      results[key].latencies.push(...r.latencies);
+      results[key].rps.push(r.rps);
+    };
+    const chunks: Record<string, number[]> = { direct: [], abc: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      // Interleave, and alternate who goes first, so drift hits both sides alike.
+      const order: [string, Target][] = round % 2 ? [['abc', viaAbc], ['direct', direct], ['recorded', recorded]] : [['direct', direct], ['recorded', recorded], ['abc', viaAbc]];
+      for (const [name, target] of order) {
+        add(`${name}/1`, await load(target, PER_ROUND / 2, 1));
+        add(`${name}/16`, await load(target, PER_ROUND, 16));
+        if (name !== 'recorded') for (let i = 0; i < 10; i++) chunks[name]!.push(...(await streamCall(target)));
+      }
+    }
+    const stat = (key: string) => {
+      const sorted = [...results[key]!.latencies].sort((a, b) => a - b);
+      const rps = [...results[key]!.rps].sort((a, b) => a - b);
+      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), rps: percentile(rps, 50) };
+    };
+    console.log(`\n## llm-proxy: JSON chat completions (${ROUNDS} interleaved rounds)`);
+    console.log('| case | direct p50 / p99 ms | ABC p50 / p99 ms | p50 ratio | p99 ratio | direct req/s | ABC req/s | ABC / direct req/s |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const c of ['1', '16']) {
+      const d = stat(`direct/${c}`);
+      const a = stat(`abc/${c}`);
+      console.log(`| concurrency ${c} | ${fmt(d.p50)} / ${fmt(d.p99)} | ${fmt(a.p50)} / ${fmt(a.p99)} | ${fmt(a.p50 / d.p50, 1)}x | ${fmt(a.p99 / d.p99, 1)}x | ${fmt(d.rps, 0)} | ${fmt(a.rps, 0)} | ${fmt((100 * a.rps) / d.rps, 0)}% |`);
+    }
+    const dc = [...chunks.direct!].sort((a, b) => a - b);
+    const ac = [...chunks.abc!].sort((a, b) => a - b);
+    console.log(`\n## llm-proxy: streaming, ${CHUNKS} chunks per call`);
+    console.log('| path | per-chunk p50 ms | per-chunk p99 ms |');
+    console.log('|---|---|---|');
+    console.log(`| direct | ${fmt(percentile(dc, 50))} | ${fmt(percentile(dc, 99))} |`);
+    console.log(`| through ABC | ${fmt(percentile(ac, 50))} | ${fmt(percentile(ac, 99))} |`);
+    console.log(`| added by ABC | ${fmt(percentile(ac, 50) - percentile(dc, 50))} | ${fmt(percentile(ac, 99) - percentile(dc, 99))} |`);
+
+    const plain = stat('abc/1');
+    const rec = stat('recorded/1');
+    const plain16 = stat('abc/16');
+    const rec16 = stat('recorded/16');
+    console.log('\n## llm-proxy: the cost of recording llm_call_* events on a run');
+    console.log('| case | unrecorded (API key) | recorded (run token) | ratio |');
+    console.log('|---|---|---|---|');
+    console.log(`| p50 ms, concurrency 1 | ${fmt(plain.p50)} | ${fmt(rec.p50)} | ${fmt(rec.p50 / plain.p50)}x |`);
+    console.log(`| req/s, concurrency 16 | ${fmt(plain16.rps, 0)} | ${fmt(rec16.rps, 0)} | ${fmt(rec16.rps / plain16.rps)}x |`);
+  } finally {
+    run.close();
+    await abc.stop();
+    await db.close();
+    upstream.closeAllConnections();
+    upstream.close();
+  }
+}
