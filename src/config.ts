@@ -27,6 +27,8 @@ export interface Config {
   idempotencyTtlMs: number;
   /** No byte from an agent for this long fails the run with agent_error. */
   agentIdleTimeoutMs: number;
+  /** A run whose executor has not renewed its lease for this long is recovered by another core. */
+  runLeaseMs: number;
   /** Backoff of seed 001 §10.2, for agent and upstream calls. */
   retry: RetryPolicy;
   logLevel: LogLevel;
@@ -86,6 +88,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     wsPingIntervalMs: ms('WS_PING_INTERVAL_MS', 30_000),
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
+    runLeaseMs: ms('RUN_LEASE_MS', 15_000),
     retry: {
       maxRetries: read('RETRY_MAX_RETRIES', 3, parseCount),
       initialDelayMs: ms('RETRY_INITIAL_DELAY_MS', 1000),

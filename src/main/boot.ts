@@ -50,6 +50,7 @@ export function coreOptions(config: Config) {
     agentHeartbeatIntervalMs: config.agentHeartbeatIntervalMs,
     agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
     agentIdleTimeoutMs: config.agentIdleTimeoutMs,
+    runLeaseMs: config.runLeaseMs,
     retry: config.retry,
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks },
   };

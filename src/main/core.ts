@@ -14,6 +14,7 @@ import { findRunByTokenHash } from '../orchestrator/run-store.js';
 import { hashToken, Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
+import { newId } from '../ids.js';
 import { services } from './services.js';
 
 export interface Core {
@@ -32,6 +33,8 @@ export interface CoreOptions {
   agentUnhealthyAfterMs?: number;
   agentIdleTimeoutMs?: number;
   retry?: RetryPolicy;
+  /** How long a run's lease lasts before another core may recover it. */
+  runLeaseMs?: number;
   llm?: { routerUrl?: string; apiKey?: string; timeoutMs?: number; fallbacks?: Record<string, string[]> };
   /** How often to re-check for pending migrations while not serving. */
   migrationPollMs?: number;
@@ -57,6 +60,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     publicBaseUrl: opts.publicBaseUrl ?? 'http://127.0.0.1:8080',
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
     retry: opts.retry ?? DEFAULT_RETRY,
+    coreId: newId('core'),
+    leaseMs: opts.runLeaseMs ?? 15_000,
   });
   const retry = opts.retry ?? DEFAULT_RETRY;
   const llm = new LlmProxy({
@@ -101,6 +106,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
 
   let timer: NodeJS.Timeout | undefined;
   let monitor: { stop(): Promise<void> } | undefined;
+  let sweeper: NodeJS.Timeout | undefined;
   const setServing = (serving: boolean) => {
     const status = serving ? 'SERVING' : 'NOT_SERVING';
     healthService.setStatus('', status);
@@ -112,6 +118,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       setServing(pending.length === 0);
       if (pending.length === 0) {
         monitor ??= startHealthMonitor(health);
+        sweeper ??= setInterval(
+          () => void runs.recoverOrphans().catch((error) => log.error({ err: error }, 'run recovery sweep failed')),
+          Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)),
+        );
         return;
       }
       log.warn({ pending }, 'database has pending migrations; run `abc migrate`');
@@ -129,6 +139,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     address,
     close: async () => {
       clearTimeout(timer);
+      clearInterval(sweeper);
       setServing(false);
       await monitor?.stop();
       await runs.close(opts.drainTimeoutMs ?? 5000);

@@ -9,10 +9,10 @@ import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
-import type { StoredEvent } from '../store/event-log.js';
+import { appendEvents, type StoredEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/watch.js';
-import { invocableAgent, type AgentRow } from './agents.js';
+import { getAgent, invocableAgent, type AgentRow } from './agents.js';
 import { EventWriter } from './event-writer.js';
 import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from './run-store.js';
 import { appendMessage, ensureSession, listMessages } from './sessions.js';
@@ -24,6 +24,10 @@ export interface RunsOptions {
   publicBaseUrl: string;
   agentIdleTimeoutMs: number;
   retry: RetryPolicy;
+  /** This core's identity, recorded as the lease owner of the runs it executes. */
+  coreId: string;
+  /** How long a run's lease lasts; the executor renews it at a third of that. */
+  leaseMs: number;
 }
 
 export interface StartCommand {
@@ -79,7 +83,7 @@ export class Runs {
     }
     const agent = await invocableAgent(this.#em(), cmd.agentId);
     const runId = newId('run');
-    const token = `abcrun_${randomBytes(24).toString('base64url')}`;
+    const token = newRunToken();
     const traceId = traceIdFrom(cmd.traceparent) ?? randomBytes(16).toString('hex');
     let first: StoredEvent;
     try {
@@ -98,6 +102,7 @@ export class Runs {
           tokenHash: hashToken(token),
           userId: cmd.userId,
         });
+        await this.#takeLease(tx, runId);
         await appendMessage(tx, { sessionId: cmd.sessionId, role: 'user', content: cmd.message.content, runId });
         const { events } = await transitionRun(tx, this.#log, runId, 'start', [
           { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
@@ -163,12 +168,68 @@ export class Runs {
     clearTimeout(timer);
   }
 
+  async #takeLease(tx: EntityManager, runId: string): Promise<void> {
+    await tx.execute("UPDATE runs SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') WHERE run_id = ?", [
+      this.#opts.coreId,
+      this.#opts.leaseMs,
+      runId,
+    ]);
+  }
+
+  /**
+   * Recovers runs whose executor died (its lease lapsed): claimed with SKIP LOCKED,
+   * so one core takes each. A run whose agent had sent nothing is invoked again;
+   * one that had streamed output fails with `executor_lost`, since replaying it
+   * would duplicate what the client already saw.
+   */
+  async recoverOrphans(): Promise<number> {
+    const claimed = await this.#em().execute<{ run_id: string; streamed: boolean }[]>(
+      `UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond')
+       WHERE r.run_id IN (SELECT run_id FROM runs WHERE status IN (${ACTIVE}) AND lease_until < now() ORDER BY lease_until LIMIT 20 FOR UPDATE SKIP LOCKED)
+       RETURNING r.run_id, EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed`,
+      [this.#opts.coreId, this.#opts.leaseMs],
+    );
+    for (const { run_id: runId, streamed } of claimed) {
+      const run = (await findRun(this.#em(), runId))!;
+      this.#log.warn({ runId, streamed }, 'recovering a run whose executor was lost');
+      if (streamed) {
+        await this.#fail(run, { code: 'internal_error', message: 'the core executing this run stopped mid-stream', reason: 'executor_lost', retryable: true });
+        continue;
+      }
+      const agent = await getAgent(this.#em(), run.rootAgentId);
+      if (!agent) {
+        await this.#fail(run, { code: 'agent_error', message: `agent ${run.rootAgentId} is no longer registered`, reason: 'unknown_agent', retryable: false });
+        continue;
+      }
+      // The lost executor's token died with it; the new call gets a fresh one.
+      const token = newRunToken();
+      await this.#em().execute('UPDATE runs SET token_hash = ? WHERE run_id = ?', [hashToken(token), runId]);
+      await this.#em().transactional((tx) => appendEvents(tx, runId, [{ type: 'agent_invoke_retry', payload: { reason: 'executor_lost', attempt: 0, delay_ms: 0 } }]));
+      this.#launch(run, agent, token, {});
+    }
+    return claimed.length;
+  }
+
   #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>): void {
     const controller = new AbortController();
     const offCancel = this.#opts.bus.onCancel(run.runId, () => controller.abort(new CancelAbort()));
+    const renew = setInterval(() => {
+      this.#em()
+        .execute<{ run_id: string }[]>(
+          `UPDATE runs SET lease_until = now() + (? * interval '1 millisecond')
+           WHERE run_id = ? AND lease_owner = ? AND status IN (${ACTIVE}) RETURNING run_id`,
+          [this.#opts.leaseMs, run.runId, this.#opts.coreId],
+        )
+        .then((rows) => {
+          // Ended, or another core took the run over: this executor must stop.
+          if (rows.length === 0) controller.abort(new CancelAbort());
+        })
+        .catch((error) => this.#log.warn({ err: error, runId: run.runId }, 'lease renewal failed'));
+    }, Math.max(50, Math.floor(this.#opts.leaseMs / 3)));
     const done = this.#execute(run, agent, token, context, controller.signal)
       .catch((error) => this.#log.error({ err: error, runId: run.runId }, 'run execution failed'))
       .finally(() => {
+        clearInterval(renew);
         offCancel();
         this.#inFlight.delete(run.runId);
       });
@@ -281,6 +342,9 @@ class CancelAbort extends Error {}
 class ShutdownAbort extends Error {}
 
 export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+/** States in which a run has an executor holding a lease. */
+const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
+const newRunToken = () => `abcrun_${randomBytes(24).toString('base64url')}`;
 
 function traceIdFrom(traceparent: string | undefined): string | undefined {
   const match = traceparent && /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/.exec(traceparent);

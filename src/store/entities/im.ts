@@ -30,7 +30,10 @@ export const Message = defineEntity({
 export const Run = defineEntity({
   name: 'Run',
   tableName: 'runs',
-  indexes: [{ properties: ['session', 'startedAt'], name: 'idx_runs_session' }],
+  indexes: [
+    { properties: ['session', 'startedAt'], name: 'idx_runs_session' },
+    { properties: ['status', 'leaseUntil'], name: 'idx_runs_lease' },
+  ],
   uniques: [{ properties: ['session', 'requestId'], name: 'uq_runs_session_request' }],
   properties: {
     runId: p.string().length(64).primary(),
@@ -48,6 +51,9 @@ export const Run = defineEntity({
     userId: p.string().length(64).nullable(),
     /** The last event seq of this run; bumped in the same transaction as each append. */
     lastSeq: p.integer().default(0),
+    /** The core executing the run, and until when; a lapsed lease is recovered by another core. */
+    leaseOwner: p.string().length(64).nullable(),
+    leaseUntil: p.datetime().nullable(),
     version: p.integer().version(),
   },
 });
