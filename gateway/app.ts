@@ -1,6 +1,6 @@
 // The gateway: a stateless Fastify translator from HTTP onto the core's gRPC services.
 // build() returns the app; server.ts listens.
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { CoreClients } from './core-client.js';
 import { fromGrpcError } from './errors.js';
@@ -25,6 +25,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.bodyLimit ?? 4 * 1024 * 1024,
     requestIdHeader: 'x-request-id',
+    // One access line per request (onResponse below), not fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => `req_${crypto.randomUUID()}`,
     ajv: { customOptions: { allErrors: false, removeAdditional: false, coerceTypes: 'array' } },
   });
@@ -54,6 +56,11 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         retryable: status >= 500,
       },
     });
+  });
+
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    done();
   });
 
   healthRoutes(app, opts.core, opts.readyTimeoutMs ?? 2000);

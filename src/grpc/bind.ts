@@ -53,14 +53,22 @@ export function bindService<D extends ServiceDefinition>(
   opts: BindOptions,
 ): UntypedServiceImplementation {
   const impl: UntypedServiceImplementation = {};
+  // Calls in flight, so shutdown can end them without a combined signal per call.
+  const active = new Set<AbortController>();
+  opts.shutdown.addEventListener('abort', () => active.forEach((c) => c.abort()), { once: true });
   for (const [name, method] of Object.entries(definition) as [keyof D & string, MethodDefinition<unknown, unknown>][]) {
     const handler = handlers[name] as unknown as (...args: unknown[]) => unknown;
     const log = opts.log.child({ rpc: method.path });
-    const context = async (call: { metadata: Metadata; on(event: 'cancelled', fn: () => void): unknown }) => {
-      const controller = new AbortController();
+    const context = async (call: { metadata: Metadata; on(event: 'cancelled', fn: () => void): unknown }, controller: AbortController) => {
       call.on('cancelled', () => controller.abort());
+      if (opts.shutdown.aborted) controller.abort();
       const principal = await opts.authenticate(call.metadata, method.path);
-      return { principal, metadata: call.metadata, signal: AbortSignal.any([controller.signal, opts.shutdown]), log } satisfies CallContext;
+      return { principal, metadata: call.metadata, signal: controller.signal, log } satisfies CallContext;
+    };
+    const track = () => {
+      const controller = new AbortController();
+      active.add(controller);
+      return { controller, release: () => active.delete(controller) };
     };
     const fail = (error: unknown) => {
       const abc = AbcError.from(error);
@@ -70,9 +78,11 @@ export function bindService<D extends ServiceDefinition>(
 
     if (!method.requestStream && !method.responseStream) {
       impl[name] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
-        context(call)
+        const { controller, release } = track();
+        context(call, controller)
           .then((ctx) => (handler as Unary<unknown, unknown>)(call.request, ctx))
-          .then((res) => callback(null, res), (error) => callback(fail(error)));
+          .then((res) => callback(null, res), (error) => callback(fail(error)))
+          .finally(release);
       };
     } else if (!method.requestStream) {
       impl[name] = (call: ServerWritableStream<unknown, unknown>) => {
@@ -88,8 +98,9 @@ export function bindService<D extends ServiceDefinition>(
       call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>,
       start: (ctx: CallContext) => Promise<AsyncIterable<unknown>>,
     ) {
+      const { controller, release } = track();
       try {
-        const ctx = await context(call);
+        const ctx = await context(call, controller);
         for await (const message of await start(ctx)) {
           if (ctx.signal.aborted) break;
           if (!call.write(message)) await waitForDrain(call, ctx.signal);
@@ -98,6 +109,8 @@ export function bindService<D extends ServiceDefinition>(
       } catch (error) {
         if (call.cancelled) return;
         call.emit('error', fail(error));
+      } finally {
+        release();
       }
     }
   }
