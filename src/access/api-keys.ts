@@ -15,6 +15,8 @@ export const hashKey = (key: string) => createHash('sha256').update(key).digest(
 export const mintKey = () => `abc_${randomBytes(32).toString('base64url')}`;
 
 const CACHE_TTL_MS = 10_000;
+/** Bounds the cache, so a flood of random keys cannot grow memory without limit. */
+const CACHE_MAX = 10_000;
 
 export class ApiKeys {
   readonly #orm: Orm;
@@ -49,6 +51,7 @@ export class ApiKeys {
     if (hit && hit.until > Date.now()) return hit.principal;
     const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
     const principal: KeyPrincipal | null = row ? { kind: 'key', keyId: row.keyId, name: row.name } : null;
+    if (this.#cache.size >= CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value!);
     this.#cache.set(keyHash, { principal, until: Date.now() + CACHE_TTL_MS });
     return principal;
   }
