@@ -63,7 +63,8 @@ export function bindService<D extends ServiceDefinition>(
       call.on('cancelled', () => controller.abort());
       if (opts.shutdown.aborted) controller.abort();
       const principal = await opts.authenticate(call.metadata, method.path);
-      return { principal, metadata: call.metadata, signal: controller.signal, log } satisfies CallContext;
+      const requestId = call.metadata.get('x-request-id')[0];
+      return { principal, metadata: call.metadata, signal: controller.signal, log: requestId ? log.child({ reqId: String(requestId) }) : log } satisfies CallContext;
     };
     const track = () => {
       const controller = new AbortController();

@@ -89,6 +89,12 @@ describe('replay and live events', () => {
     expect(rest.events[0]).toMatchObject({ run_id: runId, session_id: SESSION, seq: expect.any(Number), ts: expect.any(Number), event_id: expect.stringMatching(/^evt_/) });
   });
 
+  it('answers an SSE request for an unknown run with an error, not an empty stream', async () => {
+    const res = await s.http('/v1/runs/run_missing/events/stream');
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ code: 'invalid_request', details: { field: 'run_id' } });
+  });
+
   it('rejects a bad cursor', async () => {
     const res = await s.http(`/v1/runs/${runId}/events?cursor=evt_abc`);
     expect(res.status).toBe(400);

@@ -1,7 +1,7 @@
 // `abc serve` as a real child process: embedded PostgreSQL, /ready, SIGTERM, no orphans.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,9 +9,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const ABC = path.join(ROOT, 'bin/abc.js');
 
-function run(args: string[], env: Record<string, string>): ChildProcess {
+function run(args: string[], env: Record<string, string>, asUser?: string): ChildProcess {
   const { DATABASE_URL: _omit, ...base } = process.env;
-  return spawn(process.execPath, [ABC, ...args], { cwd: ROOT, env: { ...base, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const command = asUser ? ['runuser', ['-u', asUser, '--', process.execPath, ABC, ...args]] as const : [process.execPath, [ABC, ...args]] as const;
+  return spawn(command[0], command[1], { cwd: ROOT, env: { ...base, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** Resolves with the first JSON log line matching `msg`. */
@@ -86,6 +87,22 @@ describe('abc serve', () => {
     again.kill('SIGINT');
     expect(await exited(again)).toBe(0);
     expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
+  }, 120_000);
+
+  // As root the first test covers the root path; this one covers an ordinary user.
+  // (Not as root, the first test already is the ordinary-user path.)
+  it.runIf(process.getuid?.() === 0)('also runs as an ordinary user', async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-serve-user-'));
+    dirs.push(dataDir);
+    await chmod(dataDir, 0o755);
+    await chown(dataDir, Number(execFileSync('id', ['-u', 'postgres']).toString()), Number(execFileSync('id', ['-g', 'postgres']).toString()));
+    const child = run(['serve'], { ABC_DATA_DIR: path.join(dataDir, 'abc'), ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0' }, 'postgres');
+    const ready = await waitForLog(child, 'ABC is ready');
+    expect((await fetch(`${ready.http as string}/ready`)).status).toBe(200);
+    // Signal ABC itself (runuser's child), so its own exit code is what runuser reports.
+    process.kill(Number(execFileSync('pgrep', ['-P', String(child.pid)]).toString().trim()), 'SIGTERM');
+    expect(await exited(child)).toBe(0);
+    expect(postgresProcesses(path.join(dataDir, 'abc', 'pg'))).toEqual([]);
   }, 120_000);
 
   it('refuses to start with a bad configuration, naming the variable', async () => {
