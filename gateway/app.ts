@@ -11,6 +11,7 @@ import { imRoutes } from './routes/im.js';
 import { llmRoutes } from './routes/llm.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { toolRoutes } from './routes/tools.js';
 
 export interface GatewayOptions {
   core: CoreClients;
@@ -67,6 +68,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   agentRoutes(app, opts.core);
   runRoutes(app, opts.core);
   sessionRoutes(app, opts.core);
+  toolRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });

@@ -27,6 +27,10 @@ export interface Config {
   idempotencyTtlMs: number;
   /** No byte from an agent for this long fails the run with agent_error. */
   agentIdleTimeoutMs: number;
+  /** The policy file, reloaded when it changes. */
+  policyFile: string | undefined;
+  /** Tools registered at boot (a JSON array). */
+  toolsFile: string | undefined;
   /** A run whose executor has not renewed its lease for this long is recovered by another core. */
   runLeaseMs: number;
   /** Backoff of seed 001 §10.2, for agent and upstream calls. */
@@ -89,6 +93,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
     runLeaseMs: ms('RUN_LEASE_MS', 15_000),
+    policyFile: read<string | undefined>('ABC_POLICY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
+    toolsFile: read<string | undefined>('ABC_TOOLS_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     retry: {
       maxRetries: read('RETRY_MAX_RETRIES', 3, parseCount),
       initialDelayMs: ms('RETRY_INITIAL_DELAY_MS', 1000),

@@ -1,7 +1,7 @@
 // IngressService.Connect: one IM connection (seed 001 §5). Client frames become
 // orchestrator commands; each session the connection touches is watched from
 // the event log, so a reconnect with `resume` replays what was missed, then goes live.
-import type { AgentInvoke } from '../../gen/abc/ingress/v1/im.js';
+import { ApprovalVerdict, type AgentInvoke, type ApprovalDecision } from '../../gen/abc/ingress/v1/im.js';
 import type { ConnectRequest, ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { ApiKeys } from '../access/api-keys.js';
 import { AbcError } from '../domain/errors.js';
@@ -10,6 +10,7 @@ import { AsyncQueue } from '../grpc/queue.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { Runs } from '../orchestrator/runs.js';
+import type { ToolCalls } from '../orchestrator/tool-calls.js';
 import { getSession } from '../orchestrator/sessions.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
@@ -20,6 +21,7 @@ export interface ConnectDeps {
   orm: Orm;
   bus: EventBus;
   runs: Runs;
+  toolCalls: ToolCalls;
   keys: ApiKeys;
   log: Logger;
 }
@@ -91,9 +93,10 @@ class Connection {
           return await this.#cancel(request);
         case 'resume':
           return await this.#resume(request, frame.value.cursor);
-        case 'toolResult':
         case 'approvalDecision':
-          return this.#error(request, 'unimplemented', `${frame.$case === 'toolResult' ? 'tool_result' : 'approval_decision'} arrives with issue #5`);
+          return await this.#decide(request, frame.value);
+        case 'toolResult':
+          return this.#error(request, 'unimplemented', 'tool_result arrives with client tools, later in issue #5');
       }
     } catch (error) {
       const abc = AbcError.from(error);
@@ -131,6 +134,14 @@ class Connection {
       return;
     }
     this.#watch(sessionId, started.cursorBefore);
+  }
+
+  /** An approval decided by this connection's user; the outcome arrives as frames from the log. */
+  async #decide(request: ConnectRequest, decision: ApprovalDecision): Promise<void> {
+    if (!decision.approvalId) return this.#error(request, 'invalid_request', 'approval_id is required', 'approval_id');
+    const verdict = decision.decision === ApprovalVerdict.APPROVAL_VERDICT_APPROVE ? 'approve' : decision.decision === ApprovalVerdict.APPROVAL_VERDICT_REJECT ? 'reject' : null;
+    if (!verdict) return this.#error(request, 'invalid_request', 'decision must be approve or reject', 'decision');
+    await this.#deps.toolCalls.decide(decision.approvalId, verdict, this.#user!.userId, decision.reason);
   }
 
   async #cancel(request: ConnectRequest): Promise<void> {

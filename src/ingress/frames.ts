@@ -24,6 +24,19 @@ export function frameOf(event: StoredEvent): ConnectResponse | null {
     case 'run_state':
       frame = { $case: 'state', value: { state: str(p.to), detail: (p.detail as Record<string, unknown>) ?? {} } };
       break;
+    case 'approval_created':
+      frame = {
+        $case: 'approvalRequired',
+        value: { approvalId: str(p.approval_id), toolCallId: str(p.tool_call_id), toolName: str(p.tool_name), argsSummary: str(p.args_summary), expiresAt: num(p.expires_at) },
+      };
+      break;
+    case 'tool_result': {
+      // Only an expired approval is news to the client; other results reach the agent.
+      const error = (p.error ?? {}) as Record<string, unknown>;
+      if (error.code !== 'approval_timeout') break;
+      frame = { $case: 'error', value: { code: 'approval_timeout', message: str(error.message), field: '', retryable: false } };
+      break;
+    }
     case 'run_cancelled':
       frame = { $case: 'state', value: { state: 'CANCELLED', detail: { reason: p.reason ?? null } } };
       break;

@@ -51,6 +51,11 @@ export function coreOptions(config: Config) {
     agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
     agentIdleTimeoutMs: config.agentIdleTimeoutMs,
     runLeaseMs: config.runLeaseMs,
+    policyFile: config.policyFile,
+    toolsFile: config.toolsFile,
+    toolTimeoutMs: config.toolTimeoutMs,
+    approvalTimeoutMs: config.approvalTimeoutMs,
+    idempotencyTtlMs: config.idempotencyTtlMs,
     retry: config.retry,
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks },
   };

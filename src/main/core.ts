@@ -6,6 +6,9 @@ import type { Principal } from '../access/principal.js';
 import { DEFAULT_RETRY, type RetryPolicy } from '../domain/backoff.js';
 import { LlmUpstream } from '../execution/llm-upstream.js';
 import { LlmProxy } from '../orchestrator/llm-proxy.js';
+import { PolicyStore } from '../orchestrator/policy-store.js';
+import { ToolCalls } from '../orchestrator/tool-calls.js';
+import { bootTools } from '../orchestrator/tool-store.js';
 import { unauthenticated } from '../domain/errors.js';
 import { bindService } from '../grpc/bind.js';
 import type { Logger } from '../log.js';
@@ -16,6 +19,7 @@ import { EventBus } from '../store/event-bus.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
 import { newId } from '../ids.js';
 import { services } from './services.js';
+import { every, type Ticker } from '../ticker.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -35,6 +39,13 @@ export interface CoreOptions {
   retry?: RetryPolicy;
   /** How long a run's lease lasts before another core may recover it. */
   runLeaseMs?: number;
+  policyFile?: string;
+  toolsFile?: string;
+  toolTimeoutMs?: number;
+  approvalTimeoutMs?: number;
+  idempotencyTtlMs?: number;
+  /** How often tool and approval deadlines are swept. */
+  timerSweepMs?: number;
   llm?: { routerUrl?: string; apiKey?: string; timeoutMs?: number; fallbacks?: Record<string, string[]> };
   /** How often to re-check for pending migrations while not serving. */
   migrationPollMs?: number;
@@ -71,6 +82,15 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs ?? 60_000, retry, fallbacks: opts.llm.fallbacks ?? {} })
       : undefined,
   });
+  const policy = await PolicyStore.open(opts.policyFile, log);
+  const toolCalls = new ToolCalls({
+    orm: opts.orm,
+    bus,
+    log,
+    policy,
+    approvalTimeoutMs: opts.approvalTimeoutMs ?? 600_000,
+    idempotencyTtlMs: opts.idempotencyTtlMs ?? 86_400_000,
+  });
   const health = {
     em: () => opts.orm.em.fork(),
     log,
@@ -78,7 +98,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
   };
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-  const all = services({ orm: opts.orm, bus, runs, keys, log, health, llm });
+  const all = services({ orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000 });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
 
@@ -105,8 +125,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const address = `${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
 
   let timer: NodeJS.Timeout | undefined;
-  let monitor: { stop(): Promise<void> } | undefined;
-  let sweeper: NodeJS.Timeout | undefined;
+  const tickers: Ticker[] = [];
   const setServing = (serving: boolean) => {
     const status = serving ? 'SERVING' : 'NOT_SERVING';
     healthService.setStatus('', status);
@@ -117,11 +136,15 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       const pending = await pendingMigrations(opts.orm);
       setServing(pending.length === 0);
       if (pending.length === 0) {
-        monitor ??= startHealthMonitor(health);
-        sweeper ??= setInterval(
-          () => void runs.recoverOrphans().catch((error) => log.error({ err: error }, 'run recovery sweep failed')),
-          Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)),
-        );
+        if (tickers.length === 0) {
+          const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs ?? 60_000);
+          log.info({ tools }, 'tools registered');
+          tickers.push(
+            startHealthMonitor(health),
+            every(Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),
+            every(opts.timerSweepMs ?? 1000, () => toolCalls.sweep(), log, 'timer sweep'),
+          );
+        }
         return;
       }
       log.warn({ pending }, 'database has pending migrations; run `abc migrate`');
@@ -139,11 +162,12 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     address,
     close: async () => {
       clearTimeout(timer);
-      clearInterval(sweeper);
+      policy.close();
       setServing(false);
-      await monitor?.stop();
+      await Promise.all(tickers.map((t) => t.stop()));
       await runs.close(opts.drainTimeoutMs ?? 5000);
       await llm.close();
+      await toolCalls.close();
       shutdown.abort();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {

@@ -19,11 +19,12 @@ import { observerHandlers } from '../observer/handlers.js';
 import type { HealthOptions } from '../orchestrator/agents.js';
 import { agentHandlers, contextHandlers, runHandlers, sessionHandlers } from '../orchestrator/handlers.js';
 import type { LlmProxy } from '../orchestrator/llm-proxy.js';
+import type { ToolCalls } from '../orchestrator/tool-calls.js';
+import { approvalHandlers, toolHandlers } from '../orchestrator/tool-handlers.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 
-const TOOLS = 'issue #5 (tools, policy, approvals, A2A)';
 const CONTRACTS = 'issue #6 (contract API and decision plane)';
 
 export interface ServiceEntry<D extends ServiceDefinition = ServiceDefinition> {
@@ -43,6 +44,8 @@ export interface ServiceDeps {
   log: Logger;
   health: HealthOptions;
   llm: LlmProxy;
+  toolCalls: ToolCalls;
+  toolTimeoutMs: number;
 }
 
 /** Every ABC service with its handlers. */
@@ -54,8 +57,8 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     }),
     entry('abc.orchestrator.v1.RunService', RunServiceService, runHandlers(deps.runs)),
     entry('abc.orchestrator.v1.AgentService', AgentServiceService, agentHandlers(deps.orm, deps.health)),
-    entry('abc.orchestrator.v1.ToolService', ToolServiceService, unimplemented(ToolServiceService, { default: TOOLS })),
-    entry('abc.orchestrator.v1.ApprovalService', ApprovalServiceService, unimplemented(ApprovalServiceService, { default: TOOLS })),
+    entry('abc.orchestrator.v1.ToolService', ToolServiceService, toolHandlers(deps.orm, deps.toolCalls, deps.toolTimeoutMs)),
+    entry('abc.orchestrator.v1.ApprovalService', ApprovalServiceService, approvalHandlers(deps.toolCalls)),
     entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, deps.llm.handlers()),
     entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),

@@ -4,6 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest } from '../domain/errors.js';
 import type { Logger } from '../log.js';
+import { every, type Ticker } from '../ticker.js';
 
 export interface AgentRow {
   agentId: string;
@@ -159,16 +160,6 @@ export async function checkDueAgents(opts: HealthOptions): Promise<number> {
 }
 
 /** Runs checkDueAgents on a timer until stopped. */
-export function startHealthMonitor(opts: HealthOptions & { tickMs?: number }): { stop(): Promise<void> } {
-  let running: Promise<unknown> = Promise.resolve();
-  const timer = setInterval(() => {
-    running = running.then(() => checkDueAgents(opts)).catch((error) => opts.log.error({ err: error }, 'health check sweep failed'));
-  }, opts.tickMs ?? Math.min(1000, opts.intervalMs));
-  timer.unref();
-  return {
-    stop: async () => {
-      clearInterval(timer);
-      await running;
-    },
-  };
+export function startHealthMonitor(opts: HealthOptions & { tickMs?: number }): Ticker {
+  return every(opts.tickMs ?? Math.min(1000, opts.intervalMs), () => checkDueAgents(opts), opts.log, 'agent health sweep');
 }

@@ -46,6 +46,8 @@ export const ToolCall = defineEntity({
     idempotencyKey: p.string().length(256).nullable(),
     startedAt: p.datetime().nullable(),
     deadlineAt: p.datetime().nullable(),
+    /** The timeout this call runs with (the invoke's, else the tool's). */
+    timeoutMs: p.integer().nullable(),
     version: p.integer().version(),
   },
 });
@@ -70,6 +72,8 @@ export const Approval = defineEntity({
     expiresAt: p.datetime(),
     sessionId: p.string().length(64),
     argsSummary: p.text().nullable(),
+    /** SHA-256 of the exact args approved; a decision applies to these args only. */
+    argsHash: p.string().length(64).nullable(),
     version: p.integer().version(),
   },
 });

@@ -1,0 +1,146 @@
+// The policy engine's pure part: rules decide allow, require_approval or block
+// for a tool call; the first matching rule wins and its id is recorded.
+
+export type PolicyDecisionKind = 'allow' | 'require_approval' | 'block';
+export type PermissionLevel = 'PUBLIC' | 'INTERNAL' | 'ADMIN';
+
+/** A comparison on one argument, addressed by a dotted path (`amount`, `to.country`). */
+export interface ArgCondition {
+  eq?: unknown;
+  ne?: unknown;
+  gt?: number;
+  gte?: number;
+  lt?: number;
+  lte?: number;
+  in?: unknown[];
+  exists?: boolean;
+  matches?: string;
+}
+
+export interface PolicyRule {
+  id: string;
+  /** Tool names this rule applies to; `*` ends a prefix (`payments.*`) or matches all. */
+  tools: string[];
+  when?: {
+    args?: Record<string, ArgCondition>;
+    agents?: string[];
+    permission_levels?: PermissionLevel[];
+  };
+  decision: PolicyDecisionKind;
+  reason?: string;
+}
+
+export interface PolicyDocument {
+  version: number;
+  rules: PolicyRule[];
+  /** When no rule matches. */
+  default: PolicyDecisionKind;
+}
+
+export interface ToolCallFacts {
+  tool: string;
+  args: Record<string, unknown>;
+  agentId: string;
+  permissionLevel: PermissionLevel;
+}
+
+export interface PolicyVerdict {
+  decision: PolicyDecisionKind;
+  /** The matching rule's id, or `default`. */
+  ruleId: string;
+  reason: string;
+}
+
+/** The JSON Schema of a policy document; a document that fails it is refused at load. */
+export const POLICY_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['version', 'rules', 'default'],
+  properties: {
+    version: { type: 'integer', minimum: 1 },
+    default: { enum: ['allow', 'require_approval', 'block'] },
+    rules: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['id', 'tools', 'decision'],
+        properties: {
+          id: { type: 'string', minLength: 1 },
+          tools: { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
+          decision: { enum: ['allow', 'require_approval', 'block'] },
+          reason: { type: 'string' },
+          when: {
+            type: 'object',
+            additionalProperties: false,
+            properties: {
+              agents: { type: 'array', items: { type: 'string' } },
+              permission_levels: { type: 'array', items: { enum: ['PUBLIC', 'INTERNAL', 'ADMIN'] } },
+              args: {
+                type: 'object',
+                additionalProperties: {
+                  type: 'object',
+                  additionalProperties: false,
+                  minProperties: 1,
+                  properties: {
+                    eq: {}, ne: {}, in: { type: 'array' }, exists: { type: 'boolean' },
+                    gt: { type: 'number' }, gte: { type: 'number' }, lt: { type: 'number' }, lte: { type: 'number' },
+                    matches: { type: 'string' },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+} as const;
+
+/** Decides a tool call: the first rule whose tools and conditions all match wins. */
+export function evaluatePolicy(policy: PolicyDocument, facts: ToolCallFacts): PolicyVerdict {
+  for (const rule of policy.rules) {
+    if (!rule.tools.some((pattern) => toolMatches(pattern, facts.tool))) continue;
+    if (rule.when?.agents && !rule.when.agents.includes(facts.agentId)) continue;
+    if (rule.when?.permission_levels && !rule.when.permission_levels.includes(facts.permissionLevel)) continue;
+    if (rule.when?.args && !Object.entries(rule.when.args).every(([path, cond]) => argMatches(valueAt(facts.args, path), cond))) continue;
+    return { decision: rule.decision, ruleId: rule.id, reason: rule.reason ?? `rule ${rule.id}` };
+  }
+  return { decision: policy.default, ruleId: 'default', reason: 'no rule matched' };
+}
+
+/** The rule ids that appear twice; a document with duplicates is refused. */
+export function duplicateRuleIds(policy: PolicyDocument): string[] {
+  const seen = new Set<string>();
+  return policy.rules.map((r) => r.id).filter((id) => (seen.has(id) ? true : (seen.add(id), false)));
+}
+
+function toolMatches(pattern: string, tool: string): boolean {
+  if (pattern === '*') return true;
+  return pattern.endsWith('*') ? tool.startsWith(pattern.slice(0, -1)) : pattern === tool;
+}
+
+function valueAt(args: Record<string, unknown>, path: string): unknown {
+  let value: unknown = args;
+  for (const key of path.split('.')) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = (value as Record<string, unknown>)[key];
+  }
+  return value;
+}
+
+function argMatches(value: unknown, cond: ArgCondition): boolean {
+  const num = typeof value === 'number' ? value : undefined;
+  if (cond.exists !== undefined && (value !== undefined) !== cond.exists) return false;
+  if ('eq' in cond && !sameJson(value, cond.eq)) return false;
+  if ('ne' in cond && sameJson(value, cond.ne)) return false;
+  if (cond.in && !cond.in.some((v) => sameJson(v, value))) return false;
+  if (cond.gt !== undefined && !(num !== undefined && num > cond.gt)) return false;
+  if (cond.gte !== undefined && !(num !== undefined && num >= cond.gte)) return false;
+  if (cond.lt !== undefined && !(num !== undefined && num < cond.lt)) return false;
+  if (cond.lte !== undefined && !(num !== undefined && num <= cond.lte)) return false;
+  if (cond.matches !== undefined && !(typeof value === 'string' && new RegExp(cond.matches).test(value))) return false;
+  return true;
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);

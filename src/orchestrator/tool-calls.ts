@@ -1,0 +1,563 @@
+// Tool calls and approvals (seed 001 §4.3, §4.5, §7.2, §8.2, §8.3). This is the
+// only writer of their state: every hop goes through its machine's table and
+// commits with its §9 event. Timers are deadline columns swept with SKIP LOCKED.
+import { createHash } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
+import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
+import { transition } from '../domain/machine.js';
+import { evaluatePolicy } from '../domain/policy.js';
+import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
+import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { EventBus } from '../store/event-bus.js';
+import { appendEvents, type NewEvent } from '../store/event-log.js';
+import type { Orm } from '../store/orm.js';
+import type { Principal } from '../access/principal.js';
+import type { PolicyStore } from './policy-store.js';
+import { findRun, transitionRun } from './run-store.js';
+import { getSession } from './sessions.js';
+import { getTool, type ToolRow } from './tool-store.js';
+
+export interface ToolCallRow {
+  toolCallId: string;
+  runId: string;
+  toolName: string;
+  kind: string;
+  status: ToolCallState;
+  args: Record<string, unknown>;
+  result: unknown;
+  error: { code: string; message: string } | null;
+  approvalId: string | null;
+  idempotencyKey: string | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  deadlineAt: Date | null;
+  timeoutMs: number | null;
+}
+
+interface RawCall {
+  tool_call_id: string;
+  run_id: string;
+  tool_name: string;
+  kind: string;
+  status: ToolCallState;
+  args: Record<string, unknown> | null;
+  result: unknown;
+  error: { code: string; message: string } | null;
+  approval_id: string | null;
+  idempotency_key: string | null;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  deadline_at: Date | null;
+  timeout_ms: number | null;
+}
+
+const date = (d: Date | null) => (d ? new Date(d) : null);
+const toCall = (r: RawCall): ToolCallRow => ({
+  toolCallId: r.tool_call_id,
+  runId: r.run_id,
+  toolName: r.tool_name,
+  kind: r.kind,
+  status: r.status,
+  args: r.args ?? {},
+  result: r.result,
+  error: r.error,
+  approvalId: r.approval_id,
+  idempotencyKey: r.idempotency_key,
+  createdAt: new Date(r.created_at),
+  startedAt: date(r.started_at),
+  completedAt: date(r.completed_at),
+  deadlineAt: date(r.deadline_at),
+  timeoutMs: r.timeout_ms,
+});
+
+export interface ApprovalRow {
+  approvalId: string;
+  runId: string;
+  toolCallId: string;
+  sessionId: string;
+  status: ApprovalState;
+  createdAt: Date;
+  decidedAt: Date | null;
+  decidedBy: string | null;
+  reason: string | null;
+  expiresAt: Date;
+  argsSummary: string | null;
+  toolName: string;
+}
+
+/** The answer of an invoke (seed 001 §7.2). */
+export type InvokeOutcome =
+  | { status: 'succeeded'; toolCallId: string; result: unknown }
+  | { status: 'pending'; toolCallId: string; reason: 'waiting_approval' | 'running' }
+  | { status: 'failed'; toolCallId: string; error: { code: string; message: string } };
+
+export interface ToolCallsOptions {
+  orm: Orm;
+  bus: EventBus;
+  log: Logger;
+  policy: PolicyStore;
+  approvalTimeoutMs: number;
+  idempotencyTtlMs: number;
+}
+
+/** SHA-256 of canonical JSON (keys sorted), so equal args hash equally. */
+export function argsHash(args: unknown): string {
+  const canonical = (v: unknown): unknown =>
+    Array.isArray(v) ? v.map(canonical) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])])) : v;
+  return createHash('sha256').update(JSON.stringify(canonical(args))).digest('hex');
+}
+
+const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
+
+export class ToolCalls {
+  readonly #opts: ToolCallsOptions;
+  readonly #log: Logger;
+  readonly #executing = new Set<Promise<void>>();
+
+  constructor(opts: ToolCallsOptions) {
+    this.#opts = opts;
+    this.#log = opts.log.child({ component: 'tool-calls' });
+  }
+
+  #em(): EntityManager {
+    return this.#opts.orm.em.fork();
+  }
+
+  /**
+   * Creates a call, checks policy and answers: a server tool runs now
+   * (succeeded or failed), an approval leaves it pending, a block fails it.
+   * The same idempotency key (default `{run}:{tool}:{args hash}`) within the
+   * TTL answers with the same call; the same key with other args is a conflict.
+   */
+  async invoke(principal: Principal | null, req: { toolName: string; runId: string; args: Record<string, unknown>; idempotencyKey?: string; timeoutMs?: number }): Promise<InvokeOutcome> {
+    if (!req.runId) throw invalidRequest('run_id is required', 'run_id');
+    if (principal?.kind === 'run' && principal.runId !== req.runId) {
+      throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may invoke tools only for its own run' });
+    }
+    const run = await findRun(this.#em(), req.runId);
+    if (!run) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
+    const tool = await getTool(this.#em(), req.toolName);
+    if (tool.kind === 'client') {
+      throw new AbcError('UNIMPLEMENTED', { code: 'unimplemented', message: 'client tools arrive with the rest of issue #5' });
+    }
+    const problem = schemaProblem(tool.inputSchema, req.args);
+    if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');
+    if (req.timeoutMs !== undefined && (!Number.isInteger(req.timeoutMs) || req.timeoutMs <= 0)) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
+
+    const hash = argsHash({ tool: tool.name, args: req.args });
+    const key = req.idempotencyKey || `${req.runId}:${tool.name}:${hash}`;
+    const created = await this.#em().transactional(async (tx) => {
+      const existing = await this.#claimKey(tx, key, hash);
+      if (existing) return { call: existing, fresh: false };
+      return { call: await this.#create(tx, run.rootAgentId, run.sessionId, tool, req, key), fresh: true };
+    });
+    if (created.fresh && created.call.status === 'DISPATCHED') await this.#execute(created.call.toolCallId, tool);
+    return this.outcome((await this.get(created.call.toolCallId)));
+  }
+
+  /** The invoke answer for a call in its current state. */
+  outcome(call: ToolCallRow): InvokeOutcome {
+    if (call.status === 'SUCCEEDED') return { status: 'succeeded', toolCallId: call.toolCallId, result: call.result };
+    if (TERMINAL.has(call.status)) return { status: 'failed', toolCallId: call.toolCallId, error: call.error ?? { code: 'tool_failed', message: call.status } };
+    return { status: 'pending', toolCallId: call.toolCallId, reason: call.status === 'WAITING_APPROVAL' ? 'waiting_approval' : 'running' };
+  }
+
+  /** The first call made with `key`, if it is still within the TTL; a different request under it is a conflict. */
+  async #claimKey(tx: EntityManager, key: string, hash: string): Promise<ToolCallRow | null> {
+    const [row] = await tx.execute<{ request_hash: string; response: { tool_call_id: string } | null; live: boolean }[]>(
+      "SELECT request_hash, response, expires_at > now() AS live FROM idempotency_keys WHERE scope = 'tool_call' AND key = ? FOR UPDATE",
+      [key],
+    );
+    if (row?.live) {
+      if (row.request_hash !== hash) {
+        throw new AbcError('ALREADY_EXISTS', {
+          code: 'idempotency_conflict',
+          category: 'VALIDATION',
+          retryable: false,
+          message: `idempotency key ${key} was used for a different request`,
+          details: { idempotency_key: key },
+        });
+      }
+      return this.get(row.response!.tool_call_id, tx);
+    }
+    if (row) await tx.execute("DELETE FROM idempotency_keys WHERE scope = 'tool_call' AND key = ?", [key]);
+    return null;
+  }
+
+  async #create(
+    tx: EntityManager,
+    agentId: string,
+    sessionId: string,
+    tool: ToolRow,
+    req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
+    key: string,
+  ): Promise<ToolCallRow> {
+    const id = newId('tc');
+    const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
+    await tx.execute(
+      `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms)
+       VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?)`,
+      [id, req.runId, tool.name, tool.kind, JSON.stringify(req.args), key, timeoutMs],
+    );
+    await tx.execute(
+      `INSERT INTO idempotency_keys (scope, key, request_hash, response, expires_at)
+       VALUES ('tool_call', ?, ?, ?::jsonb, now() + (? * interval '1 millisecond'))`,
+      [key, argsHash({ tool: tool.name, args: req.args }), JSON.stringify({ tool_call_id: id }), this.#opts.idempotencyTtlMs],
+    );
+    await appendEvents(tx, req.runId, [
+      { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } },
+    ]);
+    const verdict = evaluatePolicy(this.#opts.policy.current(), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel });
+    await this.#transition(tx, id, 'policy_checked', [
+      { type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, rule_id: verdict.ruleId, reason: verdict.reason } },
+    ]);
+    if (verdict.decision === 'block') {
+      const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };
+      return this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error });
+    }
+    if (verdict.decision === 'require_approval') return this.#requestApproval(tx, id, sessionId, tool, req.runId, req.args, verdict.reason);
+    return this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], {
+      deadlineMs: timeoutMs,
+    });
+  }
+
+  async #requestApproval(tx: EntityManager, id: string, sessionId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
+    const approvalId = newId('ap');
+    const summary = summarize(tool.name, args);
+    const [approval] = await tx.execute<{ expires_at: Date }[]>(
+      `INSERT INTO approvals (approval_id, run_id, tool_call_id, status, expires_at, session_id, args_summary, args_hash)
+       VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?) RETURNING expires_at`,
+      [approvalId, runId, id, this.#opts.approvalTimeoutMs, sessionId, summary, argsHash(args)],
+    );
+    const call = await this.#transition(
+      tx,
+      id,
+      'require_approval',
+      [
+        {
+          type: 'approval_created',
+          payload: { approval_id: approvalId, tool_call_id: id, tool_name: tool.name, args_summary: summary, reason, expires_at: new Date(approval!.expires_at).getTime() },
+        },
+      ],
+      { approvalId },
+    );
+    const run = (await findRun(tx, runId))!;
+    if (run.status === 'RUNNING') {
+      await transitionRun(tx, this.#log, runId, 'wait_approval', [
+        { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } },
+      ]);
+    }
+    return call;
+  }
+
+  /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
+  async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
+    const started = await this.#em()
+      .transactional((tx) => this.#transition(tx, toolCallId, 'start', [], { started: true }))
+      .catch((error) => {
+        if (error instanceof AbcError && error.payload.code === 'illegal_transition') return null; // another core has it
+        throw error;
+      });
+    if (!started) return;
+    const definition = tool ?? (await getTool(this.#em(), started.toolName));
+    let trigger: ToolCallTrigger = 'succeed';
+    let patch: { result?: unknown; error?: { code: string; message: string } } = {};
+    try {
+      patch.result = await runServerTool({
+        tool: definition,
+        args: started.args,
+        toolCallId,
+        runId: started.runId,
+        timeoutMs: started.timeoutMs ?? definition.timeoutMs,
+        signal: new AbortController().signal,
+      });
+    } catch (error) {
+      const failure = error instanceof ToolFailure ? error : new ToolFailure('tool_failed', (error as Error).message);
+      trigger = failure.code === 'tool_timeout' ? 'time_out' : 'fail';
+      patch = { error: { code: failure.code, message: failure.message } };
+    }
+    const status = trigger === 'succeed' ? 'succeeded' : trigger === 'time_out' ? 'timeout' : 'failed';
+    await this.#em()
+      .transactional((tx) =>
+        this.#transition(tx, toolCallId, trigger, [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status, ...patch } }], { ...patch, completed: true }),
+      )
+      .catch((error) => {
+        // The deadline sweeper timed the call out first; its verdict stands.
+        if (error instanceof AbcError && error.payload.code === 'illegal_transition') return;
+        throw error;
+      });
+  }
+
+  /**
+   * Decides an approval. Only the session's user may; the first decision wins
+   * and any later one is a conflict. Approving runs the tool (once); rejecting
+   * fails the call with `rejected`. Either way the run resumes.
+   */
+  async decide(approvalId: string, decision: 'approve' | 'reject', userId: string, reason: string): Promise<ApprovalRow> {
+    const call = await this.#em().transactional(async (tx) => {
+      const approval = await this.#lockApproval(tx, approvalId);
+      const session = await getSession(tx, approval.sessionId);
+      if (!session || session.userId !== userId) {
+        throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
+      }
+      const current = await this.get(approval.toolCallId, tx);
+      if (argsHash(current.args) !== approval.argsHash) {
+        throw new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
+      }
+      return this.#settle(tx, approval, decision, `user:${userId}`, reason);
+    });
+    if (call.status === 'APPROVED') this.#background(() => this.#execute(call.toolCallId));
+    return this.approval(approvalId);
+  }
+
+  /** Applies a decision (or expiry) to an approval, its call and its run, in `tx`. */
+  async #settle(tx: EntityManager, approval: ApprovalRow & { argsHash: string | null }, decision: 'approve' | 'reject' | 'expire', decidedBy: string, reason: string): Promise<ToolCallRow> {
+    const next = transition(APPROVAL_MACHINE, approval.status, decision as ApprovalTrigger);
+    if (!next.ok) {
+      this.#log.warn({ approvalId: approval.approvalId, ...next.error }, 'illegal approval transition rejected');
+      throw new AbcError('ABORTED', {
+        code: 'approval_conflict',
+        category: 'VALIDATION',
+        retryable: false,
+        message: `approval ${approval.approvalId} is already ${approval.status}`,
+        details: { ...next.error },
+      });
+    }
+    await tx.execute('UPDATE approvals SET status = ?, decided_at = now(), decided_by = ?, reason = ?, version = version + 1 WHERE approval_id = ?', [
+      next.value,
+      decidedBy,
+      reason || null,
+      approval.approvalId,
+    ]);
+    const decisionEvent: NewEvent = {
+      type: 'approval_decision',
+      payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status: next.value, decided_by: decidedBy, reason: reason || null },
+    };
+    const call =
+      decision === 'approve'
+        ? await this.#transition(tx, approval.toolCallId, 'approve', [decisionEvent])
+        : await this.#transition(
+            tx,
+            approval.toolCallId,
+            decision === 'reject' ? 'reject' : 'time_out',
+            [decisionEvent, { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error: rejection(decision) } }],
+            { error: rejection(decision), completed: true },
+          );
+    const [waiting] = await tx.execute<{ n: number }[]>("SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND status = 'WAITING_APPROVAL'", [approval.runId]);
+    const run = (await findRun(tx, approval.runId))!;
+    if (run.status === 'PAUSED_WAITING_APPROVAL' && waiting!.n === 0) {
+      await transitionRun(tx, this.#log, approval.runId, 'resume', [
+        { type: 'run_state', payload: { from: 'PAUSED_WAITING_APPROVAL', to: 'RUNNING', detail: { approval_id: approval.approvalId, decision } } },
+      ]);
+    }
+    return call;
+  }
+
+  async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null }> {
+    const [row] = await tx.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ? FOR UPDATE OF a`, [approvalId]);
+    if (!row) throw notFound('approval', approvalId);
+    return { ...toApproval(row), argsHash: row.args_hash };
+  }
+
+  async approval(approvalId: string): Promise<ApprovalRow> {
+    const [row] = await this.#em().execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ?`, [approvalId]);
+    if (!row) throw notFound('approval', approvalId);
+    return toApproval(row);
+  }
+
+  async listApprovals(filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.sessionId) where.push('a.session_id = ?'), params.push(filter.sessionId);
+    if (filter.runId) where.push('a.run_id = ?'), params.push(filter.runId);
+    if (filter.status) where.push('a.status = ?'), params.push(filter.status);
+    if (!where.length) throw invalidRequest('session_id or run_id is required', 'session_id');
+    const rows = await this.#em().execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE ${where.join(' AND ')} ORDER BY a.created_at`, params);
+    return rows.map(toApproval);
+  }
+
+  async get(toolCallId: string, em: EntityManager = this.#em()): Promise<ToolCallRow> {
+    const [row] = await em.execute<RawCall[]>('SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);
+    if (!row) throw notFound('tool_call', toolCallId);
+    return toCall(row);
+  }
+
+  /** Waits up to `timeoutMs` for the call to end, woken by its run's events; never polls in a loop. */
+  async wait(toolCallId: string, timeoutMs: number, signal: AbortSignal): Promise<ToolCallRow> {
+    let call = await this.get(toolCallId);
+    if (TERMINAL.has(call.status)) return call;
+    const deadline = Date.now() + timeoutMs;
+    let wake: (() => void) | undefined;
+    let dirty = false;
+    const off = this.#opts.bus.onWake(`run:${call.runId}`, () => {
+      dirty = true;
+      wake?.();
+    });
+    const onAbort = () => wake?.();
+    signal.addEventListener('abort', onAbort);
+    try {
+      while (!TERMINAL.has(call.status) && Date.now() < deadline && !signal.aborted) {
+        if (!dirty) {
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+            setTimeout(resolve, deadline - Date.now());
+          });
+          wake = undefined;
+        }
+        dirty = false;
+        call = await this.get(toolCallId);
+      }
+      return call;
+    } finally {
+      off();
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * The durable timers, safe on any number of cores: expired approvals, calls
+   * past their deadline, and approved calls whose executor was lost.
+   */
+  async sweep(): Promise<void> {
+    const expired = await this.#em().execute<{ approval_id: string }[]>(
+      "SELECT approval_id FROM approvals WHERE status = 'PENDING' AND expires_at < now() ORDER BY expires_at LIMIT 50",
+    );
+    for (const { approval_id: id } of expired) {
+      await this.#em()
+        .transactional(async (tx) => {
+          const [row] = await tx.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ? AND a.status = 'PENDING' FOR UPDATE OF a SKIP LOCKED`, [id]);
+          if (row) await this.#settle(tx, { ...toApproval(row), argsHash: row.args_hash }, 'expire', 'system', 'approval timed out');
+        })
+        .catch((error) => this.#log.error({ err: error, approvalId: id }, 'approval expiry failed'));
+    }
+    const overdue = await this.#em().execute<{ tool_call_id: string }[]>(
+      "SELECT tool_call_id FROM tool_calls WHERE status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() ORDER BY deadline_at LIMIT 50",
+    );
+    for (const { tool_call_id: id } of overdue) {
+      const error = { code: 'tool_timeout', message: 'the tool call passed its deadline' };
+      await this.#em()
+        .transactional(async (tx) => {
+          const [row] = await tx.execute<{ status: ToolCallState }[]>(
+            "SELECT status FROM tool_calls WHERE tool_call_id = ? AND status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() FOR UPDATE SKIP LOCKED",
+            [id],
+          );
+          if (row) await this.#transition(tx, id, 'time_out', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'timeout', error } }], { error, completed: true });
+        })
+        .catch((e) => this.#log.error({ err: e, toolCallId: id }, 'tool timeout failed'));
+    }
+    const orphans = await this.#em().execute<{ tool_call_id: string }[]>(
+      `SELECT c.tool_call_id FROM tool_calls c JOIN approvals a ON a.approval_id = c.approval_id
+       WHERE c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds' LIMIT 50`,
+    );
+    for (const { tool_call_id: id } of orphans) this.#background(() => this.#execute(id));
+  }
+
+  /** Waits for tool executions started in the background. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#executing]);
+  }
+
+  #background(work: () => Promise<void>): void {
+    const running = work().catch((error) => this.#log.error({ err: error }, 'tool execution failed'));
+    this.#executing.add(running);
+    void running.finally(() => this.#executing.delete(running));
+  }
+
+  /**
+   * The one writer of a tool call's state: applies the machine's table under a
+   * row lock, records the patch and the events, and wakes waiters, in `tx`.
+   */
+  async #transition(
+    tx: EntityManager,
+    toolCallId: string,
+    trigger: ToolCallTrigger,
+    events: NewEvent[],
+    patch: { result?: unknown; error?: { code: string; message: string }; approvalId?: string; started?: boolean; completed?: boolean; deadlineMs?: number } = {},
+  ): Promise<ToolCallRow> {
+    const [row] = await tx.execute<{ status: ToolCallState; run_id: string }[]>('SELECT status, run_id FROM tool_calls WHERE tool_call_id = ? FOR UPDATE', [toolCallId]);
+    if (!row) throw notFound('tool_call', toolCallId);
+    const next = transition(TOOL_CALL_MACHINE, row.status, trigger);
+    if (!next.ok) {
+      this.#log.warn({ toolCallId, ...next.error }, 'illegal tool call transition rejected');
+      throw new AbcError('FAILED_PRECONDITION', { code: 'illegal_transition', message: `tool call ${toolCallId} is ${row.status}; "${trigger}" is not allowed`, details: { ...next.error } });
+    }
+    await tx.execute(
+      `UPDATE tool_calls SET status = ?, version = version + 1,
+         result = CASE WHEN ? THEN ?::jsonb ELSE result END,
+         error = COALESCE(?::jsonb, error),
+         approval_id = COALESCE(?, approval_id),
+         started_at = CASE WHEN ? THEN now() ELSE started_at END,
+         completed_at = CASE WHEN ? THEN now() ELSE completed_at END,
+         deadline_at = CASE WHEN ?::int IS NULL THEN deadline_at ELSE now() + (?::int * interval '1 millisecond') END
+       WHERE tool_call_id = ?`,
+      [
+        next.value,
+        'result' in patch,
+        JSON.stringify(patch.result ?? null),
+        patch.error ? JSON.stringify(patch.error) : null,
+        patch.approvalId ?? null,
+        patch.started ?? false,
+        patch.completed ?? TOOL_CALL_MACHINE.isTerminal(next.value),
+        patch.deadlineMs ?? null,
+        patch.deadlineMs ?? null,
+        toolCallId,
+      ],
+    );
+    // Every hop is visible in the log, and wakes waiters through the run's notification.
+    await appendEvents(tx, row.run_id, [
+      ...events,
+      { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: row.status, to: next.value, trigger } },
+    ]);
+    return this.get(toolCallId, tx);
+  }
+}
+
+interface RawApproval {
+  approval_id: string;
+  run_id: string;
+  tool_call_id: string;
+  session_id: string;
+  status: ApprovalState;
+  created_at: Date;
+  decided_at: Date | null;
+  decided_by: string | null;
+  reason: string | null;
+  expires_at: Date;
+  args_summary: string | null;
+  args_hash: string | null;
+  tool_name: string;
+}
+
+const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
+  a.reason, a.expires_at, a.args_summary, a.args_hash, c.tool_name FROM approvals a JOIN tool_calls c ON c.tool_call_id = a.tool_call_id`;
+
+const toApproval = (r: RawApproval): ApprovalRow => ({
+  approvalId: r.approval_id,
+  runId: r.run_id,
+  toolCallId: r.tool_call_id,
+  sessionId: r.session_id,
+  status: r.status,
+  createdAt: new Date(r.created_at),
+  decidedAt: date(r.decided_at),
+  decidedBy: r.decided_by,
+  reason: r.reason,
+  expiresAt: new Date(r.expires_at),
+  argsSummary: r.args_summary,
+  toolName: r.tool_name,
+});
+
+function rejection(decision: 'reject' | 'expire'): { code: string; message: string } {
+  return decision === 'reject' ? { code: 'rejected', message: 'the approval was rejected' } : { code: 'approval_timeout', message: 'nobody decided the approval in time' };
+}
+
+/** A one-line summary for the approver: `payments.transfer(amount: 100, to: "x")`, cut at 200 characters. */
+export function summarize(tool: string, args: Record<string, unknown>): string {
+  const parts = Object.entries(args).map(([k, v]) => `${k}: ${JSON.stringify(v)}`);
+  const text = `${tool}(${parts.join(', ')})`;
+  return text.length > 200 ? `${text.slice(0, 197)}...` : text;
+}

@@ -1,0 +1,146 @@
+// gRPC handlers of the tool and approval services.
+import { type ApprovalServiceService, type Approval as ApprovalMessage, ApprovalStatus, Decision } from '../../gen/abc/orchestrator/v1/approval.js';
+import {
+  PermissionLevel,
+  ToolCallStatus,
+  ToolInvokeStatus,
+  ToolKind,
+  ToolServiceService,
+  type Tool as ToolMessage,
+  type ToolCall as ToolCallMessage,
+} from '../../gen/abc/orchestrator/v1/tool.js';
+import { ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import { requireKey, requireSession } from '../access/principal.js';
+import type { ApprovalState } from '../domain/approval.machine.js';
+import { AbcError, invalidRequest } from '../domain/errors.js';
+import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import { enumOf, millis } from '../grpc/mappers.js';
+import type { Orm } from '../store/orm.js';
+import type { ApprovalRow, ToolCallRow, ToolCalls } from './tool-calls.js';
+import { listTools, upsertTool, type ToolKind as Kind, type ToolRow } from './tool-store.js';
+
+const KIND_TO_PROTO: Record<Kind, ToolKind> = { builtin: ToolKind.TOOL_KIND_SERVER_BUILTIN, http: ToolKind.TOOL_KIND_SERVER_HTTP, client: ToolKind.TOOL_KIND_CLIENT };
+const KIND_FROM_PROTO: Partial<Record<ToolKind, Kind>> = Object.fromEntries(Object.entries(KIND_TO_PROTO).map(([k, v]) => [v, k as Kind]));
+
+export const toToolMessage = (t: ToolRow): ToolMessage => ({
+  name: t.name,
+  kind: KIND_TO_PROTO[t.kind],
+  version: t.version,
+  description: t.description ?? '',
+  inputSchema: t.inputSchema ?? undefined,
+  outputSchema: t.outputSchema ?? undefined,
+  timeoutMs: t.timeoutMs,
+  permissionLevel: enumOf<PermissionLevel>('PERMISSION_LEVEL', t.permissionLevel),
+  sideEffect: t.sideEffect,
+  endpoint: t.endpoint ?? '',
+  policy: undefined,
+  metadata: t.metadata ?? undefined,
+});
+
+export const toToolCallMessage = (c: ToolCallRow): ToolCallMessage => ({
+  toolCallId: c.toolCallId,
+  runId: c.runId,
+  toolName: c.toolName,
+  kind: KIND_TO_PROTO[c.kind as Kind] ?? ToolKind.TOOL_KIND_UNSPECIFIED,
+  status: enumOf<ToolCallStatus>('TOOL_CALL_STATUS', c.status),
+  args: c.args,
+  result: c.result ?? undefined,
+  error: c.error ? { code: c.error.code, message: c.error.message, category: ErrorCategory.ERROR_CATEGORY_EXECUTION, retryable: c.error.code === 'tool_timeout', traceId: '' } : undefined,
+  approvalId: c.approvalId ?? '',
+  idempotencyKey: c.idempotencyKey ?? '',
+  timestamps: { createdAt: millis(c.createdAt), startedAt: millis(c.startedAt), completedAt: millis(c.completedAt) },
+  deadlineTs: millis(c.deadlineAt),
+});
+
+export const toApprovalMessage = (a: ApprovalRow): ApprovalMessage => ({
+  approvalId: a.approvalId,
+  runId: a.runId,
+  toolCallId: a.toolCallId,
+  status: enumOf<ApprovalStatus>('APPROVAL_STATUS', a.status),
+  createdAt: millis(a.createdAt),
+  decidedAt: millis(a.decidedAt),
+  decidedBy: a.decidedBy ?? '',
+  reason: a.reason ?? '',
+  expiresAt: millis(a.expiresAt),
+  toolName: a.toolName,
+  argsSummary: a.argsSummary ?? '',
+  sessionId: a.sessionId,
+});
+
+export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: number): ServiceHandlers<typeof ToolServiceService> {
+  const em = () => orm.em.fork();
+  return {
+    async registerTool(req, ctx) {
+      requireKey(ctx.principal);
+      const t = req.tool;
+      if (!t) throw invalidRequest('tool is required', 'tool');
+      const kind = KIND_FROM_PROTO[t.kind];
+      if (!kind) throw invalidRequest('kind must be server builtin, server http or client', 'kind');
+      if (kind === 'client') throw new AbcError('UNIMPLEMENTED', { code: 'unimplemented', message: 'client tools arrive with the rest of issue #5' });
+      const tool = await upsertTool(em(), {
+        name: t.name,
+        kind,
+        version: t.version || '1.0.0',
+        description: t.description || null,
+        inputSchema: t.inputSchema ?? null,
+        outputSchema: t.outputSchema ?? null,
+        timeoutMs: t.timeoutMs || defaultTimeoutMs,
+        permissionLevel: (t.permissionLevel === PermissionLevel.PERMISSION_LEVEL_UNSPECIFIED ? 'PUBLIC' : t.permissionLevel.replace(/^PERMISSION_LEVEL_/, '')) as ToolRow['permissionLevel'],
+        sideEffect: t.sideEffect,
+        endpoint: t.endpoint || null,
+        metadata: t.metadata ?? null,
+      });
+      return { tool: toToolMessage(tool) };
+    },
+    async listTools() {
+      return { tools: (await listTools(em())).map(toToolMessage) };
+    },
+    async invokeTool(req, ctx) {
+      const outcome = await calls.invoke(ctx.principal, {
+        toolName: req.toolName,
+        runId: req.runId,
+        args: req.args ?? {},
+        idempotencyKey: req.idempotencyKey || undefined,
+        timeoutMs: req.timeoutMs,
+      });
+      return {
+        status: enumOf<ToolInvokeStatus>('TOOL_INVOKE_STATUS', outcome.status),
+        toolCallId: outcome.toolCallId,
+        result: outcome.status === 'succeeded' ? outcome.result : undefined,
+        reason: outcome.status === 'pending' ? outcome.reason : '',
+        error: outcome.status === 'failed' ? { code: outcome.error.code, message: outcome.error.message, category: ErrorCategory.ERROR_CATEGORY_EXECUTION, retryable: false, traceId: '' } : undefined,
+      };
+    },
+    async getToolCall(req, ctx) {
+      const call = await calls.get(req.toolCallId);
+      if (ctx.principal?.kind === 'run' && ctx.principal.runId !== call.runId) requireKey(ctx.principal);
+      return { toolCall: toToolCallMessage(call) };
+    },
+    async waitToolCall(req, ctx) {
+      const timeoutMs = req.timeoutMs ?? 60_000;
+      if (timeoutMs < 0 || timeoutMs > 600_000) throw invalidRequest('timeout_ms must be 0-600000', 'timeout_ms');
+      const call = await calls.get(req.toolCallId);
+      if (ctx.principal?.kind === 'run' && ctx.principal.runId !== call.runId) requireKey(ctx.principal);
+      return { toolCall: toToolCallMessage(await calls.wait(req.toolCallId, timeoutMs, ctx.signal)) };
+    },
+    submitToolResult: unimplemented(ToolServiceService, { default: 'client tools arrive with the rest of issue #5' }).submitToolResult,
+  };
+}
+
+export function approvalHandlers(calls: ToolCalls): ServiceHandlers<typeof ApprovalServiceService> {
+  return {
+    async listApprovals(req, ctx) {
+      if (req.sessionId) requireSession(ctx.principal, req.sessionId);
+      else requireKey(ctx.principal);
+      const status = req.status === ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED ? undefined : (req.status.replace(/^APPROVAL_STATUS_/, '') as ApprovalState);
+      return { approvals: (await calls.listApprovals({ sessionId: req.sessionId || undefined, runId: req.runId || undefined, status })).map(toApprovalMessage) };
+    },
+    async decideApproval(req, ctx) {
+      const principal = requireKey(ctx.principal);
+      if (req.decision === Decision.DECISION_UNSPECIFIED) throw invalidRequest('decision must be approve or reject', 'decision');
+      const userId = String(ctx.metadata.get('x-user-id')[0] ?? '') || principal.keyId;
+      const approval = await calls.decide(req.approvalId, req.decision === Decision.DECISION_APPROVE ? 'approve' : 'reject', userId, req.reason);
+      return { approval: toApprovalMessage(approval) };
+    },
+  };
+}

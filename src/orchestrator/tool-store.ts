@@ -1,0 +1,151 @@
+// The tool registry: built-ins, the tools of ABC_TOOLS_FILE, and tools registered over the API.
+import { readFile } from 'node:fs/promises';
+import { Ajv } from 'ajv';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { invalidRequest, notFound } from '../domain/errors.js';
+import type { PermissionLevel } from '../domain/policy.js';
+import { BUILTIN_TOOLS } from '../execution/builtin-tools.js';
+
+export type ToolKind = 'builtin' | 'http' | 'client';
+
+export interface ToolRow {
+  name: string;
+  kind: ToolKind;
+  version: string;
+  description: string | null;
+  inputSchema: Record<string, unknown> | null;
+  outputSchema: Record<string, unknown> | null;
+  timeoutMs: number;
+  permissionLevel: PermissionLevel;
+  sideEffect: boolean;
+  endpoint: string | null;
+  metadata: Record<string, unknown> | null;
+}
+
+interface RawTool {
+  tool_name: string;
+  kind: ToolKind;
+  version: string;
+  description: string | null;
+  input_schema: Record<string, unknown> | null;
+  output_schema: Record<string, unknown> | null;
+  timeout_ms: number;
+  permission_level: PermissionLevel;
+  side_effect: boolean;
+  endpoint: string | null;
+  metadata: Record<string, unknown> | null;
+}
+
+const toTool = (r: RawTool): ToolRow => ({
+  name: r.tool_name,
+  kind: r.kind,
+  version: r.version,
+  description: r.description,
+  inputSchema: r.input_schema,
+  outputSchema: r.output_schema,
+  timeoutMs: r.timeout_ms,
+  permissionLevel: r.permission_level,
+  sideEffect: r.side_effect,
+  endpoint: r.endpoint,
+  metadata: r.metadata,
+});
+
+const schemaCompiler = new Ajv({ strict: false });
+
+/** Checks a tool definition; the error names the field. */
+export function checkTool(tool: ToolRow): void {
+  if (!/^[A-Za-z0-9._-]{1,128}$/.test(tool.name)) throw invalidRequest('name must be 1-128 of A-Z a-z 0-9 . _ -', 'name');
+  if (!['builtin', 'http', 'client'].includes(tool.kind)) throw invalidRequest('kind must be builtin, http or client', 'kind');
+  if (tool.kind === 'builtin' && !BUILTIN_TOOLS.some((b) => b.name === tool.name)) throw invalidRequest(`there is no built-in tool ${tool.name}`, 'name');
+  if (tool.kind === 'http') {
+    try {
+      const url = new URL(tool.endpoint ?? '');
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error();
+    } catch {
+      throw invalidRequest('an http tool needs an absolute http(s) endpoint', 'endpoint');
+    }
+  }
+  if (!Number.isInteger(tool.timeoutMs) || tool.timeoutMs <= 0) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
+  if (!['PUBLIC', 'INTERNAL', 'ADMIN'].includes(tool.permissionLevel)) throw invalidRequest('permission_level must be PUBLIC, INTERNAL or ADMIN', 'permission_level');
+  for (const field of ['inputSchema', 'outputSchema'] as const) {
+    if (!tool[field]) continue;
+    try {
+      schemaCompiler.compile(tool[field]);
+    } catch (error) {
+      throw invalidRequest(`${field === 'inputSchema' ? 'input_schema' : 'output_schema'} is not a valid JSON Schema: ${(error as Error).message}`, field === 'inputSchema' ? 'input_schema' : 'output_schema');
+    }
+  }
+}
+
+/** Creates or replaces a tool. */
+export async function upsertTool(em: EntityManager, tool: ToolRow): Promise<ToolRow> {
+  checkTool(tool);
+  const [row] = await em.execute<RawTool[]>(
+    `INSERT INTO tools (tool_name, kind, version, description, input_schema, output_schema, timeout_ms, permission_level, side_effect, endpoint, metadata)
+     VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?::jsonb)
+     ON CONFLICT (tool_name) DO UPDATE SET kind = EXCLUDED.kind, version = EXCLUDED.version, description = EXCLUDED.description,
+       input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, timeout_ms = EXCLUDED.timeout_ms,
+       permission_level = EXCLUDED.permission_level, side_effect = EXCLUDED.side_effect, endpoint = EXCLUDED.endpoint, metadata = EXCLUDED.metadata
+     RETURNING *`,
+    [
+      tool.name, tool.kind, tool.version, tool.description, json(tool.inputSchema), json(tool.outputSchema), tool.timeoutMs,
+      tool.permissionLevel, tool.sideEffect, tool.endpoint, json(tool.metadata),
+    ],
+  );
+  return toTool(row!);
+}
+
+const json = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
+
+export async function listTools(em: EntityManager): Promise<ToolRow[]> {
+  return (await em.execute<RawTool[]>('SELECT * FROM tools ORDER BY tool_name')).map(toTool);
+}
+
+export async function getTool(em: EntityManager, name: string): Promise<ToolRow> {
+  const [row] = await em.execute<RawTool[]>('SELECT * FROM tools WHERE tool_name = ?', [name]);
+  if (!row) throw notFound('tool', name);
+  return toTool(row);
+}
+
+/** Registers the built-ins and the tools of a config file (a JSON array of tool definitions). */
+export async function bootTools(em: EntityManager, file: string | undefined, defaultTimeoutMs: number): Promise<number> {
+  for (const b of BUILTIN_TOOLS) {
+    await upsertTool(em, {
+      name: b.name, kind: 'builtin', version: b.version, description: b.description, inputSchema: b.inputSchema, outputSchema: b.outputSchema,
+      timeoutMs: b.timeoutMs, permissionLevel: b.permissionLevel, sideEffect: b.sideEffect, endpoint: null, metadata: null,
+    });
+  }
+  if (!file) return BUILTIN_TOOLS.length;
+  let defs: unknown;
+  try {
+    defs = JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    throw new Error(`ABC_TOOLS_FILE ${file}: ${(error as Error).message}`);
+  }
+  if (!Array.isArray(defs)) throw new Error(`ABC_TOOLS_FILE ${file}: expected a JSON array of tools`);
+  for (const [i, d] of defs.entries()) {
+    try {
+      await upsertTool(em, fromJson(d as Record<string, unknown>, defaultTimeoutMs));
+    } catch (error) {
+      throw new Error(`ABC_TOOLS_FILE ${file}: tool #${i}: ${(error as Error).message}`);
+    }
+  }
+  return BUILTIN_TOOLS.length + defs.length;
+}
+
+/** A tool from its JSON (snake_case) definition. */
+export function fromJson(d: Record<string, unknown>, defaultTimeoutMs: number): ToolRow {
+  return {
+    name: String(d.name ?? ''),
+    kind: (d.kind ?? 'http') as ToolKind,
+    version: String(d.version ?? '1.0.0'),
+    description: typeof d.description === 'string' ? d.description : null,
+    inputSchema: (d.input_schema as Record<string, unknown>) ?? null,
+    outputSchema: (d.output_schema as Record<string, unknown>) ?? null,
+    timeoutMs: typeof d.timeout_ms === 'number' ? d.timeout_ms : defaultTimeoutMs,
+    permissionLevel: (d.permission_level ?? 'PUBLIC') as PermissionLevel,
+    sideEffect: d.side_effect === true,
+    endpoint: typeof d.endpoint === 'string' ? d.endpoint : null,
+    metadata: (d.metadata as Record<string, unknown>) ?? null,
+  };
+}

@@ -1,0 +1,230 @@
+// Tools, policy and approvals through the gateway (seed 001 §4.3, §4.5, §7.2, §8.2, §8.3).
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { readEvents } from '../../src/store/event-log.js';
+import { sse, startFakeAgent, type FakeAgent, type Invocation } from '../support/fake-agent.js';
+import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+
+let s: TestStack;
+let agent: FakeAgent;
+let webhook: http.Server;
+let webhookUrl: string;
+let webhookCalls: { args: Record<string, unknown>; headers: http.IncomingHttpHeaders }[] = [];
+let webhookBehaviour: (args: Record<string, any>, res: http.ServerResponse) => void;
+let dir: string;
+let policyFile: string;
+
+const POLICY = {
+  version: 1,
+  default: 'allow',
+  rules: [
+    { id: 'no-deletes', tools: ['db.delete'], decision: 'block', reason: 'deletes are forbidden' },
+    { id: 'big-transfers', tools: ['payments.transfer'], when: { args: { amount: { gt: 100 } } }, decision: 'require_approval' },
+  ],
+};
+
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'abc-tools-'));
+  policyFile = path.join(dir, 'policy.json');
+  await writeFile(policyFile, JSON.stringify(POLICY));
+  webhook = http.createServer(async (req, res) => {
+    let raw = '';
+    for await (const c of req) raw += c;
+    const body = JSON.parse(raw) as { args: Record<string, unknown> };
+    webhookCalls.push({ args: body.args, headers: req.headers });
+    webhookBehaviour(body.args, res);
+  });
+  await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
+  webhookUrl = `http://127.0.0.1:${(webhook.address() as AddressInfo).port}/hook`;
+  s = await startTestStack({ policyFile, approvalTimeoutMs: 60_000, timerSweepMs: 100 });
+  agent = await startFakeAgent();
+  await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'worker', name: 'Worker', endpoint: agent.url } });
+  for (const tool of [
+    { name: 'payments.transfer', kind: 'http', endpoint: webhookUrl, side_effect: true, permission_level: 'INTERNAL', timeout_ms: 2000,
+      input_schema: { type: 'object', required: ['amount', 'to'], properties: { amount: { type: 'number' }, to: { type: 'string' } } } },
+    { name: 'db.delete', kind: 'http', endpoint: webhookUrl, side_effect: true },
+    { name: 'slow.thing', kind: 'http', endpoint: webhookUrl, timeout_ms: 200 },
+  ]) {
+    const res = await s.http('/v1/tools/register', { method: 'POST', json: tool });
+    expect(res.status, JSON.stringify(await res.clone().json())).toBe(200);
+  }
+});
+afterAll(async () => {
+  await agent.close();
+  await s.close();
+  webhook.closeAllConnections();
+  webhook.close();
+  await rm(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  webhookCalls = [];
+  webhookBehaviour = (args, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, echoed: args }));
+});
+
+/** A run whose agent holds until released; returns its ids, its token and an open IM client. */
+async function liveRun(userId = 'u1'): Promise<{ runId: string; sessionId: string; token: string; ws: WsClient; inv: Invocation; release: () => void }> {
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  agent.behave(async (inv, res) => {
+    sse(res, 'delta', { text: 'working' });
+    await Promise.race([held, inv.closed]);
+    sse(res, 'done', { usage: {} });
+    res.end();
+  });
+  const ws = await new WsClient(s.url).open();
+  ws.send({ type: 'hello', api_key: s.key, user_id: userId });
+  const sessionId = `sess_tools_${Date.now()}_${Math.random().toString(36).slice(2, 6)}`;
+  ws.send({ type: 'agent_invoke', session_id: sessionId, agent_id: 'worker', message: { role: 'user', content: 'pay' } });
+  const delta = await ws.next('delta');
+  const inv = agent.invocations.at(-1)!;
+  return { runId: delta.run_id, sessionId, token: String(inv.headers['x-abc-run-token']), ws, inv, release };
+}
+
+const invoke = (token: string, tool: string, body: Record<string, unknown>) =>
+  s.http(`/v1/tools/${tool}:invoke`, { method: 'POST', json: body, key: token }).then(async (r) => ({ status: r.status, body: await r.json() }));
+
+const types = async (runId: string, only?: string[]) => (await readEvents(s.orm.em.fork(), { runId, types: only }, '0', 1000)).map((e) => e.type);
+
+describe('allowed server tools', () => {
+  it('runs a built-in tool and answers succeeded, recording every hop', async () => {
+    const run = await liveRun();
+    const res = await invoke(run.token, 'echo', { run_id: run.runId, args: { hello: 'world' } });
+    expect(res).toMatchObject({ status: 200, body: { status: 'succeeded', result: { hello: 'world' }, tool_call_id: expect.stringMatching(/^tc_/) } });
+    const call = await (await s.http(`/v1/tool_calls/${res.body.tool_call_id}`, { key: run.token })).json();
+    expect(call).toMatchObject({ status: 'succeeded', result: { hello: 'world' }, timestamps: { created_at: expect.any(Number), started_at: expect.any(Number), completed_at: expect.any(Number) } });
+    expect(await types(run.runId, ['tool_call_created', 'policy_decision', 'tool_dispatched', 'tool_result'])).toEqual(['tool_call_created', 'policy_decision', 'tool_dispatched', 'tool_result']);
+    run.release();
+    run.ws.close();
+  });
+
+  it('calls an HTTP webhook tool, and fails the call on its error or its timeout', async () => {
+    const run = await liveRun();
+    const ok = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 5, to: 'acct-1' } });
+    expect(ok.body).toMatchObject({ status: 'succeeded', result: { ok: true, echoed: { amount: 5, to: 'acct-1' } } });
+    expect(webhookCalls[0]!.headers['x-run-id']).toBe(run.runId);
+
+    webhookBehaviour = (_a, res) => void res.writeHead(500).end('bank down');
+    const failed = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 6, to: 'acct-1' } });
+    expect(failed.body).toMatchObject({ status: 'failed', error: { code: 'tool_failed', message: expect.stringContaining('HTTP 500') } });
+
+    webhookBehaviour = () => {}; // never answers
+    const slow = await invoke(run.token, 'slow.thing', { run_id: run.runId, args: {} });
+    expect(slow.body).toMatchObject({ status: 'failed', error: { code: 'tool_timeout' } });
+    expect((await (await s.http(`/v1/tool_calls/${slow.body.tool_call_id}`)).json()).status).toBe('timeout');
+    run.release();
+    run.ws.close();
+  });
+
+  it('refuses args that break the input schema, naming the field, and creates no call', async () => {
+    const run = await liveRun();
+    const res = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 'lots', to: 'x' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'args.amount' } });
+    expect(await types(run.runId, ['tool_call_created'])).toEqual([]);
+    run.release();
+    run.ws.close();
+  });
+
+  it('returns the same call for a repeated idempotency key, and a conflict for other args', async () => {
+    const run = await liveRun();
+    const first = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 7, to: 'a' }, idempotency_key: 'pay-7-a' });
+    const again = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 7, to: 'a' }, idempotency_key: 'pay-7-a' });
+    expect(again.body).toEqual(first.body);
+    expect(webhookCalls).toHaveLength(1);
+    const conflict = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 8, to: 'a' }, idempotency_key: 'pay-7-a' });
+    expect(conflict.status).toBe(409);
+    expect(conflict.body.error.code).toBe('idempotency_conflict');
+    // With no key, the default {run}:{tool}:{args hash} makes an identical repeat idempotent too.
+    const d1 = await invoke(run.token, 'echo', { run_id: run.runId, args: { n: 1 } });
+    const d2 = await invoke(run.token, 'echo', { run_id: run.runId, args: { n: 1 } });
+    expect(d2.body.tool_call_id).toBe(d1.body.tool_call_id);
+    run.release();
+    run.ws.close();
+  });
+});
+
+describe('policy', () => {
+  it('blocks a call, recording the rule that decided it', async () => {
+    const run = await liveRun();
+    const res = await invoke(run.token, 'db.delete', { run_id: run.runId, args: { table: 'users' } });
+    expect(res.body).toMatchObject({ status: 'failed', error: { code: 'blocked', message: expect.stringContaining('deletes are forbidden') } });
+    expect(webhookCalls).toHaveLength(0);
+    const decision = (await readEvents(s.orm.em.fork(), { runId: run.runId, types: ['policy_decision'] }, '0', 10))[0]!;
+    expect(decision.payload).toMatchObject({ decision: 'block', rule_id: 'no-deletes' });
+    run.release();
+    run.ws.close();
+  });
+
+  it('reloads without a restart, and keeps the old policy when the new file is broken', async () => {
+    const run = await liveRun();
+    await writeFile(policyFile, JSON.stringify({ ...POLICY, rules: [{ id: 'no-echo', tools: ['echo'], decision: 'block' }, ...POLICY.rules] }));
+    await expect.poll(async () => (await invoke(run.token, 'echo', { run_id: run.runId, args: { t: Date.now() } })).body.status, { timeout: 5000, interval: 200 }).toBe('failed');
+    await writeFile(policyFile, '{"version": 1, "rules": [], "default": "perhaps"}');
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await invoke(run.token, 'echo', { run_id: run.runId, args: { t: 'still blocked' } })).body.status).toBe('failed');
+    await writeFile(policyFile, JSON.stringify(POLICY));
+    await expect.poll(async () => (await invoke(run.token, 'echo', { run_id: run.runId, args: { t: Date.now() } })).body.status, { timeout: 5000, interval: 200 }).toBe('succeeded');
+    run.release();
+    run.ws.close();
+  });
+});
+
+describe('approvals', () => {
+  it('pauses on an args condition, asks the client, and on approve runs the tool once and resumes', async () => {
+    const run = await liveRun();
+    const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 500, to: 'acct-9' } });
+    expect(pending.body).toMatchObject({ status: 'pending', reason: 'waiting_approval' });
+    const asked = await run.ws.next('approval_required');
+    expect(asked).toMatchObject({ run_id: run.runId, tool_call_id: pending.body.tool_call_id, tool_name: 'payments.transfer', args_summary: 'payments.transfer(amount: 500, to: "acct-9")' });
+    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('PAUSED_WAITING_APPROVAL');
+    expect(webhookCalls).toHaveLength(0);
+
+    const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());
+    run.ws.send({ type: 'approval_decision', run_id: run.runId, approval_id: asked.approval_id, decision: 'approve', reason: 'checked' });
+    const done = await waiting;
+    expect(done).toMatchObject({ status: 'succeeded', result: { ok: true } });
+    expect(webhookCalls).toHaveLength(1);
+    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
+    expect(await types(run.runId, ['approval_created', 'approval_decision', 'run_state'])).toEqual(['approval_created', 'run_state', 'approval_decision', 'run_state']);
+    const again = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });
+    expect(again.status).toBe(409);
+    expect((await again.json()).error.code).toBe('approval_conflict');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(webhookCalls).toHaveLength(1);
+    run.release();
+    run.ws.close();
+  });
+
+  it('fails the call with rejected when the user rejects over HTTP', async () => {
+    const run = await liveRun('bob');
+    const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 900, to: 'x' } });
+    const [approval] = (await (await s.http(`/v1/approvals?run_id=${run.runId}&status=PENDING`)).json()).approvals;
+    const stranger = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'mallory' } });
+    expect(stranger.status).toBe(403);
+    const res = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision: 'reject', reason: 'too much' }, headers: { 'x-user-id': 'bob' } });
+    expect((await res.json()).approval).toMatchObject({ status: 'REJECTED', decided_by: 'user:bob', reason: 'too much' });
+    const call = await (await s.http(`/v1/tool_calls/${pending.body.tool_call_id}`)).json();
+    expect(call).toMatchObject({ status: 'rejected', error: { code: 'rejected' } });
+    expect(webhookCalls).toHaveLength(0);
+    run.release();
+    run.ws.close();
+  });
+
+  it('lets exactly one of two racing decisions win', async () => {
+    const run = await liveRun('carol');
+    await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 300, to: 'y' } });
+    const [approval] = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals;
+    const decide = (decision: string) => s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision }, headers: { 'x-user-id': 'carol' } });
+    const results = await Promise.all([decide('approve'), decide('reject'), decide('approve')]);
+    expect(results.map((r) => r.status).sort()).toEqual([200, 409, 409]);
+    const winner = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals[0].status;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(webhookCalls).toHaveLength(winner === 'APPROVED' ? 1 : 0);
+    run.release();
+    run.ws.close();
+  });
+});

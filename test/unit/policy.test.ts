@@ -1,0 +1,49 @@
+import { Ajv } from 'ajv';
+import { describe, expect, it } from 'vitest';
+import { duplicateRuleIds, evaluatePolicy, POLICY_SCHEMA, type PolicyDocument, type ToolCallFacts } from '../../src/domain/policy.js';
+
+const policy: PolicyDocument = {
+  version: 1,
+  default: 'allow',
+  rules: [
+    { id: 'no-deletes', tools: ['db.delete'], decision: 'block', reason: 'deletes are not allowed' },
+    { id: 'big-payments', tools: ['payments.*'], when: { args: { amount: { gt: 100 } } }, decision: 'require_approval' },
+    { id: 'foreign', tools: ['payments.transfer'], when: { args: { 'to.country': { ne: 'TW' } } }, decision: 'require_approval' },
+    { id: 'admin-tools', tools: ['*'], when: { permission_levels: ['ADMIN'] }, decision: 'require_approval' },
+    { id: 'intern', tools: ['email.send'], when: { agents: ['intern-agent'] }, decision: 'block' },
+  ],
+};
+
+const facts = (over: Partial<ToolCallFacts>): ToolCallFacts => ({ tool: 'weather.query', args: {}, agentId: 'a1', permissionLevel: 'PUBLIC', ...over });
+
+describe('policy evaluation', () => {
+  it.each([
+    [facts({ tool: 'db.delete' }), 'block', 'no-deletes'],
+    [facts({ tool: 'payments.transfer', args: { amount: 101, to: { country: 'TW' } } }), 'require_approval', 'big-payments'],
+    [facts({ tool: 'payments.transfer', args: { amount: 100, to: { country: 'TW' } } }), 'allow', 'default'],
+    [facts({ tool: 'payments.transfer', args: { amount: 5, to: { country: 'JP' } } }), 'require_approval', 'foreign'],
+    [facts({ tool: 'payments.refund', args: { amount: '500' } }), 'allow', 'default'], // a string is not > 100
+    [facts({ tool: 'ops.restart', permissionLevel: 'ADMIN' }), 'require_approval', 'admin-tools'],
+    [facts({ tool: 'email.send', agentId: 'intern-agent' }), 'block', 'intern'],
+    [facts({ tool: 'email.send', agentId: 'senior-agent' }), 'allow', 'default'],
+  ])('decides %j', (f, decision, ruleId) => {
+    expect(evaluatePolicy(policy, f)).toMatchObject({ decision, ruleId });
+  });
+
+  it('lets the first matching rule win', () => {
+    const first = evaluatePolicy({ ...policy, rules: [{ id: 'a', tools: ['*'], decision: 'block' }, ...policy.rules] }, facts({ tool: 'db.delete' }));
+    expect(first.ruleId).toBe('a');
+  });
+
+  it('has a schema that accepts the document and names what is wrong with a bad one', () => {
+    const validate = new Ajv({ strict: true }).compile(POLICY_SCHEMA);
+    expect(validate(policy)).toBe(true);
+    expect(validate({ version: 1, default: 'maybe', rules: [] })).toBe(false);
+    expect(validate.errors![0]).toMatchObject({ instancePath: '/default' });
+    expect(validate({ version: 1, default: 'allow', rules: [{ id: 'x', tools: ['t'], decision: 'allow', when: { args: { amount: { bigger: 1 } } } }] })).toBe(false);
+  });
+
+  it('finds duplicate rule ids', () => {
+    expect(duplicateRuleIds({ ...policy, rules: [...policy.rules, { id: 'intern', tools: ['x'], decision: 'allow' }] })).toEqual(['intern']);
+  });
+});
