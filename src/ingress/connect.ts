@@ -11,6 +11,7 @@ import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { ToolCalls } from '../orchestrator/tool-calls.js';
+import type { Presence } from './presence.js';
 import { getSession } from '../orchestrator/sessions.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
@@ -22,6 +23,7 @@ export interface ConnectDeps {
   bus: EventBus;
   runs: Runs;
   toolCalls: ToolCalls;
+  presence: Presence;
   keys: ApiKeys;
   log: Logger;
 }
@@ -67,6 +69,7 @@ class Connection {
     for (const watcher of this.#watchers.values()) watcher.abort();
     this.#watchers.clear();
     this.out.end();
+    void this.#deps.presence.leave(this.#id).catch((error) => this.#log.warn({ err: error }, 'presence cleanup failed'));
   }
 
   #send(request: Pick<ConnectRequest, 'requestId' | 'sessionId' | 'runId'>, frame: Frame): void {
@@ -96,7 +99,14 @@ class Connection {
         case 'approvalDecision':
           return await this.#decide(request, frame.value);
         case 'toolResult':
-          return this.#error(request, 'unimplemented', 'tool_result arrives with client tools, later in issue #5');
+          if (!frame.value.toolCallId) return this.#error(request, 'invalid_request', 'tool_call_id is required', 'tool_call_id');
+          await this.#deps.toolCalls.submitResult(this.#user!.userId, {
+            toolCallId: frame.value.toolCallId,
+            ok: frame.value.ok,
+            result: frame.value.result,
+            errorMessage: frame.value.errorMessage,
+          });
+          return;
       }
     } catch (error) {
       const abc = AbcError.from(error);
@@ -169,6 +179,8 @@ class Connection {
     this.#watchers.get(sessionId)?.abort();
     const controller = new AbortController();
     this.#watchers.set(sessionId, controller);
+    // This connection can now run the session's client tools.
+    void this.#deps.presence.join(this.#id, sessionId, this.#user!.userId).catch((error) => this.#log.warn({ err: error }, 'presence update failed'));
     const em = () => this.#deps.orm.em.fork();
     void (async () => {
       try {

@@ -30,11 +30,19 @@ export function frameOf(event: StoredEvent): ConnectResponse | null {
         value: { approvalId: str(p.approval_id), toolCallId: str(p.tool_call_id), toolName: str(p.tool_name), argsSummary: str(p.args_summary), expiresAt: num(p.expires_at) },
       };
       break;
+    case 'tool_request':
+      frame = {
+        $case: 'toolRequest',
+        value: { toolCallId: str(p.tool_call_id), toolName: str(p.tool_name), args: (p.args as Record<string, unknown>) ?? {}, deadlineTs: num(p.deadline_ts) },
+      };
+      break;
     case 'tool_result': {
-      // Only an expired approval is news to the client; other results reach the agent.
+      // An expired approval, or a client tool past its deadline, is news to the client;
+      // other results reach the agent only.
       const error = (p.error ?? {}) as Record<string, unknown>;
-      if (error.code !== 'approval_timeout') break;
-      frame = { $case: 'error', value: { code: 'approval_timeout', message: str(error.message), field: '', retryable: false } };
+      const code = error.code === 'approval_timeout' || (error.code === 'tool_timeout' && p.kind === 'client') ? String(error.code) : null;
+      if (!code) break;
+      frame = { $case: 'error', value: { code, message: str(error.message), field: '', retryable: code === 'tool_timeout' } };
       break;
     }
     case 'run_cancelled':

@@ -8,6 +8,7 @@ import { LlmUpstream } from '../execution/llm-upstream.js';
 import { LlmProxy } from '../orchestrator/llm-proxy.js';
 import { PolicyStore } from '../orchestrator/policy-store.js';
 import { ToolCalls } from '../orchestrator/tool-calls.js';
+import { Presence } from '../ingress/presence.js';
 import { bootTools } from '../orchestrator/tool-store.js';
 import { unauthenticated } from '../domain/errors.js';
 import { bindService } from '../grpc/bind.js';
@@ -53,6 +54,8 @@ export interface CoreOptions {
 }
 
 const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
+/** A client connection not refreshed for this long no longer counts as online. */
+const PRESENCE_TTL_MS = 30_000;
 
 /**
  * Starts the core gRPC server. Health reports SERVING only while the database
@@ -64,6 +67,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const keys = new ApiKeys(opts.orm);
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
   const shutdown = new AbortController();
+  const coreId = newId('core');
   const runs = new Runs({
     orm: opts.orm,
     bus,
@@ -71,7 +75,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     publicBaseUrl: opts.publicBaseUrl ?? 'http://127.0.0.1:8080',
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
     retry: opts.retry ?? DEFAULT_RETRY,
-    coreId: newId('core'),
+    coreId,
     leaseMs: opts.runLeaseMs ?? 15_000,
   });
   const retry = opts.retry ?? DEFAULT_RETRY;
@@ -83,11 +87,13 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       : undefined,
   });
   const policy = await PolicyStore.open(opts.policyFile, log);
+  const presence = new Presence(opts.orm, coreId, PRESENCE_TTL_MS);
   const toolCalls = new ToolCalls({
     orm: opts.orm,
     bus,
     log,
     policy,
+    presence,
     approvalTimeoutMs: opts.approvalTimeoutMs ?? 600_000,
     idempotencyTtlMs: opts.idempotencyTtlMs ?? 86_400_000,
   });
@@ -98,7 +104,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
   };
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-  const all = services({ orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000 });
+  const all = services({ orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000 });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
 
@@ -143,6 +149,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
             startHealthMonitor(health),
             every(Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),
             every(opts.timerSweepMs ?? 1000, () => toolCalls.sweep(), log, 'timer sweep'),
+            every(PRESENCE_TTL_MS / 3, () => presence.refresh(), log, 'presence refresh'),
           );
         }
         return;

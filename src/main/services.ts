@@ -20,6 +20,7 @@ import type { HealthOptions } from '../orchestrator/agents.js';
 import { agentHandlers, contextHandlers, runHandlers, sessionHandlers } from '../orchestrator/handlers.js';
 import type { LlmProxy } from '../orchestrator/llm-proxy.js';
 import type { ToolCalls } from '../orchestrator/tool-calls.js';
+import type { Presence } from '../ingress/presence.js';
 import { approvalHandlers, toolHandlers } from '../orchestrator/tool-handlers.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -45,6 +46,7 @@ export interface ServiceDeps {
   health: HealthOptions;
   llm: LlmProxy;
   toolCalls: ToolCalls;
+  presence: Presence;
   toolTimeoutMs: number;
 }
 

@@ -15,6 +15,7 @@ import type { EventBus } from '../store/event-bus.js';
 import { appendEvents, type NewEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import type { Principal } from '../access/principal.js';
+import type { Presence } from '../ingress/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from './run-store.js';
 import { getSession } from './sessions.js';
@@ -93,7 +94,7 @@ export interface ApprovalRow {
 /** The answer of an invoke (seed 001 §7.2). */
 export type InvokeOutcome =
   | { status: 'succeeded'; toolCallId: string; result: unknown }
-  | { status: 'pending'; toolCallId: string; reason: 'waiting_approval' | 'running' }
+  | { status: 'pending'; toolCallId: string; reason: 'waiting_approval' | 'waiting_client' | 'running' }
   | { status: 'failed'; toolCallId: string; error: { code: string; message: string } };
 
 export interface ToolCallsOptions {
@@ -101,6 +102,7 @@ export interface ToolCallsOptions {
   bus: EventBus;
   log: Logger;
   policy: PolicyStore;
+  presence: Presence;
   approvalTimeoutMs: number;
   idempotencyTtlMs: number;
 }
@@ -142,9 +144,6 @@ export class ToolCalls {
     const run = await findRun(this.#em(), req.runId);
     if (!run) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
     const tool = await getTool(this.#em(), req.toolName);
-    if (tool.kind === 'client') {
-      throw new AbcError('UNIMPLEMENTED', { code: 'unimplemented', message: 'client tools arrive with the rest of issue #5' });
-    }
     const problem = schemaProblem(tool.inputSchema, req.args);
     if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');
     if (req.timeoutMs !== undefined && (!Number.isInteger(req.timeoutMs) || req.timeoutMs <= 0)) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
@@ -156,7 +155,7 @@ export class ToolCalls {
       if (existing) return { call: existing, fresh: false };
       return { call: await this.#create(tx, run.rootAgentId, run.sessionId, tool, req, key), fresh: true };
     });
-    if (created.fresh && created.call.status === 'DISPATCHED') await this.#execute(created.call.toolCallId, tool);
+    if (created.fresh && created.call.status === 'DISPATCHED' && tool.kind !== 'client') await this.#execute(created.call.toolCallId, tool);
     return this.outcome((await this.get(created.call.toolCallId)));
   }
 
@@ -164,7 +163,8 @@ export class ToolCalls {
   outcome(call: ToolCallRow): InvokeOutcome {
     if (call.status === 'SUCCEEDED') return { status: 'succeeded', toolCallId: call.toolCallId, result: call.result };
     if (TERMINAL.has(call.status)) return { status: 'failed', toolCallId: call.toolCallId, error: call.error ?? { code: 'tool_failed', message: call.status } };
-    return { status: 'pending', toolCallId: call.toolCallId, reason: call.status === 'WAITING_APPROVAL' ? 'waiting_approval' : 'running' };
+    const reason = call.status === 'WAITING_APPROVAL' ? 'waiting_approval' : call.kind === 'client' ? 'waiting_client' : 'running';
+    return { status: 'pending', toolCallId: call.toolCallId, reason };
   }
 
   /** The first call made with `key`, if it is still within the TTL; a different request under it is a conflict. */
@@ -221,9 +221,88 @@ export class ToolCalls {
       return this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error });
     }
     if (verdict.decision === 'require_approval') return this.#requestApproval(tx, id, sessionId, tool, req.runId, req.args, verdict.reason);
-    return this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], {
+    const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], {
       deadlineMs: timeoutMs,
     });
+    return tool.kind === 'client' ? this.#sendToClient(tx, dispatched, sessionId) : dispatched;
+  }
+
+  /**
+   * Sends a client tool call to the session's clients as `tool_request`, and
+   * pauses the run; with no client connected anywhere it fails at once with
+   * `client_offline` (seed 001 §11).
+   */
+  async #sendToClient(tx: EntityManager, call: ToolCallRow, sessionId: string): Promise<ToolCallRow> {
+    const online = await this.#opts.presence.online(sessionId);
+    if (call.status === 'APPROVED') call = await this.#transition(tx, call.toolCallId, 'start', [], { started: true, deadlineMs: call.timeoutMs ?? 60_000 });
+    if (!online) {
+      const error = { code: 'client_offline', message: 'no client of the session is connected to run this client tool' };
+      return this.#transition(tx, call.toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: call.toolCallId, kind: 'client', status: 'failed', error } }], {
+        error,
+        completed: true,
+      });
+    }
+    const deadline = call.deadlineAt?.getTime() ?? Date.now() + (call.timeoutMs ?? 60_000);
+    const request: NewEvent = {
+      type: 'tool_request',
+      payload: { tool_call_id: call.toolCallId, tool_name: call.toolName, args: call.args, deadline_ts: deadline },
+    };
+    const running = call.status === 'RUNNING' ? (await appendEvents(tx, call.runId, [request]), call) : await this.#transition(tx, call.toolCallId, 'start', [request], { started: true });
+    const run = (await findRun(tx, call.runId))!;
+    if (run.status === 'RUNNING') {
+      await transitionRun(tx, this.#log, call.runId, 'wait_tool', [
+        { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_TOOL', detail: { tool_call_id: call.toolCallId } } },
+      ]);
+    }
+    return running;
+  }
+
+  /**
+   * Completes a client tool call with the client's `tool_result`. Only a call
+   * that is waiting for its client accepts one; the result must fit the tool's
+   * output schema.
+   */
+  async submitResult(userId: string | null, res: { toolCallId: string; ok: boolean; result: unknown; errorMessage: string }): Promise<ToolCallRow> {
+    return this.#em().transactional(async (tx) => {
+      const [row] = await tx.execute<(RawCall & { session_id: string; owner: string })[]>(
+        `SELECT c.*, r.session_id, s.user_id AS owner FROM tool_calls c JOIN runs r ON r.run_id = c.run_id JOIN sessions s ON s.session_id = r.session_id
+         WHERE c.tool_call_id = ? FOR UPDATE OF c`,
+        [res.toolCallId],
+      );
+      if (!row) throw notFound('tool_call', res.toolCallId);
+      if (userId !== null && row.owner !== userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `tool call ${res.toolCallId} belongs to another user's session` });
+      if (row.kind !== 'client') throw new AbcError('FAILED_PRECONDITION', { code: 'not_a_client_tool', message: `${row.tool_name} is not a client tool` });
+      if (row.status !== 'RUNNING') {
+        throw new AbcError('FAILED_PRECONDITION', { code: 'tool_call_finished', message: `tool call ${res.toolCallId} is ${row.status}, not waiting for a result` });
+      }
+      const tool = await getTool(tx, row.tool_name);
+      const problem = res.ok ? schemaProblem(tool.outputSchema, res.result) : null;
+      const error = !res.ok
+        ? { code: 'tool_failed', message: res.errorMessage || 'the client reported a failure' }
+        : problem
+          ? { code: 'invalid_output', message: `the client's result breaks the output schema: ${problem.message}` }
+          : null;
+      const call = error
+        ? await this.#transition(tx, res.toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: res.toolCallId, kind: 'client', status: 'failed', error } }], { error, completed: true })
+        : await this.#transition(tx, res.toolCallId, 'succeed', [{ type: 'tool_result', payload: { tool_call_id: res.toolCallId, kind: 'client', status: 'succeeded', result: res.result } }], {
+            result: res.result,
+            completed: true,
+          });
+      await this.#resumeIfIdle(tx, row.run_id, { tool_call_id: res.toolCallId });
+      return call;
+    });
+  }
+
+  /** Resumes a paused run once nothing it waits for is pending. */
+  async #resumeIfIdle(tx: EntityManager, runId: string, detail: Record<string, unknown>): Promise<void> {
+    const run = (await findRun(tx, runId))!;
+    if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return;
+    const [{ n }] = (await tx.execute<{ n: number }[]>(
+      "SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND (status = 'WAITING_APPROVAL' OR (kind = 'client' AND status = 'RUNNING'))",
+      [runId],
+    )) as [{ n: number }];
+    if (n > 0) return;
+    await transitionRun(tx, this.#log, runId, 'resume', [{ type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
   }
 
   async #requestApproval(tx: EntityManager, id: string, sessionId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
@@ -311,7 +390,9 @@ export class ToolCalls {
       }
       return this.#settle(tx, approval, decision, `user:${userId}`, reason);
     });
-    if (call.status === 'APPROVED') this.#background(() => this.#execute(call.toolCallId));
+    if (call.status === 'APPROVED') {
+      this.#background(() => (call.kind === 'client' ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
+    }
     return this.approval(approvalId);
   }
 
@@ -348,14 +429,16 @@ export class ToolCalls {
             [decisionEvent, { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error: rejection(decision) } }],
             { error: rejection(decision), completed: true },
           );
-    const [waiting] = await tx.execute<{ n: number }[]>("SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND status = 'WAITING_APPROVAL'", [approval.runId]);
-    const run = (await findRun(tx, approval.runId))!;
-    if (run.status === 'PAUSED_WAITING_APPROVAL' && waiting!.n === 0) {
-      await transitionRun(tx, this.#log, approval.runId, 'resume', [
-        { type: 'run_state', payload: { from: 'PAUSED_WAITING_APPROVAL', to: 'RUNNING', detail: { approval_id: approval.approvalId, decision } } },
-      ]);
-    }
+    await this.#resumeIfIdle(tx, approval.runId, { approval_id: approval.approvalId, decision });
     return call;
+  }
+
+  async #sendApprovedToClient(toolCallId: string): Promise<void> {
+    await this.#em().transactional(async (tx) => {
+      const call = await this.get(toolCallId, tx);
+      const run = (await findRun(tx, call.runId))!;
+      await this.#sendToClient(tx, call, run.sessionId);
+    });
   }
 
   async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null }> {
@@ -446,7 +529,10 @@ export class ToolCalls {
             "SELECT status FROM tool_calls WHERE tool_call_id = ? AND status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() FOR UPDATE SKIP LOCKED",
             [id],
           );
-          if (row) await this.#transition(tx, id, 'time_out', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'timeout', error } }], { error, completed: true });
+          if (!row) return;
+          const kind = (await this.get(id, tx)).kind;
+          const call = await this.#transition(tx, id, 'time_out', [{ type: 'tool_result', payload: { tool_call_id: id, kind, status: 'timeout', error } }], { error, completed: true });
+          await this.#resumeIfIdle(tx, call.runId, { tool_call_id: id, timeout: true });
         })
         .catch((e) => this.#log.error({ err: e, toolCallId: id }, 'tool timeout failed'));
     }
@@ -454,7 +540,10 @@ export class ToolCalls {
       `SELECT c.tool_call_id FROM tool_calls c JOIN approvals a ON a.approval_id = c.approval_id
        WHERE c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds' LIMIT 50`,
     );
-    for (const { tool_call_id: id } of orphans) this.#background(() => this.#execute(id));
+    for (const { tool_call_id: id } of orphans) {
+      const call = await this.get(id);
+      this.#background(() => (call.kind === 'client' ? this.#sendApprovedToClient(id) : this.#execute(id)));
+    }
   }
 
   /** Waits for tool executions started in the background. */

@@ -12,8 +12,8 @@ import {
 import { ErrorCategory } from '../../gen/abc/common/v1/error.js';
 import { requireKey, requireSession } from '../access/principal.js';
 import type { ApprovalState } from '../domain/approval.machine.js';
-import { AbcError, invalidRequest } from '../domain/errors.js';
-import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import { invalidRequest } from '../domain/errors.js';
+import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
 import type { ApprovalRow, ToolCallRow, ToolCalls } from './tool-calls.js';
@@ -76,7 +76,6 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       if (!t) throw invalidRequest('tool is required', 'tool');
       const kind = KIND_FROM_PROTO[t.kind];
       if (!kind) throw invalidRequest('kind must be server builtin, server http or client', 'kind');
-      if (kind === 'client') throw new AbcError('UNIMPLEMENTED', { code: 'unimplemented', message: 'client tools arrive with the rest of issue #5' });
       const tool = await upsertTool(em(), {
         name: t.name,
         kind,
@@ -123,7 +122,12 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       if (ctx.principal?.kind === 'run' && ctx.principal.runId !== call.runId) requireKey(ctx.principal);
       return { toolCall: toToolCallMessage(await calls.wait(req.toolCallId, timeoutMs, ctx.signal)) };
     },
-    submitToolResult: unimplemented(ToolServiceService, { default: 'client tools arrive with the rest of issue #5' }).submitToolResult,
+    async submitToolResult(req, ctx) {
+      requireKey(ctx.principal);
+      const user = String(ctx.metadata.get('x-user-id')[0] ?? '') || null;
+      const call = await calls.submitResult(user, { toolCallId: req.toolCallId, ok: req.ok, result: req.result, errorMessage: req.errorMessage });
+      return { toolCall: toToolCallMessage(call) };
+    },
   };
 }
 

@@ -126,3 +126,17 @@ export const ContextBlobVersion = defineEntity({
     createdAt: p.datetime().defaultRaw('now()'),
   },
 });
+
+/** Live IM connections, so any core can tell whether a session has a client to run a client tool. */
+export const ClientConnection = defineEntity({
+  name: 'ClientConnection',
+  tableName: 'client_connections',
+  indexes: [{ properties: ['sessionId', 'seenAt'], name: 'idx_client_connections_session' }],
+  properties: {
+    connectionId: p.string().length(64).primary(),
+    sessionId: p.string().length(64).primary(),
+    userId: p.string().length(64),
+    coreId: p.string().length(64),
+    seenAt: p.datetime().defaultRaw('now()'),
+  },
+});

@@ -8,7 +8,7 @@ import {
   Memory,
   Snapshot,
 } from './contracts.js';
-import { Agent, ContextBlob, ContextBlobVersion, Event, Message, Run, Session } from './im.js';
+import { Agent, ClientConnection, ContextBlob, ContextBlobVersion, Event, Message, Run, Session } from './im.js';
 import { Approval, Policy, Tool, ToolCall } from './tools.js';
 
 export * from './access.js';
@@ -18,7 +18,7 @@ export * from './tools.js';
 
 /** Every entity, for the ORM configuration. */
 export const entities = [
-  Session, Message, Run, Event, Agent, ContextBlob, ContextBlobVersion,
+  Session, Message, Run, Event, Agent, ContextBlob, ContextBlobVersion, ClientConnection,
   Tool, ToolCall, Approval, Policy,
   Assembly, FrozenPlan, ContractExecution, ExecutionContract, ExecutionTransition, Snapshot, Memory,
   IdempotencyKey, ApiKey,
