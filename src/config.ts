@@ -27,6 +27,8 @@ export interface Config {
   idempotencyTtlMs: number;
   /** No byte from an agent for this long fails the run with agent_error. */
   agentIdleTimeoutMs: number;
+  /** How deep agent-to-agent calls may nest. */
+  a2aMaxDepth: number;
   /** The policy file, reloaded when it changes. */
   policyFile: string | undefined;
   /** Tools registered at boot (a JSON array). */
@@ -93,6 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
     runLeaseMs: ms('RUN_LEASE_MS', 15_000),
+    a2aMaxDepth: ms('A2A_MAX_DEPTH', 5),
     policyFile: read<string | undefined>('ABC_POLICY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     toolsFile: read<string | undefined>('ABC_TOOLS_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     retry: {

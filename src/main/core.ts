@@ -40,6 +40,8 @@ export interface CoreOptions {
   retry?: RetryPolicy;
   /** How long a run's lease lasts before another core may recover it. */
   runLeaseMs?: number;
+  /** How deep agent-to-agent calls may nest. */
+  a2aMaxDepth?: number;
   policyFile?: string;
   toolsFile?: string;
   toolTimeoutMs?: number;
@@ -77,6 +79,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     retry: opts.retry ?? DEFAULT_RETRY,
     coreId,
     leaseMs: opts.runLeaseMs ?? 15_000,
+    maxDepth: opts.a2aMaxDepth,
   });
   const retry = opts.retry ?? DEFAULT_RETRY;
   const llm = new LlmProxy({

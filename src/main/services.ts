@@ -58,7 +58,7 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
       connect: (requests, ctx) => connect(deps, requests, ctx),
     }),
     entry('abc.orchestrator.v1.RunService', RunServiceService, runHandlers(deps.runs)),
-    entry('abc.orchestrator.v1.AgentService', AgentServiceService, agentHandlers(deps.orm, deps.health)),
+    entry('abc.orchestrator.v1.AgentService', AgentServiceService, agentHandlers(deps.orm, deps.health, deps.runs)),
     entry('abc.orchestrator.v1.ToolService', ToolServiceService, toolHandlers(deps.orm, deps.toolCalls, deps.toolTimeoutMs)),
     entry('abc.orchestrator.v1.ApprovalService', ApprovalServiceService, approvalHandlers(deps.toolCalls)),
     entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, deps.llm.handlers()),

@@ -6,7 +6,7 @@ import type { Run, RunServiceService, RunStatus } from '../../gen/abc/orchestrat
 import type { Message, SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
 import { requireKey, requireSession } from '../access/principal.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
-import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
 import { checkAgent, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
@@ -97,10 +97,24 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
   };
 }
 
-export function agentHandlers(orm: Orm, health: HealthOptions): ServiceHandlers<typeof AgentServiceService> {
+export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): ServiceHandlers<typeof AgentServiceService> {
   const em = () => orm.em.fork();
   return {
-    invokeAgent: unimplemented(AgentServiceService, { default: 'issue #5 (agent-to-agent calls)' }).invokeAgent,
+    /** A child run for an agent-to-agent call; its events stream back until it ends. */
+    async *invokeAgent(req, ctx) {
+      if (!req.parentRunId) throw invalidRequest('parent_run_id is required', 'parent_run_id');
+      if (ctx.principal?.kind === 'run' && ctx.principal.runId !== req.parentRunId) {
+        throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may call agents only as its own run' });
+      }
+      if (!ctx.principal) requireKey(ctx.principal);
+      const started = await runs.startChild({
+        agentId: req.agentId,
+        parentRunId: req.parentRunId,
+        message: req.inputMessage ?? { role: 'user', content: '' },
+        context: req.context,
+      });
+      for await (const event of runs.follow(started.run.runId, started.cursorBefore, ctx.signal)) yield { event: toEventMessage(event) };
+    },
     async registerAgent(req, ctx) {
       requireKey(ctx.principal);
       const agent = await registerAgent(em(), {

@@ -24,6 +24,8 @@ export interface RunsOptions {
   publicBaseUrl: string;
   agentIdleTimeoutMs: number;
   retry: RetryPolicy;
+  /** How deep agent-to-agent calls may nest (a root run is depth 1). */
+  maxDepth?: number;
   /** This core's identity, recorded as the lease owner of the runs it executes. */
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
@@ -40,6 +42,8 @@ export interface StartCommand {
   parentRunId?: string;
   /** An incoming W3C traceparent to continue; otherwise a new trace starts. */
   traceparent?: string;
+  /** Runs inside the creating transaction, e.g. to record the call on a parent run. */
+  onCreated?: (tx: EntityManager, runId: string) => Promise<void>;
 }
 
 export interface Started {
@@ -111,6 +115,7 @@ export class Runs {
             payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null },
           },
         ]);
+        await cmd.onCreated?.(tx, runId);
         return events[0]!;
       });
     } catch (error) {
@@ -140,16 +145,62 @@ export class Runs {
   }
 
   /**
-   * Cancels a run: CANCELLED and `run_cancelled` commit together, then every
-   * process is told, and the one calling the agent aborts that request.
+   * Starts a child run for an agent-to-agent call (seed 001 §7.3). The child
+   * gets its own session (the user's transcript stays clean), continues the
+   * parent's trace, and `agent_called_child` is written on the parent in the
+   * same transaction. The depth limit and cycles (A -> B -> A) are refused.
+   */
+  async startChild(call: { agentId: string; parentRunId: string; message: { role: string; content: string }; context?: Record<string, unknown> }): Promise<Started> {
+    const parent = await this.get(call.parentRunId);
+    if (RUN_MACHINE.isTerminal(parent.status)) {
+      throw new AbcError('FAILED_PRECONDITION', { code: 'parent_run_ended', message: `parent run ${parent.runId} is ${parent.status}` });
+    }
+    const chain = await this.#em().execute<{ run_id: string; root_agent_id: string }[]>(
+      `WITH RECURSIVE up AS (
+         SELECT run_id, root_agent_id, parent_run_id, 1 AS depth FROM runs WHERE run_id = ?
+         UNION ALL SELECT r.run_id, r.root_agent_id, r.parent_run_id, up.depth + 1 FROM runs r JOIN up ON r.run_id = up.parent_run_id WHERE up.depth < 100
+       ) SELECT run_id, root_agent_id FROM up ORDER BY depth DESC`,
+      [parent.runId],
+    );
+    const path = [...chain.map((r) => r.root_agent_id), call.agentId].join(' -> ');
+    if (chain.some((r) => r.root_agent_id === call.agentId)) {
+      throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_cycle', message: `agent call cycle refused: ${path}`, details: { path } });
+    }
+    const maxDepth = this.#opts.maxDepth ?? 5;
+    if (chain.length >= maxDepth) {
+      throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_depth_exceeded', message: `agent calls may nest ${maxDepth} deep: ${path}`, details: { path, max_depth: maxDepth } });
+    }
+    return this.start({
+      sessionId: newId('sess'),
+      agentId: call.agentId,
+      message: call.message,
+      userId: parent.userId ?? 'system',
+      parentRunId: parent.runId,
+      context: call.context,
+      traceparent: `00-${parent.traceId}-${randomBytes(8).toString('hex')}-01`,
+      onCreated: async (tx, childId) => {
+        await appendEvents(tx, parent.runId, [{ type: 'agent_called_child', payload: { child_run_id: childId, agent_id: call.agentId, depth: chain.length + 1 } }]);
+      },
+    });
+  }
+
+  /**
+   * Cancels a run and, with it, every child run still going: CANCELLED and
+   * `run_cancelled` commit together, then every process is told, and the ones
+   * calling the agents abort those requests.
    */
   async cancel(runId: string, reason: string, actor: string): Promise<RunRow> {
     await this.#em().transactional(async (tx) => {
-      await transitionRun(tx, this.#log, runId, 'cancel', [{ type: 'run_cancelled', payload: { reason: reason || null, actor } }], {
-        code: 'cancelled',
-        message: reason || 'cancelled',
-      });
-      await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, runId]);
+      const cancelTree = async (id: string, why: string) => {
+        await transitionRun(tx, this.#log, id, 'cancel', [{ type: 'run_cancelled', payload: { reason: why || null, actor } }], {
+          code: 'cancelled',
+          message: why || 'cancelled',
+        });
+        await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, id]);
+        const children = await tx.execute<{ run_id: string }[]>(`SELECT run_id FROM runs WHERE parent_run_id = ? AND status IN (${ACTIVE})`, [id]);
+        for (const child of children) await cancelTree(child.run_id, `parent run ${id} was cancelled`);
+      };
+      await cancelTree(runId, reason);
     });
     return this.get(runId);
   }

@@ -56,11 +56,11 @@ describe('core gRPC server', () => {
     expect(error.details).toMatch(/DecisionService\/Plan is not implemented yet: issue #6/);
   });
 
-  it('ends a server stream with UNIMPLEMENTED too', async () => {
-    const stream = clients.agents.invokeAgent({ agentId: 'a', parentRunId: 'r', inputMessage: undefined, context: undefined }, withKey(key));
-    const error = await new Promise<{ code: number; details: string }>((resolve) => stream.on('error', resolve));
-    expect(error.code).toBe(status.UNIMPLEMENTED);
-    expect(error.details).toMatch(/InvokeAgent is not implemented yet: issue #5/);
+  it('ends a server stream with the error and its seed payload', async () => {
+    const stream = clients.agents.invokeAgent({ agentId: 'a', parentRunId: '', inputMessage: undefined, context: undefined }, withKey(key));
+    const error = await new Promise<{ code: number; details: string; metadata: { get(k: string): unknown[] } }>((resolve) => stream.on('error', resolve));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(ErrorMessage.decode(error.metadata.get('abc-error-bin')[0] as Buffer)).toMatchObject({ code: 'invalid_request', details: { field: 'parent_run_id' } });
   });
 });
 

@@ -1,0 +1,125 @@
+// Agent-to-agent calls through ABC (seed 001 §7.3): child runs, the tree, cycles, depth, cancel.
+import { createParser } from 'eventsource-parser';
+import type { ServerResponse } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readEvents } from '../../src/store/event-log.js';
+import { echo, sse, startFakeAgent, type FakeAgent, type Invocation } from '../support/fake-agent.js';
+import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+
+let s: TestStack;
+const agents: Record<string, FakeAgent> = {};
+
+beforeAll(async () => {
+  s = await startTestStack({ a2aMaxDepth: 3 });
+  for (const id of ['planner', 'weather', 'geo', 'deep']) {
+    agents[id] = await startFakeAgent(echo);
+    await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: id, name: id, endpoint: agents[id]!.url } });
+  }
+});
+afterAll(async () => {
+  for (const a of Object.values(agents)) await a.close();
+  await s.close();
+});
+
+/** Calls another agent through ABC as the run of `inv`; returns the HTTP status and the SSE events. */
+async function callAgent(inv: Invocation, target: string, content: string): Promise<{ status: number; body: string; events: { event: string; data: any }[] }> {
+  const res = await fetch(`${s.url}/v1/agents/${target}:invoke`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${inv.headers['x-abc-run-token']}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ parent_run_id: inv.body.run_id, input_message: { role: 'user', content } }),
+  });
+  const events: { event: string; data: any }[] = [];
+  const body = await res.text();
+  if (res.ok) createParser({ onEvent: (e) => events.push({ event: e.event ?? 'message', data: JSON.parse(e.data) }) }).feed(body);
+  return { status: res.status, body, events };
+}
+
+/** A behaviour that calls `target` and reports what happened as its own answer. */
+const delegating = (target: string, seen: { status?: number; body?: string; events?: { event: string; data: any }[] } = {}) => async (inv: Invocation, res: ServerResponse) => {
+  const child = await callAgent(inv, target, `from ${inv.body.agent_id}: ${inv.body.input_message.content}`);
+  Object.assign(seen, child);
+  const answer = child.events.find((e) => e.event === 'done')?.data.final_message ?? `failed: ${child.status}`;
+  sse(res, 'delta', { text: `${target} says: ${answer}` });
+  sse(res, 'done', { usage: {}, final_message: `${target} says: ${answer}` });
+  res.end();
+};
+
+async function invokeAsUser(agentId: string, content: string): Promise<{ ws: WsClient; done: Record<string, any> }> {
+  const ws = await new WsClient(s.url).open();
+  ws.send({ type: 'hello', api_key: s.key, user_id: 'u1' });
+  ws.send({ type: 'agent_invoke', session_id: `sess_a2a_${Date.now()}_${Math.random().toString(36).slice(2, 6)}`, agent_id: agentId, message: { role: 'user', content } });
+  const done = await Promise.race([ws.next('done'), ws.next('error')]);
+  return { ws, done };
+}
+
+describe('agent-to-agent calls', () => {
+  it('run as child runs, streamed back in the agent protocol, with the tree in the log', async () => {
+    const seen: { events?: { event: string; data: any }[] } = {};
+    agents.planner!.behave(delegating('weather', seen));
+    agents.weather!.behave(echo);
+    const { ws, done } = await invokeAsUser('planner', 'weather in Taipei?');
+    expect(done.final_message).toBe('weather says: echo: from planner: weather in Taipei?');
+    const kinds = seen.events!.map((e) => e.event);
+    expect(kinds[0]).toBe('state');
+    expect(kinds.at(-1)).toBe('done');
+    const text = seen.events!.filter((e) => e.event === 'delta').map((e) => e.data.text).join('');
+    expect(text).toBe(seen.events!.at(-1)!.data.final_message);
+
+    const parentEvents = await readEvents(s.orm.em.fork(), { runId: done.run_id, types: ['agent_called_child'] }, '0', 10);
+    const childRunId = parentEvents[0]!.payload.child_run_id as string;
+    expect(parentEvents[0]!.payload).toMatchObject({ agent_id: 'weather', depth: 2 });
+    const child = (await (await s.http(`/v1/runs/${childRunId}`)).json()).run;
+    expect(child).toMatchObject({ parent_run_id: done.run_id, root_agent_id: 'weather', status: 'DONE' });
+    expect(child.session_id).not.toBe(done.session_id); // the user's transcript stays clean
+    expect(child.trace_id).toBe((await (await s.http(`/v1/runs/${done.run_id}`)).json()).run.trace_id);
+    // The child's own caller saw the same trace id in its traceparent.
+    expect(String(agents.weather!.invocations.at(-1)!.headers.traceparent).split('-')[1]).toBe(child.trace_id);
+    ws.close();
+  });
+
+  it('refuses a cycle (planner -> weather -> planner)', async () => {
+    const inner: { status?: number; body?: string } = {};
+    agents.planner!.behave(delegating('weather'));
+    agents.weather!.behave(delegating('planner', inner));
+    const { ws, done } = await invokeAsUser('planner', 'loop');
+    expect(inner.status).toBe(412);
+    expect(JSON.parse(inner.body!).error).toMatchObject({ code: 'a2a_cycle', message: 'agent call cycle refused: planner -> weather -> planner' });
+    expect(done.final_message).toBe('weather says: planner says: failed: 412');
+    ws.close();
+  });
+
+  it('refuses calls nested deeper than the limit', async () => {
+    const third: { status?: number; body?: string } = {};
+    agents.planner!.behave(delegating('weather'));
+    agents.weather!.behave(delegating('geo'));
+    agents.geo!.behave(delegating('deep', third));
+    const { ws } = await invokeAsUser('planner', 'deep');
+    expect(third.status).toBe(412);
+    expect(JSON.parse(third.body!).error).toMatchObject({ code: 'a2a_depth_exceeded', details: { max_depth: 3 } });
+    ws.close();
+  });
+
+  it('cancels the children of a cancelled run', async () => {
+    let childRun = '';
+    agents.planner!.behave(async (inv, res) => {
+      sse(res, 'delta', { text: 'delegating' });
+      await callAgent(inv, 'weather', 'slow');
+      await inv.closed;
+    });
+    agents.weather!.behave(async (inv, res) => {
+      childRun = inv.body.run_id;
+      sse(res, 'delta', { text: 'thinking' });
+      await inv.closed;
+    });
+    const ws = await new WsClient(s.url).open();
+    ws.send({ type: 'hello', api_key: s.key, user_id: 'u1' });
+    ws.send({ type: 'agent_invoke', session_id: `sess_a2a_cancel_${Date.now()}`, agent_id: 'planner', message: { role: 'user', content: 'x' } });
+    const delta = await ws.next('delta');
+    await expect.poll(() => childRun).not.toBe('');
+    await expect.poll(async () => (await (await s.http(`/v1/runs/${childRun}`)).json()).run.status).toBe('RUNNING');
+    ws.send({ type: 'cancel_run', run_id: delta.run_id });
+    await expect.poll(async () => (await (await s.http(`/v1/runs/${childRun}`)).json()).run.status, { timeout: 5000 }).toBe('CANCELLED');
+    await agents.weather!.invocations.at(-1)!.closed;
+    ws.close();
+  });
+});
