@@ -1,40 +1,27 @@
-// A minimal ABC agent: POST /invoke streams the reply word by word over SSE,
-// GET /health reports health. Any language works the same way (seed 001 §6).
+// A minimal ABC agent, built on the example SDK: it streams the reply word by word.
+// With `tool: NAME` in the message it first calls that tool through ABC (invoke, then wait).
 //   PORT=9001 npx tsx examples/echo-agent/server.ts
-import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createAgentServer, type RunContext } from '../sdk/abc-agent.js';
 
 const WORD_DELAY_MS = Number(process.env.WORD_DELAY_MS ?? 60);
 
-export function createEchoAgent(): http.Server {
-  return http.createServer(async (req, res) => {
-    if (req.method === 'GET' && req.url === '/health') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      return res.end(JSON.stringify({ status: 'healthy', version: '1.0.0', capabilities: ['streaming'] }));
-    }
-    if (req.method !== 'POST' || req.url !== '/invoke') {
-      res.writeHead(404).end();
-      return;
-    }
-    let raw = '';
-    for await (const chunk of req) raw += chunk;
-    const body = JSON.parse(raw) as { run_id: string; input_message: { content: string }; messages: unknown[] };
-    const send = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-    let aborted = false;
-    res.on('close', () => (aborted = true));
-
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    send('state', { state: 'thinking', detail: { turns_so_far: body.messages.length } });
-    const words = `You said: ${body.input_message.content}`.split(' ');
-    for (const [i, word] of words.entries()) {
-      if (aborted) return; // ABC cancelled the run
-      send('delta', { text: i === 0 ? word : ` ${word}`, run_id: body.run_id });
-      await new Promise((r) => setTimeout(r, WORD_DELAY_MS));
-    }
-    send('done', { usage: { prompt_tokens: body.input_message.content.length, completion_tokens: words.length }, final_message: words.join(' ') });
-    res.end();
-  });
+async function reply(ctx: RunContext, signal: AbortSignal) {
+  const input = ctx.body.input_message.content;
+  ctx.state('thinking', { turns_so_far: ctx.body.messages.length });
+  let text = `You said: ${input}`;
+  const tool = /tool: ([\w.-]+)/.exec(input)?.[1];
+  if (tool) text += ` | ${tool} gave ${JSON.stringify(await ctx.invokeTool(tool, { asked: input }))}`;
+  const words = text.split(' ');
+  for (const [i, word] of words.entries()) {
+    if (signal.aborted) break;
+    ctx.delta(i === 0 ? word : ` ${word}`);
+    await new Promise((r) => setTimeout(r, WORD_DELAY_MS));
+  }
+  return { finalMessage: text, usage: { prompt_tokens: input.length, completion_tokens: words.length } };
 }
+
+export const createEchoAgent = () => createAgentServer(reply, { capabilities: ['streaming', 'tools'] });
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const server = createEchoAgent().listen(Number(process.env.PORT ?? 9001), '127.0.0.1', () => {

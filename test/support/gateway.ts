@@ -1,4 +1,5 @@
 // A real gateway on a random port in front of a real core.
+import net from 'node:net';
 import WebSocket from 'ws';
 import { startGateway, type Gateway } from '../../gateway/server.js';
 import { startTestCore, type TestCore } from './core.js';
@@ -14,9 +15,11 @@ export interface TestStack extends TestCore {
   http(path: string, init?: RequestInit & { json?: unknown; key?: string | null }): Promise<TestResponse>;
 }
 
+/** A gateway in front of a core whose agents are told the gateway's real URL (x-platform-base-url). */
 export async function startTestStack(overrides: Parameters<typeof startTestCore>[0] = {}): Promise<TestStack> {
-  const core = await startTestCore(overrides);
-  const gateway = await startGateway({ coreAddr: core.core.address, host: '127.0.0.1', port: 0, logger: testLogger() });
+  const port = await freePort();
+  const core = await startTestCore({ publicBaseUrl: `http://127.0.0.1:${port}`, ...overrides });
+  const gateway = await startGateway({ coreAddr: core.core.address, host: '127.0.0.1', port, logger: testLogger() });
   return {
     ...core,
     gateway,
@@ -88,4 +91,15 @@ export class WsClient {
   close(): void {
     this.ws.close();
   }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }
