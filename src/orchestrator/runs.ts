@@ -4,7 +4,7 @@ import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
-import { RUN_MACHINE } from '../domain/run.machine.js';
+import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -228,22 +228,41 @@ export class Runs {
   }
 
   /**
-   * Recovers runs whose executor died (its lease lapsed): claimed with SKIP LOCKED,
-   * so one core takes each. A run whose agent had sent nothing is invoked again;
-   * one that had streamed output fails with `executor_lost`, since replaying it
-   * would duplicate what the client already saw.
+   * Recovers runs whose executor died (their lease lapsed), claimed with SKIP
+   * LOCKED so one core takes each:
+   * - a run paused on a human or a client is detached: it keeps waiting, and
+   *   when the wait ends the agent is invoked again in resume mode (below);
+   * - a detached run that has resumed is invoked again with `context.resume`.
+   *   The agent redoes its work; its tool calls hit the same idempotent calls,
+   *   so nothing runs twice, and text it already streamed is not sent again;
+   * - a run whose agent had sent nothing is invoked again;
+   * - a run that had streamed output fails with `executor_lost`: replaying a
+   *   live stream could diverge from what the client already saw.
    */
   async recoverOrphans(): Promise<number> {
-    const claimed = await this.#em().execute<{ run_id: string; streamed: boolean }[]>(
-      `UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond')
-       WHERE r.run_id IN (SELECT run_id FROM runs WHERE status IN (${ACTIVE}) AND lease_until < now() ORDER BY lease_until LIMIT 20 FOR UPDATE SKIP LOCKED)
-       RETURNING r.run_id, EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed`,
+    const claimed = await this.#em().execute<{ run_id: string; status: RunState; detached: boolean; streamed: boolean; after_pause: boolean }[]>(
+      `WITH picked AS (
+         SELECT run_id, status, lease_owner IS NULL AS detached FROM runs
+         WHERE status IN (${ACTIVE}) AND (lease_until < now() OR (status = 'RUNNING' AND lease_owner IS NULL))
+         ORDER BY lease_until NULLS FIRST LIMIT 20 FOR UPDATE SKIP LOCKED
+       )
+       UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') FROM picked WHERE r.run_id = picked.run_id
+       RETURNING r.run_id, picked.status, picked.detached,
+         EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed,
+         coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause`,
       [this.#opts.coreId, this.#opts.leaseMs],
     );
-    for (const { run_id: runId, streamed } of claimed) {
+    for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause } of claimed) {
+      // A run that died while paused (or right after its pause ended) resumes; its agent was waiting, not streaming.
+      const detached = wasDetached || afterPause;
       const run = (await findRun(this.#em(), runId))!;
-      this.#log.warn({ runId, streamed }, 'recovering a run whose executor was lost');
-      if (streamed) {
+      if (status !== 'RUNNING') {
+        this.#log.warn({ runId, status }, 'the executor of a paused run was lost; the run waits detached');
+        await this.#em().execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?', [runId, this.#opts.coreId]);
+        continue;
+      }
+      if (streamed && !detached) {
+        this.#log.warn({ runId }, 'the executor of a streaming run was lost');
         await this.#fail(run, { code: 'internal_error', message: 'the core executing this run stopped mid-stream', reason: 'executor_lost', retryable: true });
         continue;
       }
@@ -255,13 +274,26 @@ export class Runs {
       // The lost executor's token died with it; the new call gets a fresh one.
       const token = newRunToken();
       await this.#em().execute('UPDATE runs SET token_hash = ? WHERE run_id = ?', [hashToken(token), runId]);
-      await this.#em().transactional((tx) => appendEvents(tx, runId, [{ type: 'agent_invoke_retry', payload: { reason: 'executor_lost', attempt: 0, delay_ms: 0 } }]));
-      this.#launch(run, agent, token, {});
+      const sent = detached ? await this.#streamedText(runId) : '';
+      this.#log.warn({ runId, resume: detached }, 'invoking the agent of a recovered run again');
+      await this.#em().transactional((tx) =>
+        appendEvents(tx, runId, [{ type: 'agent_invoke_retry', payload: { reason: 'executor_lost', resume: detached, attempt: 0, delay_ms: 0 } }]),
+      );
+      this.#launch(run, agent, token, detached ? { resume: { reason: 'executor_lost', streamed_chars: sent.length } } : {}, sent);
     }
     return claimed.length;
   }
 
-  #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>): void {
+  /** The text a run has already streamed to its clients. */
+  async #streamedText(runId: string): Promise<string> {
+    const rows = await this.#em().execute<{ text: string | null }[]>(
+      "SELECT payload->>'text' AS text FROM events WHERE run_id = ? AND type = 'agent_stream_delta' ORDER BY seq",
+      [runId],
+    );
+    return rows.map((r) => r.text ?? '').join('');
+  }
+
+  #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, alreadySent = ''): void {
     const controller = new AbortController();
     const offCancel = this.#opts.bus.onCancel(run.runId, () => controller.abort(new CancelAbort()));
     const renew = setInterval(() => {
@@ -277,7 +309,7 @@ export class Runs {
         })
         .catch((error) => this.#log.warn({ err: error, runId: run.runId }, 'lease renewal failed'));
     }, Math.max(50, Math.floor(this.#opts.leaseMs / 3)));
-    const done = this.#execute(run, agent, token, context, controller.signal)
+    const done = this.#execute(run, agent, token, context, controller.signal, alreadySent)
       .catch((error) => this.#log.error({ err: error, runId: run.runId }, 'run execution failed'))
       .finally(() => {
         clearInterval(renew);
@@ -287,11 +319,13 @@ export class Runs {
     this.#inFlight.set(run.runId, { controller, done });
   }
 
-  async #execute(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+  async #execute(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, signal: AbortSignal, alreadySent = ''): Promise<void> {
     const log = this.#log.child({ runId: run.runId, agentId: agent.agentId });
     const writer = new EventWriter(this.#opts.orm, run.runId);
     const started = Date.now();
-    const texts: string[] = [];
+    const texts: string[] = [alreadySent];
+    // On resume, the agent's re-streamed prefix is what clients already have: drop it.
+    let skip = alreadySent;
     try {
       const transcript = await listMessages(this.#em(), run.sessionId, TRANSCRIPT_LIMIT);
       const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
@@ -324,8 +358,19 @@ export class Runs {
       });
       for await (const event of events) {
         if (event.type === 'delta') {
-          texts.push(event.text);
-          writer.push({ type: 'agent_stream_delta', payload: { text: event.text } });
+          let text = event.text;
+          if (skip) {
+            if (skip.startsWith(text)) {
+              skip = skip.slice(text.length);
+              continue;
+            }
+            if (!text.startsWith(skip)) log.warn('a resumed agent diverged from what it had streamed');
+            text = text.startsWith(skip) ? text.slice(skip.length) : text;
+            skip = '';
+            if (!text) continue;
+          }
+          texts.push(text);
+          writer.push({ type: 'agent_stream_delta', payload: { text } });
         } else if (event.type === 'state') {
           writer.push({ type: 'agent_state', payload: { state: event.state, detail: event.detail } });
         } else if (event.type === 'done') {
