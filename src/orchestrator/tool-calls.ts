@@ -504,7 +504,7 @@ export class ToolCalls {
 
   /**
    * The durable timers, safe on any number of cores: expired approvals, calls
-   * past their deadline, and approved calls whose executor was lost.
+   * past their deadline, and calls whose executor was lost before starting them.
    */
   async sweep(): Promise<void> {
     const expired = await this.#em().execute<{ approval_id: string }[]>(
@@ -536,9 +536,13 @@ export class ToolCalls {
         })
         .catch((e) => this.#log.error({ err: e, toolCallId: id }, 'tool timeout failed'));
     }
+    // Calls whose executor died before starting them: approved ones, and server calls
+    // left DISPATCHED. Starting is the claim, so a call still being started elsewhere is safe.
     const orphans = await this.#em().execute<{ tool_call_id: string }[]>(
-      `SELECT c.tool_call_id FROM tool_calls c JOIN approvals a ON a.approval_id = c.approval_id
-       WHERE c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds' LIMIT 50`,
+      `SELECT c.tool_call_id FROM tool_calls c LEFT JOIN approvals a ON a.approval_id = c.approval_id
+       WHERE (c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds')
+          OR (c.status = 'DISPATCHED' AND c.kind <> 'client' AND c.created_at < now() - interval '2 seconds')
+       LIMIT 50`,
     );
     for (const { tool_call_id: id } of orphans) {
       const call = await this.get(id);

@@ -147,6 +147,24 @@ describe('allowed server tools', () => {
   });
 });
 
+describe('recovery', () => {
+  it('runs a server call left DISPATCHED by a core that died before starting it, once', async () => {
+    const run = await liveRun();
+    // What a crash between the dispatch commit and the start leaves behind.
+    await s.orm.em.fork().execute(
+      `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, timeout_ms, deadline_at, created_at)
+       VALUES ('tc_stranded', ?, 'payments.transfer', 'http', 'DISPATCHED', '{"amount": 3, "to": "z"}', 2000, now() + interval '1 minute', now() - interval '10 seconds')`,
+      [run.runId],
+    );
+    const done = await (await s.http('/v1/tool_calls/tc_stranded:wait?timeout_ms=5000', { method: 'POST' })).json();
+    expect(done).toMatchObject({ status: 'succeeded', result: { ok: true, echoed: { amount: 3, to: 'z' } } });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(webhookCalls).toHaveLength(1);
+    run.release();
+    run.ws.close();
+  });
+});
+
 describe('policy', () => {
   it('blocks a call, recording the rule that decided it', async () => {
     const run = await liveRun();

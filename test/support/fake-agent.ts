@@ -2,17 +2,11 @@
 // Each test scripts its behaviour; every invocation is recorded.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { InvokeBody } from '../../examples/sdk/abc-agent.js';
 
 export interface Invocation {
   headers: http.IncomingHttpHeaders;
-  body: {
-    agent_id: string;
-    session_id: string;
-    run_id: string;
-    input_message: { role: string; content: string };
-    messages: { role: string; content: string }[];
-    context: Record<string, unknown>;
-  };
+  body: InvokeBody;
   /** Resolves when the caller closes the connection (abort or end). */
   closed: Promise<void>;
 }
