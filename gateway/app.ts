@@ -9,6 +9,7 @@ import { agentRoutes } from './routes/agents.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
 import { llmRoutes } from './routes/llm.js';
+import { observerRoutes } from './routes/observer.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { toolRoutes } from './routes/tools.js';
@@ -69,6 +70,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   runRoutes(app, opts.core);
   sessionRoutes(app, opts.core);
   toolRoutes(app, opts.core);
+  observerRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });

@@ -8,6 +8,7 @@ import type { EventBus } from '../store/event-bus.js';
 import { readEvents, type EventFilter } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/watch.js';
+import { TOPOLOGY } from '../domain/machines.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { findRun } from '../orchestrator/run-store.js';
 import type { Principal } from '../access/principal.js';
@@ -37,6 +38,14 @@ export function observerHandlers(orm: Orm, bus: EventBus): ServiceHandlers<typeo
 
   return {
     ...unimplemented(ObserverServiceService, { default: 'issue #7 (observer views and metrics)' }),
+    /** The state machines, derived from the very tables they run on. */
+    async getTopology(req) {
+      const machines = req.machine ? TOPOLOGY.filter((t) => t.machine === req.machine) : TOPOLOGY;
+      if (req.machine && machines.length === 0) {
+        throw invalidRequest(`machine must be one of ${TOPOLOGY.map((t) => t.machine).join(', ')}`, 'machine');
+      }
+      return { machines };
+    },
     async listEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), afterTs: req.afterTs || undefined };
       if (req.limit < 0 || req.limit > MAX_PAGE) throw invalidRequest(`limit must be 1-${MAX_PAGE}`, 'limit');

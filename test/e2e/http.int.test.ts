@@ -121,6 +121,19 @@ describe('replay and live events', () => {
   });
 });
 
+describe('observer topology', () => {
+  it('serves the machines derived from their tables', async () => {
+    const body = await (await s.http('/api/execution/topology')).json();
+    expect(body.machines.map((m: { machine: string }) => m.machine)).toEqual(['run', 'tool_call', 'approval', 'execution_contract']);
+    const run = body.machines[0];
+    expect(run).toMatchObject({ initial_status: 'CREATED', resumable_statuses: ['PAUSED_WAITING_TOOL', 'PAUSED_WAITING_APPROVAL'] });
+    expect(run.edges).toContainEqual({ from_status: 'RUNNING', to_status: 'DONE', trigger: 'complete', allowed_actors: ['agent'] });
+    const one = await (await s.http('/api/execution/topology?machine=approval')).json();
+    expect(one.machines).toHaveLength(1);
+    expect((await s.http('/api/execution/topology?machine=nope')).status).toBe(400);
+  });
+});
+
 describe('transcripts and context', () => {
   it('lists and appends session messages with limit, before and has_more', async () => {
     const list = await (await s.http(`/v1/sessions/${SESSION}/messages?limit=1`)).json();
