@@ -138,7 +138,7 @@ export class LlmUpstream {
       // The caller's bytes go out untouched; a fallback changes only `model`.
       const payload = i === 0 ? body : Buffer.from(JSON.stringify({ ...json, model }));
       try {
-        return await withRetry(this.#opts.retry, (n) => attempt(payload, model).catch((e) => Promise.reject(classify(e, opts.signal))), isRetryable, {
+        return await withRetry(this.#opts.retry, () => attempt(payload, model).catch((e) => Promise.reject(classify(e, opts.signal))), isRetryable, {
           signal: opts.signal,
           onRetry: (error, n, delayMs) => opts.onRetry?.({ model, attempt: n + 1, error: error as UpstreamError, delayMs }),
         });

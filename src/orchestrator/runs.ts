@@ -418,20 +418,21 @@ export class Runs {
           { type: 'run_done', payload: { usage: normalized, final_message: finalMessage } },
         ]);
       })
-      .catch((error) => this.#ignoreIfEnded(run, error));
+      .catch((error) => ignoreIfEnded(error));
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {
     await this.#em()
       .transactional((tx) => transitionRun(tx, this.#log, run.runId, 'fail', [{ type: 'run_failed', payload: { error } }], error))
-      .catch((e) => this.#ignoreIfEnded(run, e));
+      .catch((e) => ignoreIfEnded(e));
   }
 
-  /** A run cancelled while its agent finished: the transition is refused (and logged); nothing more to do. */
-  #ignoreIfEnded(run: RunRow, error: unknown): void {
-    if (error instanceof AbcError && error.payload.code === 'illegal_transition') return;
-    throw error;
-  }
+}
+
+/** A run cancelled while its agent finished: the transition is refused (and logged); nothing more to do. */
+function ignoreIfEnded(error: unknown): void {
+  if (error instanceof AbcError && error.payload.code === 'illegal_transition') return;
+  throw error;
 }
 
 class CancelAbort extends Error {}
