@@ -1,7 +1,7 @@
 // IngressService.Connect: one IM connection (seed 001 §5). Client frames become
 // orchestrator commands; each session the connection touches is watched from
 // the event log, so a reconnect with `resume` replays what was missed, then goes live.
-import { ApprovalVerdict, type AgentInvoke, type ApprovalDecision } from '../../gen/abc/ingress/v1/im.js';
+import { ApprovalVerdict, type AgentInvoke, type ApprovalDecision, type ToolResult } from '../../gen/abc/ingress/v1/im.js';
 import type { ConnectRequest, ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { ApiKeys } from '../access/api-keys.js';
 import { AbcError } from '../domain/errors.js';
@@ -99,14 +99,7 @@ class Connection {
         case 'approvalDecision':
           return await this.#decide(request, frame.value);
         case 'toolResult':
-          if (!frame.value.toolCallId) return this.#error(request, 'invalid_request', 'tool_call_id is required', 'tool_call_id');
-          await this.#deps.toolCalls.submitResult(this.#user!.userId, {
-            toolCallId: frame.value.toolCallId,
-            ok: frame.value.ok,
-            result: frame.value.result,
-            errorMessage: frame.value.errorMessage,
-          });
-          return;
+          return await this.#toolResult(request, frame.value);
       }
     } catch (error) {
       const abc = AbcError.from(error);
@@ -152,6 +145,17 @@ class Connection {
     const verdict = decision.decision === ApprovalVerdict.APPROVAL_VERDICT_APPROVE ? 'approve' : decision.decision === ApprovalVerdict.APPROVAL_VERDICT_REJECT ? 'reject' : null;
     if (!verdict) return this.#error(request, 'invalid_request', 'decision must be approve or reject', 'decision');
     await this.#deps.toolCalls.decide(decision.approvalId, verdict, this.#user!.userId, decision.reason);
+  }
+
+  /** A client tool's result; the call's state change arrives as frames from the log. */
+  async #toolResult(request: ConnectRequest, result: ToolResult): Promise<void> {
+    if (!result.toolCallId) return this.#error(request, 'invalid_request', 'tool_call_id is required', 'tool_call_id');
+    await this.#deps.toolCalls.submitResult(this.#user!.userId, {
+      toolCallId: result.toolCallId,
+      ok: result.ok,
+      result: result.result,
+      errorMessage: result.errorMessage,
+    });
   }
 
   async #cancel(request: ConnectRequest): Promise<void> {

@@ -67,7 +67,6 @@ export class LlmProxy {
       streamChatCompletion: (req, ctx) => this.#stream(req, ctx),
 
       listModels: async (_req, ctx) => {
-        if (!ctx.principal) throw unauthenticated();
         try {
           return await this.#upstream().models(ctx.signal);
         } catch (error) {

@@ -364,10 +364,9 @@ export class Runs {
               skip = skip.slice(text.length);
               continue;
             }
-            if (!text.startsWith(skip)) log.warn('a resumed agent diverged from what it had streamed');
-            text = text.startsWith(skip) ? text.slice(skip.length) : text;
+            if (text.startsWith(skip)) text = text.slice(skip.length);
+            else log.warn('a resumed agent diverged from what it had streamed');
             skip = '';
-            if (!text) continue;
           }
           texts.push(text);
           writer.push({ type: 'agent_stream_delta', payload: { text } });

@@ -167,26 +167,35 @@ export class ToolCalls {
     return { status: 'pending', toolCallId: call.toolCallId, reason };
   }
 
-  /** The first call made with `key`, if it is still within the TTL; a different request under it is a conflict. */
+  /**
+   * Claims `key` for this request, or returns the call first made with it.
+   * The insert waits for a concurrent claimant to commit, so two racing invokes
+   * with one key make one call. An expired key is claimed afresh; a different
+   * request under a live key is a conflict.
+   */
   async #claimKey(tx: EntityManager, key: string, hash: string): Promise<ToolCallRow | null> {
-    const [row] = await tx.execute<{ request_hash: string; response: { tool_call_id: string } | null; live: boolean }[]>(
-      "SELECT request_hash, response, expires_at > now() AS live FROM idempotency_keys WHERE scope = 'tool_call' AND key = ? FOR UPDATE",
+    const [claimed] = await tx.execute<{ key: string }[]>(
+      `INSERT INTO idempotency_keys (scope, key, request_hash, expires_at) VALUES ('tool_call', ?, ?, now() + (? * interval '1 millisecond'))
+       ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, response = NULL, created_at = now(), expires_at = EXCLUDED.expires_at
+       WHERE idempotency_keys.expires_at <= now()
+       RETURNING key`,
+      [key, hash, this.#opts.idempotencyTtlMs],
+    );
+    if (claimed) return null;
+    const [row] = await tx.execute<{ request_hash: string; response: { tool_call_id: string } }[]>(
+      "SELECT request_hash, response FROM idempotency_keys WHERE scope = 'tool_call' AND key = ?",
       [key],
     );
-    if (row?.live) {
-      if (row.request_hash !== hash) {
-        throw new AbcError('ALREADY_EXISTS', {
-          code: 'idempotency_conflict',
-          category: 'VALIDATION',
-          retryable: false,
-          message: `idempotency key ${key} was used for a different request`,
-          details: { idempotency_key: key },
-        });
-      }
-      return this.get(row.response!.tool_call_id, tx);
+    if (row!.request_hash !== hash) {
+      throw new AbcError('ALREADY_EXISTS', {
+        code: 'idempotency_conflict',
+        category: 'VALIDATION',
+        retryable: false,
+        message: `idempotency key ${key} was used for a different request`,
+        details: { idempotency_key: key },
+      });
     }
-    if (row) await tx.execute("DELETE FROM idempotency_keys WHERE scope = 'tool_call' AND key = ?", [key]);
-    return null;
+    return this.get(row!.response.tool_call_id, tx);
   }
 
   async #create(
@@ -204,11 +213,7 @@ export class ToolCalls {
        VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?)`,
       [id, req.runId, tool.name, tool.kind, JSON.stringify(req.args), key, timeoutMs],
     );
-    await tx.execute(
-      `INSERT INTO idempotency_keys (scope, key, request_hash, response, expires_at)
-       VALUES ('tool_call', ?, ?, ?::jsonb, now() + (? * interval '1 millisecond'))`,
-      [key, argsHash({ tool: tool.name, args: req.args }), JSON.stringify({ tool_call_id: id }), this.#opts.idempotencyTtlMs],
-    );
+    await tx.execute("UPDATE idempotency_keys SET response = ?::jsonb WHERE scope = 'tool_call' AND key = ?", [JSON.stringify({ tool_call_id: id }), key]);
     await appendEvents(tx, req.runId, [
       { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } },
     ]);

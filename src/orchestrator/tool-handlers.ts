@@ -37,6 +37,15 @@ export const toToolMessage = (t: ToolRow): ToolMessage => ({
   metadata: t.metadata ?? undefined,
 });
 
+/** A tool call's error; only a timeout is worth retrying. */
+const toolError = (e: { code: string; message: string }) => ({
+  code: e.code,
+  message: e.message,
+  category: ErrorCategory.ERROR_CATEGORY_EXECUTION,
+  retryable: e.code === 'tool_timeout',
+  traceId: '',
+});
+
 export const toToolCallMessage = (c: ToolCallRow): ToolCallMessage => ({
   toolCallId: c.toolCallId,
   runId: c.runId,
@@ -45,7 +54,7 @@ export const toToolCallMessage = (c: ToolCallRow): ToolCallMessage => ({
   status: enumOf<ToolCallStatus>('TOOL_CALL_STATUS', c.status),
   args: c.args,
   result: c.result ?? undefined,
-  error: c.error ? { code: c.error.code, message: c.error.message, category: ErrorCategory.ERROR_CATEGORY_EXECUTION, retryable: c.error.code === 'tool_timeout', traceId: '' } : undefined,
+  error: c.error ? toolError(c.error) : undefined,
   approvalId: c.approvalId ?? '',
   idempotencyKey: c.idempotencyKey ?? '',
   timestamps: { createdAt: millis(c.createdAt), startedAt: millis(c.startedAt), completedAt: millis(c.completedAt) },
@@ -107,7 +116,7 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
         toolCallId: outcome.toolCallId,
         result: outcome.status === 'succeeded' ? outcome.result : undefined,
         reason: outcome.status === 'pending' ? outcome.reason : '',
-        error: outcome.status === 'failed' ? { code: outcome.error.code, message: outcome.error.message, category: ErrorCategory.ERROR_CATEGORY_EXECUTION, retryable: false, traceId: '' } : undefined,
+        error: outcome.status === 'failed' ? toolError(outcome.error) : undefined,
       };
     },
     async getToolCall(req, ctx) {

@@ -138,6 +138,13 @@ describe('allowed server tools', () => {
     const conflict = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 8, to: 'a' }, idempotency_key: 'pay-7-a' });
     expect(conflict.status).toBe(409);
     expect(conflict.body.error.code).toBe('idempotency_conflict');
+    // Racing repeats make one call too.
+    const racing = await Promise.all(
+      [1, 2, 3].map(() => invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 9, to: 'b' }, idempotency_key: 'pay-9-b' })),
+    );
+    expect(racing.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(new Set(racing.map((r) => r.body.tool_call_id)).size).toBe(1);
+    expect(webhookCalls).toHaveLength(2);
     // With no key, the default {run}:{tool}:{args hash} makes an identical repeat idempotent too.
     const d1 = await invoke(run.token, 'echo', { run_id: run.runId, args: { n: 1 } });
     const d2 = await invoke(run.token, 'echo', { run_id: run.runId, args: { n: 1 } });
