@@ -6,6 +6,7 @@ import type { CoreClients } from './core-client.js';
 import { fromGrpcError } from './errors.js';
 import websocket from '@fastify/websocket';
 import { agentRoutes } from './routes/agents.js';
+import { contractRoutes } from './routes/contracts.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
 import { llmRoutes } from './routes/llm.js';
@@ -71,6 +72,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   sessionRoutes(app, opts.core);
   toolRoutes(app, opts.core);
   observerRoutes(app, opts.core);
+  contractRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });

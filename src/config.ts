@@ -38,6 +38,14 @@ export interface Config {
   /** Backoff of seed 001 §10.2, for agent and upstream calls. */
   retry: RetryPolicy;
   logLevel: LogLevel;
+  /** Contract queue workers in this core; 0 only accepts and enqueues. */
+  contractWorkers: number;
+  /** A contract execution whose worker stops renewing for this long is resumed by another. */
+  contractLeaseMs: number;
+  /** How long a ticket stays pollable. */
+  ticketRetentionMs: number;
+  /** The model of LLM plan steps (used only with LLM_ROUTER_URL). */
+  contractLlmModel: string;
 }
 
 export interface HostPort {
@@ -106,6 +114,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
       jitter: read('RETRY_JITTER', 0.1, parseFraction),
     },
     logLevel: read('LOG_LEVEL', 'info', parseLogLevel),
+    contractWorkers: read('ABC_CONTRACT_WORKERS', 4, parseCount),
+    contractLeaseMs: ms('ABC_CONTRACT_LEASE_MS', 15_000),
+    ticketRetentionMs: ms('ABC_TICKET_RETENTION_MS', 86_400_000),
+    contractLlmModel: read('ABC_CONTRACT_LLM_MODEL', 'gpt-4o-mini', (raw) => ({ value: raw })),
   };
   return problems.length ? { ok: false, problems } : { ok: true, config };
 }

@@ -59,5 +59,6 @@ export function coreOptions(config: Config) {
     idempotencyTtlMs: config.idempotencyTtlMs,
     retry: config.retry,
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks },
+    contracts: { workers: config.contractWorkers, leaseMs: config.contractLeaseMs, ticketRetentionMs: config.ticketRetentionMs, llmModel: config.contractLlmModel },
   };
 }

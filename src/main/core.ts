@@ -21,6 +21,14 @@ import { pendingMigrations, type Orm } from '../store/orm.js';
 import { newId } from '../ids.js';
 import { services } from './services.js';
 import { every, type Ticker } from '../ticker.js';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { ContractRegistry } from '../contracts/registry.js';
+import { ContractService } from '../contracts/service.js';
+import { Decision } from '../decision/decision.js';
+import { ContractEngine } from '../engine/engine.js';
+import { grantedCapabilities } from '../engine/pep.js';
+import { loadMarketData } from '../portfolio/market.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -50,10 +58,25 @@ export interface CoreOptions {
   /** How often tool and approval deadlines are swept. */
   timerSweepMs?: number;
   llm?: { routerUrl?: string; apiKey?: string; timeoutMs?: number; fallbacks?: Record<string, string[]> };
+  contracts?: ContractOptions;
   /** How often to re-check for pending migrations while not serving. */
   migrationPollMs?: number;
   drainTimeoutMs?: number;
 }
+
+export interface ContractOptions {
+  workers?: number;
+  leaseMs?: number;
+  ticketRetentionMs?: number;
+  llmModel?: string;
+  stepConcurrency?: number;
+  /** Where contracts, assemblies and market data live; defaults to the package's own folders. */
+  contractsDir?: string;
+  assembliesDir?: string;
+  marketDataDir?: string;
+}
+
+const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
 /** A client connection not refreshed for this long no longer counts as online. */
@@ -106,8 +129,27 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     intervalMs: opts.agentHeartbeatIntervalMs ?? 30_000,
     unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
   };
+  const c = opts.contracts ?? {};
+  const llmStep = opts.llm?.routerUrl ? { baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, model: c.llmModel ?? 'gpt-4o-mini' } : undefined;
+  const decision = new Decision(() => opts.orm.em.fork(), () => grantedCapabilities(opts.orm.em.fork(), Boolean(llmStep)));
+  const contracts = ContractRegistry.load(c.contractsDir ?? path.join(PACKAGE_ROOT, 'contracts'));
+  const engine = new ContractEngine({
+    orm: opts.orm,
+    bus,
+    log,
+    decision,
+    contracts,
+    market: loadMarketData(c.marketDataDir ?? path.join(PACKAGE_ROOT, 'data/market')),
+    llm: llmStep,
+    concurrency: c.workers ?? 4,
+    stepConcurrency: c.stepConcurrency ?? 4,
+    leaseMs: c.leaseMs ?? 15_000,
+  });
+  const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
-  const all = services({ orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000 });
+  const all = services({
+    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, contracts: contractService, decision,
+  });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
 
@@ -147,12 +189,15 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       if (pending.length === 0) {
         if (tickers.length === 0) {
           const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs ?? 60_000);
-          log.info({ tools }, 'tools registered');
+          const assemblies = await decision.boot(c.assembliesDir ?? path.join(PACKAGE_ROOT, 'assemblies'), log);
+          await engine.start();
+          log.info({ tools, assemblies, contracts: contracts.list().map((x) => `${x.contract_id}@${x.version}`) }, 'registries loaded');
           tickers.push(
             startHealthMonitor(health),
             every(Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),
             every(opts.timerSweepMs ?? 1000, () => toolCalls.sweep(), log, 'timer sweep'),
             every(PRESENCE_TTL_MS / 3, () => presence.refresh(), log, 'presence refresh'),
+            every(Math.max(100, Math.floor((c.leaseMs ?? 15_000) / 2)), () => engine.recover(), log, 'contract recovery sweep'),
           );
         }
         return;
@@ -178,6 +223,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       await runs.close(opts.drainTimeoutMs ?? 5000);
       await llm.close();
       await toolCalls.close();
+      await engine.close();
       shutdown.abort();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {

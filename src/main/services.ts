@@ -11,7 +11,11 @@ import { LlmProxyServiceService } from '../../gen/abc/orchestrator/v1/llm.js';
 import { RunServiceService } from '../../gen/abc/orchestrator/v1/run.js';
 import { SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
 import { ToolServiceService } from '../../gen/abc/orchestrator/v1/tool.js';
-import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import type { ServiceHandlers } from '../grpc/bind.js';
+import { contractHandlers } from '../contracts/handlers.js';
+import type { ContractService } from '../contracts/service.js';
+import type { Decision } from '../decision/decision.js';
+import { decisionHandlers } from '../decision/handlers.js';
 import type { ApiKeys } from '../access/api-keys.js';
 import { connect } from '../ingress/connect.js';
 import type { Logger } from '../log.js';
@@ -25,8 +29,6 @@ import { approvalHandlers, toolHandlers } from '../orchestrator/tool-handlers.js
 import type { Runs } from '../orchestrator/runs.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
-
-const CONTRACTS = 'issue #6 (contract API and decision plane)';
 
 export interface ServiceEntry<D extends ServiceDefinition = ServiceDefinition> {
   name: string;
@@ -48,14 +50,16 @@ export interface ServiceDeps {
   toolCalls: ToolCalls;
   presence: Presence;
   toolTimeoutMs: number;
+  contracts: ContractService;
+  decision: Decision;
 }
 
 /** Every ABC service with its handlers. */
 export function services(deps: ServiceDeps): ServiceEntry[] {
   return [
     entry('abc.ingress.v1.IngressService', IngressServiceService, {
-      ...unimplemented(IngressServiceService, { default: CONTRACTS }),
       connect: (requests, ctx) => connect(deps, requests, ctx),
+      ...contractHandlers(deps.contracts),
     }),
     entry('abc.orchestrator.v1.RunService', RunServiceService, runHandlers(deps.runs)),
     entry('abc.orchestrator.v1.AgentService', AgentServiceService, agentHandlers(deps.orm, deps.health, deps.runs)),
@@ -64,7 +68,7 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     entry('abc.orchestrator.v1.LlmProxyService', LlmProxyServiceService, deps.llm.handlers()),
     entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
-    entry('abc.decision.v1.DecisionService', DecisionServiceService, unimplemented(DecisionServiceService, { default: CONTRACTS })),
+    entry('abc.decision.v1.DecisionService', DecisionServiceService, decisionHandlers(deps.decision)),
     entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus)),
   ];
 }

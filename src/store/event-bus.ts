@@ -6,6 +6,8 @@ import type { Logger } from '../log.js';
 import { EVENTS_CHANNEL } from './event-log.js';
 
 export const CANCEL_CHANNEL = 'abc_run_cancel';
+/** Payload: a ticket whose execution row changed. */
+export const TICKETS_CHANNEL = 'abc_tickets';
 
 export class EventBus {
   readonly #url: string;
@@ -38,7 +40,7 @@ export class EventBus {
       setTimeout(() => void this.#reconnect(), 200).unref();
     });
     await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}`);
+    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}`);
     this.#client = client;
   }
 
@@ -56,6 +58,10 @@ export class EventBus {
   }
 
   #dispatch(channel: string, payload: string): void {
+    if (channel === TICKETS_CHANNEL) {
+      this.#wakes.emit(`ticket:${payload}`);
+      return;
+    }
     if (channel === CANCEL_CHANNEL) {
       this.#cancels.emit(payload, payload);
       return;
@@ -65,7 +71,7 @@ export class EventBus {
     this.#wakes.emit(`session:${sessionId}`);
   }
 
-  /** Calls `fn` whenever events of `key` (`run:ID` or `session:ID`) may have been committed. */
+  /** Calls `fn` whenever events of `key` (`run:ID`, `session:ID` or `ticket:ID`) may have been committed. */
   onWake(key: string, fn: () => void): () => void {
     this.#wakes.on(key, fn);
     this.#wakes.on('*', fn);

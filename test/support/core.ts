@@ -28,6 +28,8 @@ export async function startTestCore(overrides: Partial<CoreOptions> = {}): Promi
     retry: FAST_RETRY,
     agentIdleTimeoutMs: 2000,
     drainTimeoutMs: 1000,
+    // Contract workers only where a test asks for them.
+    contracts: { workers: 0 },
     ...overrides,
   });
   const clients = connectCore(core.address);

@@ -34,7 +34,11 @@ export const FrozenPlan = defineEntity({
 export const ContractExecution = defineEntity({
   name: 'ContractExecution',
   tableName: 'contract_executions',
-  indexes: [{ properties: ['status', 'expiresAt'], name: 'idx_contract_executions_expiry' }],
+  indexes: [
+    { properties: ['status', 'expiresAt'], name: 'idx_contract_executions_expiry' },
+    { properties: ['leaseExpiresAt'], name: 'idx_contract_executions_lease' },
+  ],
+  uniques: [{ properties: ['contractId', 'idempotencyKey'], name: 'uq_contract_executions_idempotency' }],
   properties: {
     ticket: p.string().length(64).primary(),
     contractId: p.string().length(256),
@@ -42,7 +46,12 @@ export const ContractExecution = defineEntity({
     requestId: p.string().length(128),
     sessionId: p.string().length(128),
     idempotencyKey: p.string().length(256),
+    /** SHA-256 of the canonical request, without its per-attempt correlation fields. */
+    requestHash: p.string().length(64).default(''),
     request: p.json<Record<string, unknown>>(),
+    assemblyId: p.string().length(128).nullable(),
+    assemblyVersion: p.string().length(32).nullable(),
+    expectedLatencyMs: p.integer().default(0),
     mode: p.string().length(8),
     status: p.string().length(16),
     phase: p.string().length(32),
@@ -55,11 +64,80 @@ export const ContractExecution = defineEntity({
     result: p.json<Record<string, unknown>>().nullable(),
     error: p.json<Record<string, unknown>>().nullable(),
     nextTicket: p.string().length(64).nullable(),
+    /** The packaged output in `output_spec.format` (markdown text or JSON). */
+    artifact: p.text().nullable(),
+    artifactMediaType: p.string().length(64).nullable(),
+    warnings: p.json<string[]>().nullable(),
     traceId: p.string().length(32),
+    /** The queue worker executing the ticket, and until when its claim holds. */
+    leaseOwner: p.string().length(64).nullable(),
+    leaseExpiresAt: p.datetime().nullable(),
+    startedAt: p.datetime().nullable(),
+    finishedAt: p.datetime().nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),
     expiresAt: p.datetime(),
     version: p.integer().version(),
+  },
+});
+
+/** One step of a ticket's frozen plan; a finished step's output is never recomputed. */
+export const ContractStep = defineEntity({
+  name: 'ContractStep',
+  tableName: 'contract_steps',
+  properties: {
+    ticket: p.string().length(64).primary(),
+    stepId: p.string().length(64).primary(),
+    position: p.integer(),
+    label: p.string().length(256),
+    capability: p.string().length(128),
+    status: p.string().length(16),
+    output: p.json<unknown>().nullable(),
+    message: p.text().nullable(),
+    startedAt: p.datetime().nullable(),
+    endedAt: p.datetime().nullable(),
+  },
+});
+
+/** The append-only progress log of a ticket; `id` is a global cursor. */
+export const TicketEvent = defineEntity({
+  name: 'TicketEvent',
+  tableName: 'ticket_events',
+  uniques: [{ properties: ['ticket', 'seq'], name: 'uq_ticket_events_seq' }],
+  properties: {
+    id: p.bigint('string').primary().autoincrement(),
+    ticket: p.string().length(64),
+    seq: p.integer(),
+    ts: p.bigint('number'),
+    type: p.string().length(64),
+    payload: p.json<Record<string, unknown>>().nullable(),
+  },
+});
+
+/** A stored portfolio, referenced by `input.portfolio_ref`. */
+export const Portfolio = defineEntity({
+  name: 'Portfolio',
+  tableName: 'portfolios',
+  properties: {
+    portfolioId: p.string().length(128).primary(),
+    accountId: p.string().length(128).nullable(),
+    name: p.string().length(256),
+    baseCurrency: p.string().length(3),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});
+
+export const PortfolioPosition = defineEntity({
+  name: 'PortfolioPosition',
+  tableName: 'portfolio_positions',
+  properties: {
+    portfolioId: p.string().length(128).primary(),
+    assetId: p.string().length(64).primary(),
+    assetType: p.string().length(16),
+    quantity: p.double(),
+    costBasis: p.double().nullable(),
+    marketValue: p.double().nullable(),
+    currency: p.string().length(3).nullable(),
   },
 });
 

@@ -2,11 +2,15 @@ import { ApiKey, IdempotencyKey } from './access.js';
 import {
   Assembly,
   ContractExecution,
+  ContractStep,
   ExecutionContract,
   ExecutionTransition,
   FrozenPlan,
   Memory,
+  Portfolio,
+  PortfolioPosition,
   Snapshot,
+  TicketEvent,
 } from './contracts.js';
 import { Agent, ClientConnection, ContextBlob, ContextBlobVersion, Event, Message, Run, Session } from './im.js';
 import { Approval, Policy, Tool, ToolCall } from './tools.js';
@@ -20,6 +24,6 @@ export * from './tools.js';
 export const entities = [
   Session, Message, Run, Event, Agent, ContextBlob, ContextBlobVersion, ClientConnection,
   Tool, ToolCall, Approval, Policy,
-  Assembly, FrozenPlan, ContractExecution, ExecutionContract, ExecutionTransition, Snapshot, Memory,
+  Assembly, FrozenPlan, ContractExecution, ContractStep, TicketEvent, Portfolio, PortfolioPosition, ExecutionContract, ExecutionTransition, Snapshot, Memory,
   IdempotencyKey, ApiKey,
 ];

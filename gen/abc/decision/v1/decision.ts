@@ -159,7 +159,30 @@ export interface PlanStep {
   label: string;
   /** Bound input for the step, resolved from context or earlier outputs. */
   input?: { [key: string]: any } | undefined;
-  outputSchema?: { [key: string]: any } | undefined;
+  outputSchema?:
+    | { [key: string]: any }
+    | undefined;
+  /** Set by the planner when the step's condition is false: it will not run. */
+  skipped: boolean;
+  skipReason: string;
+  /** In an assembly: the step runs only when this condition holds. */
+  when?:
+    | StepCondition
+    | undefined;
+  /**
+   * In an assembly: the capability used instead of tool_name when tool_name is
+   * not in the capability whitelist (the deterministic path of an LLM step).
+   */
+  fallbackTool: string;
+}
+
+/**
+ * StepCondition reads a boolean at `path` (dotted, into context/input/output_spec);
+ * `default_value` applies when the path is absent.
+ */
+export interface StepCondition {
+  path: string;
+  defaultValue: boolean;
 }
 
 /**
@@ -358,6 +381,10 @@ function createBasePlanStep(): PlanStep {
     label: "",
     input: undefined,
     outputSchema: undefined,
+    skipped: false,
+    skipReason: "",
+    when: undefined,
+    fallbackTool: "",
   };
 }
 
@@ -392,6 +419,18 @@ export const PlanStep: MessageFns<PlanStep> = {
     }
     if (message.outputSchema !== undefined) {
       Struct.encode(Struct.wrap(message.outputSchema), writer.uint32(82).fork()).join();
+    }
+    if (message.skipped !== false) {
+      writer.uint32(88).bool(message.skipped);
+    }
+    if (message.skipReason !== "") {
+      writer.uint32(98).string(message.skipReason);
+    }
+    if (message.when !== undefined) {
+      StepCondition.encode(message.when, writer.uint32(106).fork()).join();
+    }
+    if (message.fallbackTool !== "") {
+      writer.uint32(114).string(message.fallbackTool);
     }
     return writer;
   },
@@ -489,6 +528,38 @@ export const PlanStep: MessageFns<PlanStep> = {
             message.outputSchema = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.skipped = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.skipReason = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.when = StepCondition.decode(reader, reader.uint32());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.fallbackTool = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -535,6 +606,18 @@ export const PlanStep: MessageFns<PlanStep> = {
         : isObject(object.output_schema)
         ? object.output_schema
         : undefined,
+      skipped: isSet(object.skipped) ? globalThis.Boolean(object.skipped) : false,
+      skipReason: isSet(object.skipReason)
+        ? globalThis.String(object.skipReason)
+        : isSet(object.skip_reason)
+        ? globalThis.String(object.skip_reason)
+        : "",
+      when: isSet(object.when) ? StepCondition.fromJSON(object.when) : undefined,
+      fallbackTool: isSet(object.fallbackTool)
+        ? globalThis.String(object.fallbackTool)
+        : isSet(object.fallback_tool)
+        ? globalThis.String(object.fallback_tool)
+        : "",
     };
   },
 
@@ -570,6 +653,18 @@ export const PlanStep: MessageFns<PlanStep> = {
     if (message.outputSchema !== undefined) {
       obj.outputSchema = message.outputSchema;
     }
+    if (message.skipped !== false) {
+      obj.skipped = message.skipped;
+    }
+    if (message.skipReason !== "") {
+      obj.skipReason = message.skipReason;
+    }
+    if (message.when !== undefined) {
+      obj.when = StepCondition.toJSON(message.when);
+    }
+    if (message.fallbackTool !== "") {
+      obj.fallbackTool = message.fallbackTool;
+    }
     return obj;
   },
 
@@ -588,6 +683,101 @@ export const PlanStep: MessageFns<PlanStep> = {
     message.label = object.label ?? "";
     message.input = object.input ?? undefined;
     message.outputSchema = object.outputSchema ?? undefined;
+    message.skipped = object.skipped ?? false;
+    message.skipReason = object.skipReason ?? "";
+    message.when = (object.when !== undefined && object.when !== null)
+      ? StepCondition.fromPartial(object.when)
+      : undefined;
+    message.fallbackTool = object.fallbackTool ?? "";
+    return message;
+  },
+};
+
+function createBaseStepCondition(): StepCondition {
+  return { path: "", defaultValue: false };
+}
+
+export const StepCondition: MessageFns<StepCondition> = {
+  encode(message: StepCondition, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.path !== "") {
+      writer.uint32(10).string(message.path);
+    }
+    if (message.defaultValue !== false) {
+      writer.uint32(16).bool(message.defaultValue);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StepCondition {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStepCondition();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.defaultValue = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StepCondition {
+    return {
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      defaultValue: isSet(object.defaultValue)
+        ? globalThis.Boolean(object.defaultValue)
+        : isSet(object.default_value)
+        ? globalThis.Boolean(object.default_value)
+        : false,
+    };
+  },
+
+  toJSON(message: StepCondition): unknown {
+    const obj: any = {};
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.defaultValue !== false) {
+      obj.defaultValue = message.defaultValue;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StepCondition>, I>>(base?: I): StepCondition {
+    return StepCondition.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StepCondition>, I>>(object: I): StepCondition {
+    const message = createBaseStepCondition();
+    message.path = object.path ?? "";
+    message.defaultValue = object.defaultValue ?? false;
     return message;
   },
 };

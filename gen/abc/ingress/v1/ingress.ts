@@ -97,7 +97,12 @@ export interface SubmitContractRequest {
 
 /** SubmitContractResponse is a SyncResult or an AsyncAccepted. */
 export interface SubmitContractResponse {
-  outcome?: { $case: "result"; value: SyncResult } | { $case: "task"; value: AsyncAccepted } | undefined;
+  outcome?:
+    | { $case: "result"; value: SyncResult }
+    | { $case: "task"; value: AsyncAccepted }
+    | undefined;
+  /** The execution's ticket, also for a sync result (for GetArtifact and the observer). */
+  ticket: string;
 }
 
 /** PollTicketRequest reads a ticket, waiting up to wait_ms (at most 30000) for a change. */
@@ -123,6 +128,19 @@ export interface PollTicketResponse {
 export interface CancelTicketRequest {
   ticket: string;
   reason: string;
+}
+
+/** GetArtifactRequest names a finished ticket. */
+export interface GetArtifactRequest {
+  ticket: string;
+}
+
+/** GetArtifactResponse is the packaged output. */
+export interface GetArtifactResponse {
+  ticket: string;
+  /** `text/markdown; charset=utf-8` or `application/json`. */
+  mediaType: string;
+  content: string;
 }
 
 /** CancelTicketResponse gives the status after the cancel. */
@@ -795,7 +813,7 @@ export const SubmitContractRequest: MessageFns<SubmitContractRequest> = {
 };
 
 function createBaseSubmitContractResponse(): SubmitContractResponse {
-  return { outcome: undefined };
+  return { outcome: undefined, ticket: "" };
 }
 
 export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
@@ -807,6 +825,9 @@ export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
       case "task":
         AsyncAccepted.encode(message.outcome.value, writer.uint32(18).fork()).join();
         break;
+    }
+    if (message.ticket !== "") {
+      writer.uint32(26).string(message.ticket);
     }
     return writer;
   },
@@ -840,6 +861,14 @@ export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
             message.outcome = { $case: "task", value: AsyncAccepted.decode(reader, reader.uint32()) };
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -859,6 +888,7 @@ export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
         : isSet(object.task)
         ? { $case: "task", value: AsyncAccepted.fromJSON(object.task) }
         : undefined,
+      ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
     };
   },
 
@@ -868,6 +898,9 @@ export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
       obj.result = SyncResult.toJSON(message.outcome.value);
     } else if (message.outcome?.$case === "task") {
       obj.task = AsyncAccepted.toJSON(message.outcome.value);
+    }
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
     }
     return obj;
   },
@@ -891,6 +924,7 @@ export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
         break;
       }
     }
+    message.ticket = object.ticket ?? "";
     return message;
   },
 };
@@ -1292,6 +1326,178 @@ export const CancelTicketRequest: MessageFns<CancelTicketRequest> = {
   },
 };
 
+function createBaseGetArtifactRequest(): GetArtifactRequest {
+  return { ticket: "" };
+}
+
+export const GetArtifactRequest: MessageFns<GetArtifactRequest> = {
+  encode(message: GetArtifactRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ticket !== "") {
+      writer.uint32(10).string(message.ticket);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetArtifactRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetArtifactRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetArtifactRequest {
+    return { ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "" };
+  },
+
+  toJSON(message: GetArtifactRequest): unknown {
+    const obj: any = {};
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetArtifactRequest>, I>>(base?: I): GetArtifactRequest {
+    return GetArtifactRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetArtifactRequest>, I>>(object: I): GetArtifactRequest {
+    const message = createBaseGetArtifactRequest();
+    message.ticket = object.ticket ?? "";
+    return message;
+  },
+};
+
+function createBaseGetArtifactResponse(): GetArtifactResponse {
+  return { ticket: "", mediaType: "", content: "" };
+}
+
+export const GetArtifactResponse: MessageFns<GetArtifactResponse> = {
+  encode(message: GetArtifactResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ticket !== "") {
+      writer.uint32(10).string(message.ticket);
+    }
+    if (message.mediaType !== "") {
+      writer.uint32(18).string(message.mediaType);
+    }
+    if (message.content !== "") {
+      writer.uint32(26).string(message.content);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetArtifactResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetArtifactResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.mediaType = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.content = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetArtifactResponse {
+    return {
+      ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
+      mediaType: isSet(object.mediaType)
+        ? globalThis.String(object.mediaType)
+        : isSet(object.media_type)
+        ? globalThis.String(object.media_type)
+        : "",
+      content: isSet(object.content) ? globalThis.String(object.content) : "",
+    };
+  },
+
+  toJSON(message: GetArtifactResponse): unknown {
+    const obj: any = {};
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
+    }
+    if (message.mediaType !== "") {
+      obj.mediaType = message.mediaType;
+    }
+    if (message.content !== "") {
+      obj.content = message.content;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetArtifactResponse>, I>>(base?: I): GetArtifactResponse {
+    return GetArtifactResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetArtifactResponse>, I>>(object: I): GetArtifactResponse {
+    const message = createBaseGetArtifactResponse();
+    message.ticket = object.ticket ?? "";
+    message.mediaType = object.mediaType ?? "";
+    message.content = object.content ?? "";
+    return message;
+  },
+};
+
 function createBaseCancelTicketResponse(): CancelTicketResponse {
   return { ticket: "", status: TicketStatus.TICKET_STATUS_UNSPECIFIED };
 }
@@ -1433,6 +1639,19 @@ export const IngressServiceService = {
       Buffer.from(CancelTicketResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): CancelTicketResponse => CancelTicketResponse.decode(value),
   },
+  /**
+   * GetArtifact returns a finished ticket's packaged output in its
+   * output_spec.format (markdown text or JSON). Read-only.
+   */
+  getArtifact: {
+    path: "/abc.ingress.v1.IngressService/GetArtifact" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetArtifactRequest): Buffer => Buffer.from(GetArtifactRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetArtifactRequest => GetArtifactRequest.decode(value),
+    responseSerialize: (value: GetArtifactResponse): Buffer => Buffer.from(GetArtifactResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetArtifactResponse => GetArtifactResponse.decode(value),
+  },
 } as const;
 
 export interface IngressServiceServer extends UntypedServiceImplementation {
@@ -1450,6 +1669,11 @@ export interface IngressServiceServer extends UntypedServiceImplementation {
   pollTicket: handleUnaryCall<PollTicketRequest, PollTicketResponse>;
   /** CancelTicket cancels an execution that has not finished. */
   cancelTicket: handleUnaryCall<CancelTicketRequest, CancelTicketResponse>;
+  /**
+   * GetArtifact returns a finished ticket's packaged output in its
+   * output_spec.format (markdown text or JSON). Read-only.
+   */
+  getArtifact: handleUnaryCall<GetArtifactRequest, GetArtifactResponse>;
 }
 
 export interface IngressServiceClient extends Client {
@@ -1510,6 +1734,25 @@ export interface IngressServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: CancelTicketResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetArtifact returns a finished ticket's packaged output in its
+   * output_spec.format (markdown text or JSON). Read-only.
+   */
+  getArtifact(
+    request: GetArtifactRequest,
+    callback: (error: ServiceError | null, response: GetArtifactResponse) => void,
+  ): ClientUnaryCall;
+  getArtifact(
+    request: GetArtifactRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetArtifactResponse) => void,
+  ): ClientUnaryCall;
+  getArtifact(
+    request: GetArtifactRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetArtifactResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,130 @@
+// The business contract API (seed 000) over HTTP: submit, read-only poll with
+// long wait, cancel, and the packaged artifact. The core validates every body
+// against the contract's own JSON Schema; these routes only shape the wire.
+import type { FastifyInstance } from 'fastify';
+import type { Assembly } from '../../gen/abc/decision/v1/decision.js';
+import type { PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import type { CoreClients } from '../core-client.js';
+import { call } from '../grpc-call.js';
+
+const ticketParams = { type: 'object', required: ['ticket'], properties: { ticket: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
+
+const strip = (prefix: string, value: string) => value.replace(new RegExp(`^${prefix}_`), '');
+const ref = (c: { contractId: string; version: string } | undefined) => ({ contract_id: c?.contractId ?? '', version: c?.version ?? '' });
+const correlation = (c: { requestId: string; sessionId: string } | undefined) => ({ request_id: c?.requestId ?? '', session_id: c?.sessionId ?? '' });
+
+export function submitJson(res: SubmitContractResponse): Record<string, unknown> {
+  const o = res.outcome!;
+  if (o.$case === 'result') {
+    return { kind: 'result', contract: ref(o.value.contract), correlation: correlation(o.value.correlation), result: o.value.result ?? {}, warnings: o.value.warnings };
+  }
+  const t = o.value.task!;
+  return {
+    kind: 'task',
+    contract: ref(o.value.contract),
+    correlation: correlation(o.value.correlation),
+    task: { ticket: t.ticket, status: strip('TICKET_STATUS', t.status), ttl_seconds: t.ttlSeconds, poll_hint_ms: t.pollHintMs },
+  };
+}
+
+export function pollJson(res: PollTicketResponse): Record<string, unknown> {
+  const p = res.progress!;
+  const e = res.error;
+  return {
+    contract: ref(res.contract),
+    ticket: res.ticket,
+    ...(res.nextTicket && { next_ticket: res.nextTicket }),
+    status: strip('TICKET_STATUS', res.status),
+    ttl_seconds: res.ttlSeconds,
+    progress: {
+      phase: strip('LIFECYCLE_PHASE', p.phase).toLowerCase(),
+      percent: p.percent,
+      ...(p.currentStep && { current_step: p.currentStep }),
+      ...(p.steps.length > 0 && {
+        steps: p.steps.map((s) => ({
+          step_id: s.stepId,
+          label: s.label,
+          status: strip('STEP_STATUS', s.status),
+          ...(s.startedAt && { started_at: s.startedAt }),
+          ...(s.endedAt && { ended_at: s.endedAt }),
+          ...(s.message && { message: s.message }),
+        })),
+      }),
+    },
+    ...(res.partialResult && { partial_result: res.partialResult }),
+    ...(res.result && { result: res.result }),
+    ...(e && {
+      error: {
+        code: e.code,
+        category: strip('ERROR_CATEGORY', e.category),
+        message: e.message,
+        retryable: e.retryable,
+        ...(e.retryAfterSeconds !== undefined && { retry_after_seconds: e.retryAfterSeconds }),
+        ...(e.details && { details: e.details }),
+        ...(e.traceId && { trace_id: e.traceId }),
+      },
+    }),
+  };
+}
+
+const assemblyJson = (a: Assembly) => ({
+  assembly_id: a.assemblyId,
+  version: a.version,
+  intent: a.intent,
+  ...(a.contract && { contract: ref(a.contract) }),
+  description: a.description,
+  expected_latency_ms: a.expectedLatencyMs,
+  capabilities: a.capabilities.map((c) => ({ name: c.name, kind: strip('CAPABILITY_KIND', c.kind), ...(c.constraints && { constraints: c.constraints }) })),
+  steps: a.steps.map((s) => ({
+    id: s.id,
+    label: s.label,
+    tool_name: s.toolName,
+    ...(s.fallbackTool && { fallback_tool: s.fallbackTool }),
+    dependencies: s.dependencies,
+    ...(s.timeoutMs !== undefined && { timeout_ms: s.timeoutMs }),
+    ...(s.when && { when: { path: s.when.path, default_value: s.when.defaultValue } }),
+  })),
+});
+
+export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
+  app.post<{ Body: Record<string, unknown> }>(
+    '/v1/contracts::submit',
+    { schema: { body: { type: 'object' } }, bodyLimit: 1024 * 1024 },
+    async (req, reply) => {
+      const res = await call(core.ingress.submitContract.bind(core.ingress), { body: req.body }, req);
+      reply.header('x-abc-ticket', res.ticket);
+      reply.header('link', `</v1/tickets/${res.ticket}/artifact>; rel="artifact"`);
+      if (res.outcome?.$case === 'task') reply.code(202);
+      return submitJson(res);
+    },
+  );
+
+  app.get<{ Params: { ticket: string }; Querystring: { wait_ms?: number } }>(
+    '/v1/tickets/:ticket',
+    { schema: { params: ticketParams, querystring: { type: 'object', additionalProperties: false, properties: { wait_ms: { type: 'integer', minimum: 0, maximum: 30000 } } } } },
+    async (req) => pollJson(await call(core.ingress.pollTicket.bind(core.ingress), { ticket: req.params.ticket, waitMs: req.query.wait_ms ?? 0 }, req)),
+  );
+
+  app.post<{ Params: { ticket: string }; Body: { reason?: string } | undefined }>(
+    '/v1/tickets/:ticket(^[^:/]+)::cancel',
+    { schema: { params: ticketParams, body: { type: ['object', 'null'], additionalProperties: false, properties: { reason: { type: 'string', maxLength: 1000 } } } } },
+    async (req) => {
+      const res = await call(core.ingress.cancelTicket.bind(core.ingress), { ticket: req.params.ticket, reason: req.body?.reason ?? '' }, req);
+      return { ticket: res.ticket, status: strip('TICKET_STATUS', res.status) };
+    },
+  );
+
+  app.get<{ Params: { ticket: string } }>('/v1/tickets/:ticket/artifact', { schema: { params: ticketParams } }, async (req, reply) => {
+    const res = await call(core.ingress.getArtifact.bind(core.ingress), { ticket: req.params.ticket }, req);
+    return reply.type(res.mediaType).send(res.content);
+  });
+
+  app.get<{ Querystring: { intent?: string } }>(
+    '/v1/assemblies',
+    { schema: { querystring: { type: 'object', additionalProperties: false, properties: { intent: { type: 'string', maxLength: 128 } } } } },
+    async (req) => {
+      const res = await call(core.decision.listAssemblies.bind(core.decision), { intent: req.query.intent ?? '' }, req);
+      return { assemblies: res.assemblies.map(assemblyJson) };
+    },
+  );
+}

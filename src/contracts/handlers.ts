@@ -1,0 +1,93 @@
+// IngressService contract RPCs: the seed documents ContractService produces,
+// carried in their proto shapes.
+import type { ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ingress/v1/contract.js';
+import type { IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import { requireKey } from '../access/principal.js';
+import type { ServiceHandlers } from '../grpc/bind.js';
+import { enumOf } from '../grpc/mappers.js';
+import type { ContractService } from './service.js';
+
+type ContractHandlers = Pick<ServiceHandlers<typeof IngressServiceService>, 'submitContract' | 'pollTicket' | 'cancelTicket' | 'getArtifact'>;
+
+type Doc = Record<string, any>;
+
+export function contractHandlers(service: ContractService): ContractHandlers {
+  return {
+    submitContract: async (req, ctx) => {
+      requireKey(ctx.principal);
+      return toSubmitResponse(await service.submit(req.body ?? null));
+    },
+    pollTicket: async (req, ctx) => {
+      requireKey(ctx.principal);
+      return toPollResponse(await service.poll(req.ticket, req.waitMs === 0 ? undefined : req.waitMs));
+    },
+    cancelTicket: async (req, ctx) => {
+      requireKey(ctx.principal);
+      const out = await service.cancel(req.ticket, req.reason);
+      return { ticket: out.ticket, status: enumOf<TicketStatus>('TICKET_STATUS', out.status) };
+    },
+    getArtifact: async (req, ctx) => {
+      requireKey(ctx.principal);
+      const a = await service.artifact(req.ticket);
+      return { ticket: a.ticket, mediaType: a.mediaType, content: a.content };
+    },
+  };
+}
+
+const ref = (d: Doc) => ({ contractId: d.contract_id, version: d.version });
+const correlation = (d: Doc) => ({ requestId: d.request_id, sessionId: d.session_id });
+
+function toSubmitResponse(out: { kind: 'result' | 'task'; ticket: string; document: Doc }): SubmitContractResponse {
+  const d = out.document;
+  if (out.kind === 'result') {
+    return { ticket: out.ticket, outcome: { $case: 'result', value: { contract: ref(d.contract), correlation: correlation(d.correlation), result: d.result, warnings: d.warnings ?? [] } } };
+  }
+  const t = d.task;
+  return {
+    ticket: out.ticket,
+    outcome: {
+      $case: 'task',
+      value: {
+        contract: ref(d.contract),
+        correlation: correlation(d.correlation),
+        task: { ticket: t.ticket, status: enumOf<TicketStatus>('TICKET_STATUS', t.status), ttlSeconds: t.ttl_seconds, pollHintMs: t.poll_hint_ms ?? 0 },
+      },
+    },
+  };
+}
+
+function toPollResponse(d: Doc): PollTicketResponse {
+  const p = d.progress;
+  return {
+    contract: ref(d.contract),
+    ticket: d.ticket,
+    nextTicket: d.next_ticket ?? '',
+    status: enumOf<TicketStatus>('TICKET_STATUS', d.status),
+    ttlSeconds: d.ttl_seconds,
+    progress: {
+      phase: enumOf<LifecyclePhase>('LIFECYCLE_PHASE', p.phase),
+      percent: p.percent,
+      currentStep: p.current_step ?? '',
+      steps: (p.steps ?? []).map((s: Doc) => ({
+        stepId: s.step_id,
+        label: s.label,
+        status: enumOf<StepStatus>('STEP_STATUS', s.status),
+        startedAt: s.started_at ?? '',
+        endedAt: s.ended_at ?? '',
+        message: s.message ?? '',
+      })),
+    },
+    partialResult: d.partial_result,
+    result: d.result,
+    error: d.error && {
+      code: d.error.code,
+      category: enumOf<ErrorCategory>('ERROR_CATEGORY', d.error.category),
+      message: d.error.message,
+      retryable: d.error.retryable,
+      retryAfterSeconds: d.error.retry_after_seconds,
+      details: d.error.details,
+      traceId: d.error.trace_id ?? '',
+    },
+  };
+}

@@ -1,0 +1,290 @@
+// The business contract API (seed 000): submit (sync, async or auto), the
+// read-only poll with long wait, cancel, and the packaged artifact. Every
+// request is validated against its contract schema, and every response
+// against the schema it claims, before it is sent.
+import { randomBytes } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AbcError } from '../domain/errors.js';
+import { canonicalJson, sha256 } from '../decision/planner.js';
+import type { Decision } from '../decision/decision.js';
+import type { ContractEngine } from '../engine/engine.js';
+import { appendTicketEvent, getSteps, getTicket, transitionTicket, type TicketRow } from '../engine/ticket-store.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { EventBus } from '../store/event-bus.js';
+import type { Orm } from '../store/orm.js';
+import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
+import type { ContractRegistry, ContractVersion, SchemaKind, Violation } from './registry.js';
+
+/** The longest a poll may wait for a change (seed 000: poll_long_wait_ms ≤ 30000). */
+export const MAX_POLL_WAIT_MS = 30_000;
+
+export interface ContractServiceOptions {
+  orm: Orm;
+  bus: EventBus;
+  log: Logger;
+  contracts: ContractRegistry;
+  decision: Decision;
+  engine: ContractEngine;
+  /** How long a ticket stays pollable after it was created. */
+  ticketRetentionMs: number;
+}
+
+export type SubmitOutcome = { kind: 'result' | 'task'; ticket: string; document: Record<string, unknown> };
+
+export class ContractService {
+  readonly #log: Logger;
+
+  constructor(readonly opts: ContractServiceOptions) {
+    this.#log = opts.log.child({ component: 'contracts' });
+  }
+
+  async submit(body: unknown): Promise<SubmitOutcome> {
+    const received = Date.now();
+    const traceId = randomBytes(16).toString('hex');
+    const contract = this.#contractOf(body, traceId);
+    const check = this.opts.contracts.validateRequest(contract, body);
+    if (!check.ok) throw validationError(check.violations, traceId);
+    const request = body as Record<string, unknown>;
+    const correlation = request.correlation as { request_id: string; idempotency_key: string; session_id: string };
+    const prefs = preferencesOf(request);
+    const assembly = await this.opts.decision.resolve(contract.intent);
+    const expected = assembly.expected_latency_ms ?? 0;
+    const sync = prefs.mode === 'sync' || (prefs.mode === 'auto' && expected <= prefs.max_latency_ms);
+
+    const row = await this.#admit(contract, request, correlation, traceId, expected);
+    const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
+    if (!sync) return this.#accepted(contract, row, ref);
+
+    const finished = await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished);
+    if (finished.lifecycle_state === 'SUCCEEDED') {
+      const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
+      return { kind: 'result', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, finished.trace_id) };
+    }
+    if (finished.lifecycle_state === 'FAILED') throw ticketError(finished);
+    if (finished.lifecycle_state === 'CANCELED') {
+      throw new AbcError('ABORTED', { code: 'TICKET_CANCELED', category: 'EXECUTION', message: `ticket ${row.ticket} was cancelled`, retryable: false, traceId: finished.trace_id, details: { ticket: row.ticket } });
+    }
+    // Still running. auto degrades to a ticket; sync answers TIMEOUT carrying the ticket.
+    if (prefs.mode === 'auto') return this.#accepted(contract, finished, ref);
+    throw new AbcError('DEADLINE_EXCEEDED', {
+      code: 'SYNC_TIMEOUT',
+      category: 'TIMEOUT',
+      message: `no result within max_latency_ms (${prefs.max_latency_ms} ms); the execution continues, poll ticket ${row.ticket}`,
+      retryable: true,
+      retryAfterSeconds: 1,
+      traceId: finished.trace_id,
+      details: { ticket: row.ticket, status: finished.status, poll_hint_ms: pollHintMs(finished) },
+    });
+  }
+
+  /**
+   * The read-only poll. It reads in a READ ONLY transaction and never
+   * advances, retries or replans. With a wait it returns at the first change
+   * of the ticket (or at the deadline).
+   */
+  async poll(ticket: string, waitMs?: number): Promise<Record<string, unknown>> {
+    if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
+      throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
+    }
+    let changed = false;
+    let wake: (() => void) | undefined;
+    const off = this.opts.bus.onWake(`ticket:${ticket}`, () => {
+      changed = true;
+      wake?.();
+    });
+    try {
+      let view = await this.#read(ticket);
+      const wait = waitMs ?? preferencesOf(view.row.request).poll_long_wait_ms;
+      if (wait > 0 && !isFinished(view.row)) {
+        if (!changed) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, wait);
+            wake = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
+        view = await this.#read(ticket);
+      }
+      const contract = this.opts.contracts.get(view.row.contract_id, view.row.contract_version)!;
+      return this.#checked(contract, 'poll-response', view.document, view.row.trace_id);
+    } finally {
+      off();
+    }
+  }
+
+  async cancel(ticket: string, reason: string): Promise<{ ticket: string; status: string }> {
+    const row = await this.opts.orm.em.fork().transactional(async (tx) => {
+      const current = await getTicket(tx, ticket, true);
+      if (!current) throw ticketNotFound(ticket);
+      if (isFinished(current)) {
+        throw new AbcError('ABORTED', {
+          code: 'TICKET_FINISHED',
+          category: 'VALIDATION',
+          message: `ticket ${ticket} already finished as ${current.status}`,
+          retryable: false,
+          traceId: current.trace_id,
+          details: { ticket, status: current.status },
+        });
+      }
+      const updated = await transitionTicket(tx, ticket, 'cancel', {}, 'caller');
+      await appendTicketEvent(tx, ticket, 'ticket_canceled', { reason });
+      return updated;
+    });
+    return { ticket, status: row.status };
+  }
+
+  /** The packaged output of a succeeded ticket. */
+  async artifact(ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
+    const row = await this.opts.orm.em.fork().transactional((tx) => getTicket(tx, ticket), { readOnly: true });
+    if (!row) throw ticketNotFound(ticket);
+    if (row.lifecycle_state !== 'SUCCEEDED' || row.artifact === null) {
+      throw new AbcError('FAILED_PRECONDITION', { code: 'ARTIFACT_NOT_READY', category: 'VALIDATION', message: `ticket ${ticket} is ${row.status}; the artifact exists once it has SUCCEEDED`, retryable: row.status === 'QUEUED' || row.status === 'RUNNING', traceId: row.trace_id });
+    }
+    return { ticket, mediaType: row.artifact_media_type ?? 'application/json', content: row.artifact };
+  }
+
+  #contractOf(body: unknown, traceId: string): ContractVersion {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError([{ pointer: '', keyword: 'type', message: '/ must be a JSON object' }], traceId);
+    const ref = (body as { contract?: { contract_id?: unknown; version?: unknown } }).contract;
+    if (!ref || typeof ref !== 'object') throw validationError([{ pointer: '/contract', keyword: 'required', message: "/ must have required property 'contract'" }], traceId);
+    const id = String(ref.contract_id ?? '');
+    const found = this.opts.contracts.get(id, String(ref.version ?? ''));
+    if (found) return found;
+    const known = this.opts.contracts.versionsOf(id);
+    const pointer = known.length ? '/contract/version' : '/contract/contract_id';
+    throw new AbcError('INVALID_ARGUMENT', {
+      code: 'UNKNOWN_CONTRACT',
+      message: known.length ? `contract ${id} has no version ${String(ref.version)}; known: ${known.map((c) => c.version).join(', ')}` : `unknown contract_id ${JSON.stringify(ref.contract_id)}`,
+      retryable: false,
+      traceId,
+      details: { pointer },
+    });
+  }
+
+  /** Creates the ticket and its queue job in one transaction, or finds the idempotent original. */
+  async #admit(contract: ContractVersion, request: Record<string, unknown>, correlation: { request_id: string; idempotency_key: string; session_id: string }, traceId: string, expectedLatencyMs: number): Promise<TicketRow> {
+    const hash = requestHash(request);
+    const ticket = newId('tkt');
+    return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
+      const inserted = await tx.execute<TicketRow[]>(
+        `INSERT INTO contract_executions (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
+           status, phase, lifecycle_state, percent, trace_id, expected_latency_ms, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'QUEUED', 5, ?, ?, now() + (? || ' milliseconds')::interval)
+         ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
+        [ticket, contract.contract_id, contract.version, correlation.request_id, correlation.session_id, correlation.idempotency_key, hash, JSON.stringify(request),
+          preferencesOf(request).mode, traceId, expectedLatencyMs, this.opts.ticketRetentionMs],
+      );
+      if (inserted[0]) {
+        await this.opts.engine.enqueue(tx, ticket);
+        await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id });
+        return inserted[0];
+      }
+      const [existing] = await tx.execute<TicketRow[]>('SELECT * FROM contract_executions WHERE contract_id = ? AND idempotency_key = ?', [contract.contract_id, correlation.idempotency_key]);
+      if (existing!.request_hash !== hash) {
+        throw new AbcError('ALREADY_EXISTS', {
+          code: 'IDEMPOTENCY_CONFLICT',
+          category: 'VALIDATION',
+          message: `idempotency_key ${correlation.idempotency_key} was used for a different request (ticket ${existing!.ticket})`,
+          retryable: false,
+          traceId,
+          details: { pointer: '/correlation/idempotency_key', ticket: existing!.ticket },
+        });
+      }
+      return existing!;
+    });
+  }
+
+  #accepted(contract: ContractVersion, row: TicketRow, ref: { request_id: string; session_id: string }): SubmitOutcome {
+    const status = row.status === 'QUEUED' ? 'QUEUED' : 'RUNNING';
+    const document = {
+      kind: 'task',
+      contract: contractRef(contract),
+      correlation: ref,
+      task: { ticket: row.ticket, status, ttl_seconds: Math.max(1, ttlSeconds({ ...row, lifecycle_state: 'QUEUED' }, Date.now())), poll_hint_ms: pollHintMs({ ...row, lifecycle_state: 'QUEUED' }) },
+    };
+    return { kind: 'task', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, row.trace_id) };
+  }
+
+  async #read(ticket: string) {
+    return this.opts.orm.em.fork().transactional(
+      async (tx) => {
+        const row = await getTicket(tx, ticket);
+        if (!row) throw ticketNotFound(ticket);
+        const steps = await getSteps(tx, ticket);
+        return { row, document: pollDocument(row, steps, Date.now()) };
+      },
+      { readOnly: true },
+    );
+  }
+
+  /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */
+  async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean): Promise<TicketRow> {
+    let changed = true;
+    let wake: (() => void) | undefined;
+    const off = this.opts.bus.onWake(`ticket:${ticket}`, () => {
+      changed = true;
+      wake?.();
+    });
+    try {
+      for (;;) {
+        changed = false;
+        const row = (await getTicket(this.opts.orm.em.fork(), ticket))!;
+        const left = deadline - Date.now();
+        if (done(row) || left <= 0) return row;
+        if (changed) continue;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+    } finally {
+      off();
+    }
+  }
+
+  /** A response that would break its schema is never sent: it is logged and answered as INTERNAL. */
+  #checked(contract: ContractVersion, kind: SchemaKind, document: Record<string, unknown>, traceId: string): Record<string, unknown> {
+    const check = this.opts.contracts.validateResponse(contract, kind, document);
+    if (check.ok) return document;
+    this.#log.error({ kind, violations: check.violations, traceId }, 'response would break its contract schema; not sent');
+    throw new AbcError('INTERNAL', { code: 'RESPONSE_SCHEMA_VIOLATION', message: `ABC produced a ${kind} that breaks its schema`, retryable: false, traceId });
+  }
+}
+
+/** The hash idempotency compares: the request without its per-attempt correlation fields. */
+export function requestHash(request: Record<string, unknown>): string {
+  const { request_id: _r, sent_at: _s, client_trace_id: _c, ...correlation } = request.correlation as Record<string, unknown>;
+  return sha256(canonicalJson({ ...request, correlation }));
+}
+
+const contractRef = (c: ContractVersion) => ({ contract_id: c.contract_id, version: c.version });
+
+function validationError(violations: Violation[], traceId: string): AbcError {
+  const first = violations[0]!;
+  return new AbcError('INVALID_ARGUMENT', {
+    code: 'SCHEMA_VIOLATION',
+    category: 'VALIDATION',
+    message: first.message,
+    retryable: false,
+    traceId,
+    details: { pointer: first.pointer, keyword: first.keyword, violations: violations.slice(0, 10) },
+  });
+}
+
+const ticketNotFound = (ticket: string) =>
+  new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', category: 'VALIDATION', message: `ticket ${ticket} does not exist or has expired`, retryable: false, details: { ticket } });
+
+/** A failed ticket's stored error, raised as the AbcError it was. */
+function ticketError(row: TicketRow): AbcError {
+  const e = row.error as { code: string; category: AbcError['payload']['category']; message: string; retryable: boolean; details?: Record<string, unknown> };
+  const status = e.category === 'DATA_SOURCE' ? 'NOT_FOUND' : e.category === 'COMPLIANCE' ? 'PERMISSION_DENIED' : e.category === 'TIMEOUT' ? 'DEADLINE_EXCEEDED' : e.category === 'VALIDATION' ? 'INVALID_ARGUMENT' : 'INTERNAL';
+  return new AbcError(status, { ...e, traceId: row.trace_id, details: { ...e.details, ticket: row.ticket } });
+}
+

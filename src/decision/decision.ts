@@ -1,0 +1,154 @@
+// The decision plane: the assembly registry and the compiler of frozen plans.
+// It never executes anything. Plans and assembly versions are insert-only
+// (database triggers refuse updates).
+import { readdirSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AbcError } from '../domain/errors.js';
+import { compareSemver } from '../contracts/registry.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import { AssemblyError, canonicalJson, checkAssembly, compilePlan, type AssemblyDef, type PlanBody, type PlanInput } from './planner.js';
+
+export interface FrozenPlanDoc extends PlanBody {
+  plan_id: string;
+  plan_hash: string;
+  created_at: number;
+  replaces_plan_id?: string;
+  metadata: Record<string, unknown>;
+}
+
+export interface PlanRequest extends PlanInput {
+  executionId?: string;
+  /** Pins an assembly version; empty picks the latest for the intent. */
+  assemblyVersion?: string;
+}
+
+export class Decision {
+  constructor(
+    readonly em: () => EntityManager,
+    /** The capabilities the control plane grants right now. */
+    readonly granted: () => Promise<ReadonlySet<string>>,
+  ) {}
+
+  /** Registers the assembly files under `dir` (each `<intent>/<version>.json`); existing versions are kept. */
+  async boot(dir: string, log: Logger): Promise<number> {
+    if (!existsSync(dir)) return 0;
+    let count = 0;
+    for (const sub of readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory())) {
+      for (const file of readdirSync(join(dir, sub.name)).filter((f) => f.endsWith('.json'))) {
+        const def = JSON.parse(readFileSync(join(dir, sub.name, file), 'utf8')) as AssemblyDef;
+        try {
+          await this.register(def);
+          count++;
+        } catch (error) {
+          log.error({ err: error, file: join(sub.name, file) }, 'assembly file refused');
+        }
+      }
+    }
+    return count;
+  }
+
+  /** Stores a new assembly version. Re-registering identical content is a no-op; different content is refused. */
+  async register(def: AssemblyDef): Promise<AssemblyDef> {
+    try {
+      checkAssembly(def);
+    } catch (error) {
+      if (error instanceof AssemblyError) throw new AbcError('INVALID_ARGUMENT', { code: 'INVALID_ASSEMBLY', message: error.message, details: { pointer: error.pointer } });
+      throw error;
+    }
+    const em = this.em();
+    const inserted = await em.execute<{ assembly_id: string }[]>(
+      `INSERT INTO assemblies (assembly_id, version, intent, contract_id, definition, expected_latency_ms)
+       VALUES (?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT DO NOTHING RETURNING assembly_id`,
+      [def.assembly_id, def.version, def.intent, def.contract?.contract_id ?? null, JSON.stringify(def), def.expected_latency_ms ?? 0],
+    );
+    if (inserted.length) return def;
+    const existing = await this.get(def.assembly_id, def.version);
+    if (existing && canonicalJson(existing) === canonicalJson(def)) return existing;
+    throw new AbcError('ALREADY_EXISTS', {
+      code: 'ASSEMBLY_VERSION_EXISTS',
+      message: `assembly ${def.assembly_id}@${def.version} exists with different content; versions are immutable, register a new version`,
+      retryable: false,
+    });
+  }
+
+  async get(assemblyId: string, version: string): Promise<AssemblyDef | undefined> {
+    const [row] = await this.em().execute<{ definition: AssemblyDef }[]>('SELECT definition FROM assemblies WHERE assembly_id = ? AND version = ?', [assemblyId, version]);
+    return row?.definition;
+  }
+
+  async list(intent?: string): Promise<AssemblyDef[]> {
+    const rows = await this.em().execute<{ definition: AssemblyDef }[]>(
+      `SELECT definition FROM assemblies ${intent ? 'WHERE intent = ?' : ''} ORDER BY assembly_id, created_at`,
+      intent ? [intent] : [],
+    );
+    return rows.map((r) => r.definition).sort((a, b) => a.assembly_id.localeCompare(b.assembly_id) || compareSemver(a.version, b.version));
+  }
+
+  /** The assembly for an intent: a pinned version, else the highest version. */
+  async resolve(intent: string, version?: string): Promise<AssemblyDef> {
+    const candidates = (await this.list(intent)).filter((a) => !version || a.version === version);
+    const chosen = candidates.at(-1);
+    if (!chosen) {
+      throw new AbcError('FAILED_PRECONDITION', {
+        code: 'NO_ASSEMBLY',
+        category: 'EXECUTION',
+        message: `no assembly is registered for intent ${intent}${version ? ` at version ${version}` : ''}`,
+        retryable: false,
+      });
+    }
+    return chosen;
+  }
+
+  /** Compiles and stores a frozen plan. */
+  async plan(req: PlanRequest, tx?: EntityManager): Promise<FrozenPlanDoc> {
+    const assembly = await this.resolve(req.intent, req.assemblyVersion);
+    const { body, hash } = compilePlan(assembly, req, await this.granted());
+    const input: PlanInput = { intent: req.intent, context: req.context, ...(req.contract && { contract: req.contract }), ...(req.input && { input: req.input }), ...(req.output_spec && { output_spec: req.output_spec }) };
+    return this.#store(tx ?? this.em(), body, hash, req.executionId, { input });
+  }
+
+  /**
+   * A successor plan after a failure. LOCAL re-issues the frozen steps of the
+   * same assembly version; GLOBAL recompiles from the original input with the
+   * latest assembly version.
+   */
+  async replan(planId: string, scope: 'LOCAL' | 'GLOBAL', failedStepId: string, reason: Record<string, unknown> | undefined): Promise<FrozenPlanDoc> {
+    const previous = await this.getPlan(planId);
+    if (!previous) throw new AbcError('NOT_FOUND', { code: 'PLAN_NOT_FOUND', message: `plan ${planId} does not exist`, retryable: false });
+    const input = previous.metadata.input as PlanInput | undefined;
+    const replan = { scope, failed_step_id: failedStepId, ...(reason && { error: reason }) };
+    if (scope === 'GLOBAL' && input) {
+      const assembly = await this.resolve(input.intent);
+      const { body, hash } = compilePlan(assembly, input, await this.granted());
+      return this.#store(this.em(), body, hash, previous.metadata.execution_id as string | undefined, { ...previous.metadata, replan }, planId);
+    }
+    if (failedStepId && !previous.steps.some((s) => s.id === failedStepId)) {
+      throw new AbcError('INVALID_ARGUMENT', { code: 'UNKNOWN_STEP', message: `plan ${planId} has no step ${failedStepId}`, details: { pointer: '/failed_step_id' } });
+    }
+    const body: PlanBody = { assembly_id: previous.assembly_id, assembly_version: previous.assembly_version, goal: previous.goal, steps: previous.steps, whitelist: previous.whitelist };
+    return this.#store(this.em(), body, previous.plan_hash, previous.metadata.execution_id as string | undefined, { ...previous.metadata, replan }, planId);
+  }
+
+  async getPlan(planId: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc | undefined> {
+    const [row] = await em.execute<{ plan: FrozenPlanDoc }[]>('SELECT plan FROM frozen_plans WHERE plan_id = ?', [planId]);
+    return row?.plan;
+  }
+
+  async #store(em: EntityManager, body: PlanBody, hash: string, executionId: string | undefined, metadata: Record<string, unknown>, replaces?: string): Promise<FrozenPlanDoc> {
+    const doc: FrozenPlanDoc = {
+      ...body,
+      plan_id: newId('plan'),
+      plan_hash: hash,
+      created_at: Date.now(),
+      ...(replaces && { replaces_plan_id: replaces }),
+      metadata: { ...metadata, ...(executionId && { execution_id: executionId }) },
+    };
+    await em.execute(
+      `INSERT INTO frozen_plans (plan_id, ticket, assembly_id, assembly_version, plan_hash, plan, replaces_plan_id) VALUES (?, ?, ?, ?, ?, ?::jsonb, ?)`,
+      [doc.plan_id, executionId ?? null, body.assembly_id, body.assembly_version, hash, JSON.stringify(doc), replaces ?? null],
+    );
+    return doc;
+  }
+}

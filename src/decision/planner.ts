@@ -1,0 +1,175 @@
+// The decision plane's compiler: intent + context + an assembly version → a
+// frozen plan with its capability whitelist (VCS) and plan_hash. Pure: the same
+// input and assembly version always give the same plan and hash.
+import { createHash } from 'node:crypto';
+
+export interface CapabilityDef {
+  name: string;
+  kind: 'TOOL' | 'LLM' | 'AGENT' | 'DATA_SOURCE';
+  constraints?: Record<string, unknown>;
+}
+
+export interface StepDef {
+  id: string;
+  label?: string;
+  description?: string;
+  tool_name: string;
+  fallback_tool?: string;
+  /** Values or `$.path` references into the plan input. */
+  input?: Record<string, unknown>;
+  dependencies?: string[];
+  timeout_ms?: number;
+  expected_output?: string;
+  when?: { path: string; default_value?: boolean };
+}
+
+export interface AssemblyDef {
+  assembly_id: string;
+  version: string;
+  intent: string;
+  contract?: { contract_id: string; version: string };
+  description?: string;
+  expected_latency_ms?: number;
+  capabilities: CapabilityDef[];
+  steps: StepDef[];
+}
+
+export interface PlanInput {
+  intent: string;
+  contract?: { contract_id: string; version: string };
+  context: Record<string, unknown>;
+  input?: Record<string, unknown>;
+  output_spec?: Record<string, unknown>;
+}
+
+export interface PlannedStep {
+  id: string;
+  label: string;
+  description: string;
+  tool_name: string;
+  input: Record<string, unknown>;
+  dependencies: string[];
+  timeout_ms: number;
+  skipped: boolean;
+  skip_reason?: string;
+}
+
+export interface PlanBody {
+  assembly_id: string;
+  assembly_version: string;
+  goal: string;
+  steps: PlannedStep[];
+  whitelist: CapabilityDef[];
+}
+
+export class AssemblyError extends Error {
+  constructor(message: string, readonly pointer: string) {
+    super(message);
+    this.name = 'AssemblyError';
+  }
+}
+
+const DEFAULT_STEP_TIMEOUT_MS = 30_000;
+
+/** Checks an assembly is well formed: unique step ids, known dependencies, no cycle, declared capabilities. */
+export function checkAssembly(a: AssemblyDef): void {
+  if (!a.assembly_id || !a.version || !a.intent) throw new AssemblyError('assembly_id, version and intent are required', '/assembly');
+  if (!/^\d+\.\d+\.\d+$/.test(a.version)) throw new AssemblyError(`version ${a.version} is not MAJOR.MINOR.PATCH`, '/assembly/version');
+  const declared = new Set(a.capabilities.map((c) => c.name));
+  const ids = new Set<string>();
+  a.steps.forEach((s, i) => {
+    if (!s.id || ids.has(s.id)) throw new AssemblyError(`step id ${JSON.stringify(s.id)} is missing or repeated`, `/assembly/steps/${i}/id`);
+    ids.add(s.id);
+    for (const cap of [s.tool_name, s.fallback_tool].filter(Boolean) as string[]) {
+      if (!declared.has(cap)) throw new AssemblyError(`step ${s.id} uses capability ${cap}, which the assembly does not declare`, `/assembly/steps/${i}/tool_name`);
+    }
+  });
+  a.steps.forEach((s, i) =>
+    (s.dependencies ?? []).forEach((d, j) => {
+      if (!ids.has(d)) throw new AssemblyError(`step ${s.id} depends on unknown step ${d}`, `/assembly/steps/${i}/dependencies/${j}`);
+    }),
+  );
+  topoOrder(a.steps.map((s) => ({ id: s.id, dependencies: s.dependencies ?? [] })));
+}
+
+/** Kahn's algorithm; throws on a cycle. Returns ids in a stable dependency order. */
+export function topoOrder(steps: { id: string; dependencies: string[] }[]): string[] {
+  const pending = new Map(steps.map((s) => [s.id, new Set(s.dependencies)]));
+  const order: string[] = [];
+  while (pending.size) {
+    const ready = [...pending].filter(([, deps]) => deps.size === 0).map(([id]) => id);
+    if (!ready.length) throw new AssemblyError(`steps ${[...pending.keys()].join(', ')} form a cycle`, '/assembly/steps');
+    for (const id of ready) {
+      pending.delete(id);
+      order.push(id);
+      for (const deps of pending.values()) deps.delete(id);
+    }
+  }
+  return order;
+}
+
+/**
+ * Compiles a plan. The whitelist is the assembly's capabilities that the control
+ * plane grants (`granted`); a step whose capability is not granted falls back
+ * to its `fallback_tool` when that is granted, and otherwise keeps its
+ * capability, so the PEP refuses it at execution with COMPLIANCE.
+ */
+export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: ReadonlySet<string>): { body: PlanBody; hash: string } {
+  const whitelist = assembly.capabilities.filter((c) => granted.has(c.name)).sort((a, b) => a.name.localeCompare(b.name));
+  const allowed = new Set(whitelist.map((c) => c.name));
+  const doc = { context: input.context, input: input.input ?? {}, output_spec: input.output_spec ?? {} };
+  const steps = assembly.steps.map((s): PlannedStep => {
+    const condition = s.when ? (lookup(doc, s.when.path) ?? s.when.default_value ?? false) : true;
+    const tool = !allowed.has(s.tool_name) && s.fallback_tool && allowed.has(s.fallback_tool) ? s.fallback_tool : s.tool_name;
+    return {
+      id: s.id,
+      label: s.label ?? s.id,
+      description: s.description ?? '',
+      tool_name: tool,
+      input: bind(s.input ?? {}, doc) as Record<string, unknown>,
+      dependencies: [...(s.dependencies ?? [])],
+      timeout_ms: s.timeout_ms ?? DEFAULT_STEP_TIMEOUT_MS,
+      skipped: condition !== true,
+      ...(condition !== true && { skip_reason: `${s.when!.path} is ${JSON.stringify(condition)}` }),
+    };
+  });
+  const contract = input.contract ? ` (${input.contract.contract_id}@${input.contract.version})` : '';
+  const body: PlanBody = { assembly_id: assembly.assembly_id, assembly_version: assembly.version, goal: `${input.intent}${contract}`, steps, whitelist };
+  return { body, hash: sha256(canonicalJson(body)) };
+}
+
+/** Replaces `$.a.b` strings with the value at that path; absent paths drop the key. */
+function bind(template: unknown, doc: Record<string, unknown>): unknown {
+  if (typeof template === 'string' && template.startsWith('$.')) return lookup(doc, template.slice(2));
+  if (Array.isArray(template)) return template.map((t) => bind(t, doc));
+  if (template && typeof template === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(template)) {
+      const bound = bind(v, doc);
+      if (bound !== undefined) out[k] = bound;
+    }
+    return out;
+  }
+  return template;
+}
+
+function lookup(doc: unknown, path: string): unknown {
+  let cur = doc;
+  for (const part of path.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[part];
+  }
+  return cur;
+}
+
+/** JSON with object keys sorted at every level: the input of plan_hash. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');

@@ -1,0 +1,340 @@
+// The contract engine: runs each ticket's lifecycle on a PostgreSQL job queue
+// (graphile-worker). It advances state only through ticket-store, executes
+// steps only through the PEP, and never retries or replans on its own.
+import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { ContractRegistry } from '../contracts/registry.js';
+import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
+import { AbcError } from '../domain/errors.js';
+import type { MarketData } from '../portfolio/market.js';
+import type { Logger } from '../log.js';
+import type { EventBus } from '../store/event-bus.js';
+import type { Orm } from '../store/orm.js';
+import { aggregate, partialResult, render } from './analyze-portfolio.js';
+import { Pep } from './pep.js';
+import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketRow } from './ticket-store.js';
+
+export const EXECUTE_TASK = 'contract_execute';
+
+export interface EngineOptions {
+  orm: Orm;
+  bus: EventBus;
+  log: Logger;
+  decision: Decision;
+  contracts: ContractRegistry;
+  market: MarketData;
+  llm?: { baseUrl: string; apiKey?: string; model: string };
+  /** Queue workers in this process; 0 only enqueues. */
+  concurrency: number;
+  /** Steps of one ticket that may run at once. */
+  stepConcurrency: number;
+  /** How long a worker's claim on a ticket lasts without renewal. */
+  leaseMs: number;
+  pollIntervalMs?: number;
+}
+
+type Outputs = Record<string, unknown>;
+
+export class ContractEngine {
+  #runner: Runner | undefined;
+  readonly #log: Logger;
+
+  constructor(readonly opts: EngineOptions) {
+    this.#log = opts.log.child({ component: 'contract-engine' });
+  }
+
+  /** Installs the queue schema and, with concurrency > 0, starts the workers. */
+  async start(): Promise<void> {
+    const connectionString = this.opts.orm.config.get('clientUrl')!;
+    const logger = new WorkerLogger((scope) => (level, message, meta) => {
+      const l = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
+      this.#log[l]({ scope, ...meta }, message);
+    });
+    await runMigrations({ connectionString, logger });
+    if (this.opts.concurrency <= 0) return;
+    this.#runner = await run({
+      connectionString,
+      concurrency: this.opts.concurrency,
+      noHandleSignals: true,
+      pollInterval: this.opts.pollIntervalMs ?? 1000,
+      logger,
+      taskList: {
+        [EXECUTE_TASK]: async (payload, helpers) => {
+          await this.execute((payload as { ticket: string }).ticket, helpers.job.locked_by ?? 'unknown-worker');
+        },
+      },
+    });
+  }
+
+  /** Enqueues a ticket's execution inside the caller's transaction (so it commits with the ticket). */
+  async enqueue(tx: EntityManager, ticket: string): Promise<void> {
+    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?, max_attempts := 5)`, [EXECUTE_TASK, ticket, ticket]);
+  }
+
+  /**
+   * Frees tickets whose worker stopped renewing its claim: the dead worker's
+   * queue locks are released (graphile-worker's force_unlock_workers), so a
+   * live worker picks the job up and resumes the lifecycle where it stopped.
+   */
+  async recover(): Promise<number> {
+    return this.opts.orm.em.fork().transactional(async (tx) => {
+      const stale = await tx.execute<{ ticket: string; lease_owner: string }[]>(
+        `SELECT ticket, lease_owner FROM contract_executions
+         WHERE lease_expires_at < now() AND lifecycle_state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+         FOR UPDATE SKIP LOCKED LIMIT 100`,
+      );
+      if (!stale.length) return 0;
+      const owners = [...new Set(stale.map((s) => s.lease_owner))];
+      await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
+      await tx.execute(
+        `UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))`,
+        [JSON.stringify(stale.map((s) => s.ticket))],
+      );
+      this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');
+      return stale.length;
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.#runner?.stop();
+  }
+
+  /** Runs (or resumes) one ticket's lifecycle to a terminal state. */
+  async execute(ticket: string, workerId: string): Promise<void> {
+    const em = () => this.opts.orm.em.fork();
+    const claimed = await this.#claim(ticket, workerId);
+    if (!claimed) return;
+    const abort = new AbortController();
+    const renew = setInterval(() => void this.#renew(ticket, workerId, abort), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
+    const offWake = this.opts.bus.onWake(`ticket:${ticket}`, () => {
+      void getTicket(em(), ticket).then((row) => {
+        if (row?.lifecycle_state === 'CANCELED') abort.abort();
+      });
+    });
+    try {
+      await this.#advance(ticket, abort.signal);
+    } catch (error) {
+      await this.#fail(ticket, error);
+    } finally {
+      clearInterval(renew);
+      offWake();
+    }
+  }
+
+  async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
+    return this.opts.orm.em.fork().transactional(async (tx) => {
+      const row = await getTicket(tx, ticket, true);
+      if (!row || ['SUCCEEDED', 'FAILED', 'CANCELED'].includes(row.lifecycle_state)) return undefined;
+      await tx.execute(`UPDATE contract_executions SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, this.opts.leaseMs, ticket]);
+      if (row.lifecycle_state === 'QUEUED') return transitionTicket(tx, ticket, 'start', {}, 'worker');
+      return row;
+    });
+  }
+
+  async #renew(ticket: string, workerId: string, abort: AbortController): Promise<void> {
+    try {
+      const rows = await this.opts.orm.em.fork().execute<{ ticket: string }[]>(
+        `UPDATE contract_executions SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
+        [this.opts.leaseMs, ticket, workerId],
+      );
+      if (!rows.length) abort.abort();
+    } catch (error) {
+      this.#log.warn({ err: error, ticket }, 'lease renewal failed');
+    }
+  }
+
+  async #advance(ticket: string, signal: AbortSignal): Promise<void> {
+    const orm = this.opts.orm;
+    for (;;) {
+      if (signal.aborted) return;
+      const row = (await getTicket(orm.em.fork(), ticket))!;
+      switch (row.lifecycle_state) {
+        case 'RESOLVING_CONTEXT':
+          await this.#resolveContext(row);
+          break;
+        case 'PLANNING':
+          await this.#plan(row);
+          break;
+        case 'EXECUTING':
+          await this.#executeSteps(row, signal);
+          break;
+        case 'AGGREGATING':
+          await this.#aggregate(row);
+          break;
+        case 'PACKAGING':
+          await this.#package(row);
+          break;
+        default:
+          return;
+      }
+    }
+  }
+
+  /** resolve_context: the contract and the assembly that will plan it. */
+  async #resolveContext(row: TicketRow): Promise<void> {
+    const contract = this.opts.contracts.get(row.contract_id, row.contract_version);
+    if (!contract) throw new AbcError('FAILED_PRECONDITION', { code: 'UNKNOWN_CONTRACT', category: 'VALIDATION', message: `contract ${row.contract_id}@${row.contract_version} is no longer registered`, retryable: false });
+    const assembly = await this.opts.decision.resolve(contract.intent, row.assembly_version ?? undefined);
+    await this.opts.orm.em.fork().transactional((tx) =>
+      transitionTicket(tx, row.ticket, 'context_resolved', { assembly_id: assembly.assembly_id, assembly_version: assembly.version }),
+    );
+  }
+
+  /** plan: a frozen plan from the decision plane, and one PENDING (or SKIPPED) row per step, in one transaction. */
+  async #plan(row: TicketRow): Promise<void> {
+    const req = row.request as { intent: string; contract: { contract_id: string; version: string }; context: Record<string, unknown>; input?: Record<string, unknown>; output_spec: Record<string, unknown> };
+    await this.opts.orm.em.fork().transactional(async (tx) => {
+      const plan = await this.opts.decision.plan(
+        { intent: req.intent, contract: req.contract, context: req.context, input: req.input, output_spec: req.output_spec, executionId: row.ticket, assemblyVersion: row.assembly_version ?? undefined },
+        tx,
+      );
+      await tx.execute(
+        `INSERT INTO contract_steps (ticket, step_id, position, label, capability, status, message)
+         SELECT ?, s.step_id, s.position, s.label, s.capability, 'PENDING', NULL
+         FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text)`,
+        [row.ticket, JSON.stringify(plan.steps.map((s, i) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name })))],
+      );
+      for (const s of plan.steps.filter((x) => x.skipped)) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
+      await transitionTicket(tx, row.ticket, 'planned', { plan_id: plan.plan_id }, 'decision');
+    });
+  }
+
+  /**
+   * execute: the plan's DAG. Steps whose dependencies are done run in parallel
+   * (up to stepConcurrency). Finished steps are loaded, never re-run. On a
+   * failure no new step starts, running siblings finish, and the rest are skipped.
+   */
+  async #executeSteps(row: TicketRow, signal: AbortSignal): Promise<void> {
+    const em = () => this.opts.orm.em.fork();
+    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
+    const pep = new Pep(new Set(plan.whitelist.map((c) => c.name)), Boolean(this.opts.llm));
+    const rows = new Map((await getSteps(em(), row.ticket)).map((s) => [s.step_id, s]));
+    const outputs: Outputs = {};
+    for (const s of rows.values()) if (s.status === 'SUCCEEDED') outputs[s.step_id] = s.output;
+    const state = (id: string) => rows.get(id)!.status;
+    const running = new Map<string, Promise<void>>();
+    let failure: unknown;
+
+    const runStep = async (id: string) => {
+      const step = plan.steps.find((s) => s.id === id)!;
+      const resumed = state(id) === 'RUNNING';
+      rows.set(id, await em().transactional((tx) => transitionStep(tx, row.ticket, id, resumed ? 'restart' : 'start')));
+      try {
+        const output = await this.#runWithFallback(pep, row, plan, step, outputs, signal);
+        outputs[id] = output.value;
+        rows.set(
+          id,
+          await em().transactional(async (tx) => {
+            const done = await transitionStep(tx, row.ticket, id, 'succeed', { output: output.value, ...(output.note && { message: output.note }) });
+            const partial = partialResult(row.request, outputs);
+            if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::jsonb, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), row.ticket]);
+            return done;
+          }),
+        );
+      } catch (error) {
+        failure ??= error;
+        const message = AbcError.from(error).payload.message;
+        rows.set(id, await em().transactional((tx) => transitionStep(tx, row.ticket, id, 'fail', { message })));
+      }
+    };
+
+    for (;;) {
+      if (!failure && !signal.aborted) {
+        const ready = [...rows.values()]
+          .filter((s) => (s.status === 'PENDING' || (s.status === 'RUNNING' && !running.has(s.step_id))) && !running.has(s.step_id))
+          .filter((s) => plan.steps.find((p) => p.id === s.step_id)!.dependencies.every((d) => ['SUCCEEDED', 'SKIPPED'].includes(state(d))));
+        for (const s of ready.slice(0, Math.max(0, this.opts.stepConcurrency - running.size))) {
+          running.set(s.step_id, runStep(s.step_id).finally(() => running.delete(s.step_id)));
+        }
+      }
+      if (running.size === 0) break;
+      await Promise.race(running.values());
+    }
+    if (signal.aborted) return;
+    if (failure) {
+      await em().transactional(async (tx) => {
+        for (const s of rows.values()) if (s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: 'not run: an earlier step failed' });
+      });
+      throw failure;
+    }
+    await em().transactional((tx) => transitionTicket(tx, row.ticket, 'executed'));
+  }
+
+  /** Runs a step on its capability; an allowed fallback capability takes over if it fails. */
+  async #runWithFallback(pep: Pep, row: TicketRow, plan: FrozenPlanDoc, step: FrozenPlanDoc['steps'][number], outputs: Outputs, signal: AbortSignal): Promise<{ value: unknown; note?: string }> {
+    const ancestors = ancestorsOf(plan, step.id);
+    const deps = Object.fromEntries(Object.entries(outputs).filter(([k]) => ancestors.has(k)));
+    const ctx = { input: step.input, deps, em: () => this.opts.orm.em.fork(), market: this.opts.market, llm: this.opts.llm, signal };
+    const call = (capability: string) => pep.execute({ ticket: row.ticket, stepId: step.id, capability, timeoutMs: step.timeout_ms }, ctx);
+    const fallback = (await this.opts.decision.get(plan.assembly_id, plan.assembly_version))?.steps.find((s) => s.id === step.id)?.fallback_tool;
+    try {
+      return { value: await call(step.tool_name) };
+    } catch (error) {
+      const e = AbcError.from(error);
+      if (!fallback || fallback === step.tool_name || e.payload.category === 'COMPLIANCE' || signal.aborted || !pep.whitelist.has(fallback)) throw error;
+      this.#log.warn({ ticket: row.ticket, step: step.id, err: error }, 'step failed; using its fallback capability');
+      return { value: await call(fallback), note: `${step.tool_name} failed (${e.payload.message}); ${fallback} was used` };
+    }
+  }
+
+  /** aggregate: the result document from the step outputs. */
+  async #aggregate(row: TicketRow): Promise<void> {
+    const outputs = await this.#outputs(row.ticket);
+    const { result, warnings } = aggregate(row.request, outputs);
+    const notes = (await getSteps(this.opts.orm.em.fork(), row.ticket)).filter((s) => s.status === 'SUCCEEDED' && s.message).map((s) => `${s.step_id}: ${s.message}`);
+    await this.opts.orm.em.fork().transactional((tx) => transitionTicket(tx, row.ticket, 'aggregated', { result, warnings: [...warnings, ...notes] }));
+  }
+
+  /** package: the result must satisfy the contract's result schema; then the artifact is rendered. */
+  async #package(row: TicketRow): Promise<void> {
+    const contract = this.opts.contracts.get(row.contract_id, row.contract_version)!;
+    const check = this.opts.contracts.validateResponse(contract, 'result', row.result);
+    if (!check.ok) {
+      this.#log.error({ ticket: row.ticket, violations: check.violations }, 'result breaks the contract result schema');
+      throw new AbcError('INTERNAL', { code: 'RESULT_SCHEMA_VIOLATION', message: 'the result did not satisfy the contract result schema', retryable: false, details: { violations: check.violations.slice(0, 5) } });
+    }
+    const artifact = render(row.request, row.result!, await this.#outputs(row.ticket));
+    await this.opts.orm.em.fork().transactional((tx) =>
+      transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null }),
+    );
+  }
+
+  async #outputs(ticket: string): Promise<Outputs> {
+    const steps: StepRow[] = await getSteps(this.opts.orm.em.fork(), ticket);
+    return Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
+  }
+
+  /** Records a failure as the ticket's error (unless it already finished, e.g. was cancelled). */
+  async #fail(ticket: string, thrown: unknown): Promise<void> {
+    const e = AbcError.from(thrown);
+    if (e.payload.category === 'INTERNAL') this.#log.error({ err: thrown, ticket }, 'ticket failed');
+    await this.opts.orm.em.fork().transactional(async (tx) => {
+      const row = await getTicket(tx, ticket, true);
+      if (!row || ['SUCCEEDED', 'FAILED', 'CANCELED'].includes(row.lifecycle_state)) return;
+      await transitionTicket(tx, ticket, 'fail', { error: errorDocument(e, row.trace_id) }, e.payload.category === 'COMPLIANCE' ? 'pep' : 'orchestrator');
+    });
+  }
+}
+
+/** The seed error shape of an AbcError. */
+export function errorDocument(e: AbcError, traceId: string): Record<string, unknown> {
+  const p = e.payload;
+  return {
+    code: p.code,
+    category: p.category,
+    message: p.message,
+    retryable: p.retryable,
+    ...(p.retryAfterSeconds !== undefined && { retry_after_seconds: p.retryAfterSeconds }),
+    ...(p.details && { details: p.details }),
+    trace_id: p.traceId ?? traceId,
+  };
+}
+
+function ancestorsOf(plan: FrozenPlanDoc, id: string): Set<string> {
+  const seen = new Set<string>();
+  const visit = (x: string) => {
+    for (const d of plan.steps.find((s) => s.id === x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+  };
+  visit(id);
+  return seen;
+}

@@ -1,0 +1,80 @@
+// The policy enforcement point: every plan step runs through it. A capability
+// outside the plan's whitelist (VCS) is refused with COMPLIANCE; an allowed one
+// runs on its execution unit within the step's timeout.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AbcError } from '../domain/errors.js';
+import { BUILTIN_CAPABILITIES, EXECUTION_UNITS, type UnitContext } from '../execution/capabilities.js';
+import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
+import { getTool, listTools } from '../orchestrator/tool-store.js';
+
+export const TOOL_CAPABILITY_PREFIX = 'tool.';
+
+/** What the control plane grants: built-in units (LLM ones only with a router) and registered server tools. */
+export async function grantedCapabilities(em: EntityManager, llmConfigured: boolean): Promise<Set<string>> {
+  const granted = new Set(BUILTIN_CAPABILITIES.filter((c) => llmConfigured || !c.startsWith('llm.')));
+  for (const tool of await listTools(em)) if (tool.kind !== 'client') granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
+  return granted;
+}
+
+export interface StepCall {
+  ticket: string;
+  stepId: string;
+  capability: string;
+  timeoutMs: number;
+}
+
+export class Pep {
+  constructor(
+    readonly whitelist: ReadonlySet<string>,
+    readonly llmConfigured: boolean,
+  ) {}
+
+  /** Throws COMPLIANCE unless the capability may run under this plan. */
+  check(capability: string): void {
+    if (!this.whitelist.has(capability)) {
+      throw new AbcError('PERMISSION_DENIED', {
+        code: 'CAPABILITY_NOT_WHITELISTED',
+        category: 'COMPLIANCE',
+        message: `capability ${capability} is not in the plan's capability whitelist`,
+        retryable: false,
+        details: { capability, whitelist: [...this.whitelist].sort() },
+      });
+    }
+    if (capability.startsWith('llm.') && !this.llmConfigured) {
+      throw new AbcError('PERMISSION_DENIED', { code: 'LLM_NOT_CONFIGURED', category: 'COMPLIANCE', message: `${capability} needs LLM_ROUTER_URL`, retryable: false });
+    }
+  }
+
+  async execute(call: StepCall, ctx: UnitContext): Promise<unknown> {
+    this.check(call.capability);
+    const timeout = AbortSignal.timeout(call.timeoutMs);
+    const signal = AbortSignal.any([ctx.signal, timeout]);
+    const work = this.#run(call, { ...ctx, signal });
+    const timedOut = new Promise<never>((_, reject) =>
+      signal.addEventListener('abort', () =>
+        reject(
+          timeout.aborted
+            ? new AbcError('DEADLINE_EXCEEDED', { code: 'STEP_TIMEOUT', category: 'TIMEOUT', message: `step ${call.stepId} did not finish within ${call.timeoutMs} ms`, retryable: true })
+            : new AbcError('CANCELLED', { code: 'STEP_CANCELLED', category: 'EXECUTION', message: `step ${call.stepId} was cancelled`, retryable: false }),
+        ),
+      ),
+    );
+    timedOut.catch(() => {});
+    return Promise.race([work, timedOut]);
+  }
+
+  async #run(call: StepCall, ctx: UnitContext): Promise<unknown> {
+    if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
+      const tool = await getTool(ctx.em(), call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
+      try {
+        return await runServerTool({ tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
+      } catch (error) {
+        if (error instanceof ToolFailure) throw new AbcError('INTERNAL', { code: error.code.toUpperCase(), category: 'EXECUTION', message: error.message, retryable: error.code === 'tool_timeout' });
+        throw error;
+      }
+    }
+    const unit = EXECUTION_UNITS[call.capability];
+    if (!unit) throw new AbcError('INTERNAL', { code: 'NO_EXECUTION_UNIT', category: 'INTERNAL', message: `no execution unit serves ${call.capability}`, retryable: false });
+    return unit(ctx);
+  }
+}

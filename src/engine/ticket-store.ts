@@ -1,0 +1,161 @@
+// The only writer of contract execution state. Every lifecycle and step
+// transition goes through the machines' pure transition(), and commits with
+// its ticket event and a NOTIFY in one transaction.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import {
+  CONTRACT_LIFECYCLE_MACHINE,
+  CONTRACT_STEP_MACHINE,
+  PHASE_OF,
+  statusOf,
+  type LifecycleState,
+  type LifecycleTrigger,
+  type Phase,
+  type StepState,
+  type StepTrigger,
+} from '../domain/contract-lifecycle.machine.js';
+import { AbcError } from '../domain/errors.js';
+import { transition } from '../domain/machine.js';
+import { TICKETS_CHANNEL } from '../store/event-bus.js';
+
+export interface TicketRow {
+  ticket: string;
+  contract_id: string;
+  contract_version: string;
+  request_id: string;
+  session_id: string;
+  idempotency_key: string;
+  request_hash: string;
+  request: Record<string, unknown>;
+  mode: string;
+  status: string;
+  phase: Phase;
+  lifecycle_state: LifecycleState;
+  percent: number;
+  plan_id: string | null;
+  assembly_id: string | null;
+  assembly_version: string | null;
+  expected_latency_ms: number;
+  partial_result: Record<string, unknown> | null;
+  result: Record<string, unknown> | null;
+  error: Record<string, unknown> | null;
+  warnings: string[] | null;
+  next_ticket: string | null;
+  artifact: string | null;
+  artifact_media_type: string | null;
+  trace_id: string;
+  lease_owner: string | null;
+  created_at: Date;
+  updated_at: Date;
+  expires_at: Date;
+}
+
+export interface StepRow {
+  ticket: string;
+  step_id: string;
+  position: number;
+  label: string;
+  capability: string;
+  status: StepState;
+  output: unknown;
+  message: string | null;
+  started_at: Date | null;
+  ended_at: Date | null;
+}
+
+/** Columns a lifecycle transition may set alongside the state. */
+export interface TicketPatch {
+  plan_id?: string;
+  assembly_id?: string;
+  assembly_version?: string;
+  partial_result?: Record<string, unknown> | null;
+  result?: Record<string, unknown>;
+  error?: Record<string, unknown>;
+  warnings?: string[];
+  artifact?: string;
+  artifact_media_type?: string;
+}
+
+const PATCH_COLUMNS: (keyof TicketPatch)[] = ['plan_id', 'assembly_id', 'assembly_version', 'partial_result', 'result', 'error', 'warnings', 'artifact', 'artifact_media_type'];
+const JSON_COLUMNS = new Set<keyof TicketPatch>(['partial_result', 'result', 'error', 'warnings']);
+
+export async function getTicket(em: EntityManager, ticket: string, lock = false): Promise<TicketRow | undefined> {
+  const [row] = await em.execute<TicketRow[]>(`SELECT * FROM contract_executions WHERE ticket = ? ${lock ? 'FOR UPDATE' : ''}`, [ticket]);
+  return row;
+}
+
+export async function getSteps(em: EntityManager, ticket: string): Promise<StepRow[]> {
+  return em.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? ORDER BY position', [ticket]);
+}
+
+/** Appends one progress event and wakes every poller of the ticket (after commit). */
+export async function appendTicketEvent(tx: EntityManager, ticket: string, type: string, payload: Record<string, unknown>): Promise<void> {
+  // The ticket row lock orders the events of parallel steps (gap-free seq).
+  await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
+  await tx.execute(
+    `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
+     SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?::jsonb FROM ticket_events WHERE ticket = ?`,
+    [ticket, Date.now(), type, JSON.stringify(payload), ticket],
+  );
+  await tx.execute(`SELECT pg_notify('${TICKETS_CHANNEL}', ?)`, [ticket]);
+}
+
+/**
+ * Moves a ticket's lifecycle by `trigger` inside `tx` (the row is locked).
+ * Throws ILLEGAL_TRANSITION for a move the table does not allow.
+ */
+export async function transitionTicket(tx: EntityManager, ticket: string, trigger: LifecycleTrigger, patch: TicketPatch = {}, actor = 'orchestrator'): Promise<TicketRow> {
+  const row = await getTicket(tx, ticket, true);
+  if (!row) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
+  const next = transition(CONTRACT_LIFECYCLE_MACHINE, row.lifecycle_state, trigger);
+  if (!next.ok) {
+    throw new AbcError('FAILED_PRECONDITION', {
+      code: 'ILLEGAL_TRANSITION',
+      message: `contract_lifecycle cannot ${trigger} from ${row.lifecycle_state}`,
+      retryable: false,
+      details: { ...next.error },
+    });
+  }
+  const to = next.value;
+  const phase = PHASE_OF[to] ?? row.phase;
+  const sets = ['lifecycle_state = ?', 'status = ?', 'phase = ?', 'updated_at = now()'];
+  const params: unknown[] = [to, statusOf(to), phase];
+  for (const column of PATCH_COLUMNS) {
+    if (patch[column] === undefined) continue;
+    sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::jsonb' : ''}`);
+    params.push(JSON_COLUMNS.has(column) ? JSON.stringify(patch[column]) : patch[column]);
+  }
+  if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');
+  if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
+  const [updated] = await tx.execute<TicketRow[]>(`UPDATE contract_executions SET ${sets.join(', ')} WHERE ticket = ? RETURNING *`, [...params, ticket]);
+  await appendTicketEvent(tx, ticket, 'lifecycle_transition', { from: row.lifecycle_state, to, trigger, actor, phase, status: statusOf(to) });
+  return updated!;
+}
+
+/** Moves one step by `trigger` inside `tx`, with its event. */
+export async function transitionStep(
+  tx: EntityManager,
+  ticket: string,
+  stepId: string,
+  trigger: StepTrigger,
+  patch: { output?: unknown; message?: string; capability?: string } = {},
+): Promise<StepRow> {
+  const [row] = await tx.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? AND step_id = ? FOR UPDATE', [ticket, stepId]);
+  if (!row) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
+  const next = transition(CONTRACT_STEP_MACHINE, row.status, trigger);
+  if (!next.ok) {
+    throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `contract_step cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
+  }
+  const to = next.value;
+  const [updated] = await tx.execute<StepRow[]>(
+    `UPDATE contract_steps SET status = ?,
+       output = coalesce(?::jsonb, output),
+       message = coalesce(?, message),
+       capability = coalesce(?, capability),
+       started_at = CASE WHEN ? IN ('start', 'restart') THEN now() ELSE started_at END,
+       ended_at = CASE WHEN ? IN ('succeed', 'fail', 'skip') THEN now() ELSE ended_at END
+     WHERE ticket = ? AND step_id = ? RETURNING *`,
+    [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, trigger, trigger, ticket, stepId],
+  );
+  await appendTicketEvent(tx, ticket, 'step_transition', { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) });
+  return updated!;
+}
