@@ -115,7 +115,9 @@ export function rankViolations(errors: ErrorObject[]): Violation[] {
     const summary = e.keyword === 'oneOf' || e.keyword === 'anyOf' || e.keyword === 'if';
     violations.push({ pointer, keyword: e.keyword, message, depth: pointer.split('/').length, summary });
   }
-  violations.sort((a, b) => Number(a.summary) - Number(b.summary) || b.depth - a.depth);
+  // Among equally deep errors, a broken value says more than a stray or missing key.
+  const weight = (k: string) => (k === 'required' ? 2 : k === 'additionalProperties' ? 1 : 0);
+  violations.sort((a, b) => Number(a.summary) - Number(b.summary) || b.depth - a.depth || weight(a.keyword) - weight(b.keyword));
   return violations.map(({ pointer, keyword, message }) => ({ pointer, keyword, message }));
 }
 

@@ -157,7 +157,9 @@ export class ContractService {
     const pointer = known.length ? '/contract/version' : '/contract/contract_id';
     throw new AbcError('INVALID_ARGUMENT', {
       code: 'UNKNOWN_CONTRACT',
-      message: known.length ? `contract ${id} has no version ${String(ref.version)}; known: ${known.map((c) => c.version).join(', ')}` : `unknown contract_id ${JSON.stringify(ref.contract_id)}`,
+      message: known.length
+        ? `${pointer} ${JSON.stringify(ref.version)} is not a version of ${id}; known: ${known.map((c) => c.version).join(', ')}`
+        : `${pointer} ${JSON.stringify(ref.contract_id)} is not a registered contract`,
       retryable: false,
       traceId,
       details: { pointer },

@@ -1,6 +1,7 @@
 // The contract engine: runs each ticket's lifecycle on a PostgreSQL job queue
 // (graphile-worker). It advances state only through ticket-store, executes
 // steps only through the PEP, and never retries or replans on its own.
+import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
@@ -37,6 +38,7 @@ type Outputs = Record<string, unknown>;
 
 export class ContractEngine {
   #runner: Runner | undefined;
+  #pool: pg.Pool | undefined;
   readonly #log: Logger;
 
   constructor(readonly opts: EngineOptions) {
@@ -45,15 +47,18 @@ export class ContractEngine {
 
   /** Installs the queue schema and, with concurrency > 0, starts the workers. */
   async start(): Promise<void> {
-    const connectionString = this.opts.orm.config.get('clientUrl')!;
+    // The queue's own small pool: one connection per worker plus its LISTEN and one spare.
+    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2) });
+    pgPool.on('error', (error) => this.#log.warn({ err: error }, 'queue pool connection failed'));
+    this.#pool = pgPool;
     const logger = new WorkerLogger((scope) => (level, message, meta) => {
       const l = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
       this.#log[l]({ scope, ...meta }, message);
     });
-    await runMigrations({ connectionString, logger });
+    await runMigrations({ pgPool, logger });
     if (this.opts.concurrency <= 0) return;
     this.#runner = await run({
-      connectionString,
+      pgPool,
       concurrency: this.opts.concurrency,
       noHandleSignals: true,
       pollInterval: this.opts.pollIntervalMs ?? 1000,
@@ -96,7 +101,8 @@ export class ContractEngine {
   }
 
   async close(): Promise<void> {
-    await this.#runner?.stop();
+    await this.#runner?.stop().catch((error: unknown) => this.#log.warn({ err: error }, 'queue runner stop failed'));
+    await this.#pool?.end().catch(() => {});
   }
 
   /** Runs (or resumes) one ticket's lifecycle to a terminal state. */

@@ -189,9 +189,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       if (pending.length === 0) {
         if (tickers.length === 0) {
           const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs ?? 60_000);
+          log.info({ tools }, 'tools registered');
           const assemblies = await decision.boot(c.assembliesDir ?? path.join(PACKAGE_ROOT, 'assemblies'), log);
           await engine.start();
-          log.info({ tools, assemblies, contracts: contracts.list().map((x) => `${x.contract_id}@${x.version}`) }, 'registries loaded');
+          log.info({ assemblies, contracts: contracts.list().map((x) => `${x.contract_id}@${x.version}`), workers: c.workers ?? 4 }, 'contract engine started');
           tickers.push(
             startHealthMonitor(health),
             every(Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),

@@ -1,6 +1,7 @@
-// The business contract API end to end: gateway → gRPC → core → queue worker.
+// The business contract API end to end (seed 000): gateway → gRPC → core → queue worker.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from '../support/gateway.js';
+import { unary, withKey } from '../support/grpc.js';
 import { contract, importSamplePortfolios, pollUntilDone, registry, request } from '../support/contracts.js';
 
 let s: TestStack;
@@ -11,25 +12,244 @@ beforeAll(async () => {
 });
 afterAll(async () => s?.close());
 
+const submit = (body: unknown) => s.http('/v1/contracts:submit', { method: 'POST', json: body });
+const valid = (kind: 'submit-response' | 'poll-response' | 'result' | 'error', doc: unknown) => expect(registry.validateResponse(contract, kind, doc)).toEqual({ ok: true });
+
+async function runToEnd(body: Record<string, any>) {
+  const res = await submit(body);
+  const accepted = await res.json();
+  expect(res.status, JSON.stringify(accepted)).toBe(202);
+  valid('submit-response', accepted);
+  const done = await pollUntilDone(s.http, accepted.task.ticket);
+  valid('poll-response', done);
+  return done;
+}
+
 describe('submit and poll', () => {
-  it('accepts an async request with a ticket, and the poll reaches SUCCEEDED with a valid result', async () => {
-    const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request() });
-    expect(res.status).toBe(202);
+  it('accepts async with a ticket, and the poll reaches SUCCEEDED with a schema-valid result', async () => {
+    const res = await submit(request());
+    expect(res.headers.get('x-abc-ticket')).toMatch(/^tkt_/);
     const body = await res.json();
-    expect(registry.validateResponse(contract, 'submit-response', body)).toEqual({ ok: true });
-    expect(body.kind).toBe('task');
+    valid('submit-response', body);
+    expect(body).toMatchObject({ kind: 'task', contract: { contract_id: 'com.thaleon.wm:analyze-portfolio', version: '1.0.0' }, task: { status: 'QUEUED', ttl_seconds: 3 } });
+    expect(body.task.poll_hint_ms).toBeGreaterThan(0);
     const done = await pollUntilDone(s.http, body.task.ticket);
-    expect(registry.validateResponse(contract, 'poll-response', done)).toEqual({ ok: true });
-    expect(done.status, JSON.stringify(done)).toBe('SUCCEEDED');
-    expect(done.progress).toMatchObject({ phase: 'done', percent: 100 });
+    valid('poll-response', done);
+    expect(done).toMatchObject({ status: 'SUCCEEDED', progress: { phase: 'done', percent: 100 } });
+    expect(done.error).toBeUndefined();
+    valid('result', done.result);
     expect(done.result.overview.currency).toBe('USD');
+    expect(done.result.overview.portfolio_value).toBeGreaterThan(0);
+    expect(done.result.holdings.allocation.map((a: { dimension: string }) => a.dimension)).toEqual(['asset_class', 'sector', 'region', 'currency']);
+    expect(Object.keys(done.result.risk.metrics).sort()).toEqual(['beta', 'max_drawdown_pct', 'var_95_pct', 'volatility_annualized']);
+    // A finished answer is final: it may be cached until the ticket expires.
+    expect(done.ttl_seconds).toBeGreaterThan(3);
   });
 
-  it('answers sync with the result', async () => {
-    const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { mode: 'sync', max_latency_ms: 10000 } }) });
+  it('answers sync with the result, and auto picks sync when the assembly fits max_latency_ms', async () => {
+    for (const mode of ['sync', 'auto']) {
+      const res = await submit(request({ execution_preferences: { mode, max_latency_ms: 10_000 } }));
+      const body = await res.json();
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      valid('submit-response', body);
+      expect(body.kind).toBe('result');
+      expect(body.warnings).toEqual([]);
+      valid('result', body.result);
+    }
+  });
+
+  it('auto answers with a ticket when the assembly is expected to take longer than max_latency_ms', async () => {
+    const res = await submit(request({ execution_preferences: { mode: 'auto', max_latency_ms: 50 } }));
+    expect(res.status).toBe(202);
+    expect((await res.json()).kind).toBe('task');
+  });
+
+  it('gives the same structure and the same plan_hash for the same input (golden)', async () => {
+    const a = await runToEnd(request({ context: { analysis_scope: { include_attribution: true } } }));
+    const b = await runToEnd(request({ context: { analysis_scope: { include_attribution: true } } }));
+    expect(b.result).toEqual(a.result);
+    const hashes = await s.orm.em.fork().execute<{ plan_hash: string }[]>('SELECT plan_hash FROM frozen_plans WHERE ticket IN (?, ?)', [a.ticket, b.ticket]);
+    expect(hashes).toHaveLength(2);
+    expect(hashes[0]!.plan_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(hashes[1]!.plan_hash).toBe(hashes[0]!.plan_hash);
+  });
+
+  it('shows every step at progress_granularity step, and none at none', async () => {
+    const stepped = await runToEnd(request({ execution_preferences: { progress_granularity: 'step' } }));
+    expect(stepped.progress.steps.map((x: { step_id: string }) => x.step_id)).toEqual([
+      'load_portfolio', 'value_positions', 'allocation', 'risk', 'performance', 'recommendations', 'highlights',
+    ]);
+    for (const step of stepped.progress.steps) {
+      expect(step).toMatchObject({ status: 'SUCCEEDED' });
+      expect(Date.parse(step.ended_at)).toBeGreaterThanOrEqual(Date.parse(step.started_at));
+    }
+    const none = await runToEnd(request({ execution_preferences: { progress_granularity: 'none' } }));
+    expect(none.progress).toEqual({ phase: 'done', percent: 100 });
+  });
+
+  it('skips steps the analysis scope leaves out', async () => {
+    const done = await runToEnd(request({ context: { analysis_scope: { include_risk: false, include_performance: false } }, output_spec: { sections: ['overview', 'performance'] }, execution_preferences: { progress_granularity: 'step' } }));
+    const status = Object.fromEntries(done.progress.steps.map((x: { step_id: string; status: string }) => [x.step_id, x.status]));
+    expect(status).toMatchObject({ risk: 'SKIPPED', performance: 'SKIPPED', recommendations: 'SUCCEEDED' });
+    expect(done.result.risk.metrics).toEqual({});
+    expect(done.result.performance).toBeUndefined();
+  });
+
+  it('includes performance when the sections ask for it', async () => {
+    const done = await runToEnd(request({ output_spec: { sections: ['overview', 'holdings', 'risk', 'performance', 'recommendations', 'disclaimer'] } }));
+    expect(done.result.performance.periods.map((p: { range: string }) => p.range)).toEqual(['1m', '3m', '6m', '1y', '3y', 'ytd']);
+  });
+
+  it('follows the locale in the disclaimer (zh-TW by default)', async () => {
+    const done = await runToEnd(request({ context: { locale: null } }));
+    expect(done.result.disclaimer).toMatchObject({ jurisdiction: 'TW' });
+    expect(done.result.disclaimer.text).toContain('投資');
+  });
+
+  it('renders markdown in the order of output_spec.sections', async () => {
+    const done = await runToEnd(
+      request({
+        context: { analysis_scope: { include_attribution: true } },
+        output_spec: { format: 'markdown', detail_level: 'detailed', sections: ['overview', 'risk', 'attribution', 'recommendations', 'disclaimer'] },
+      }),
+    );
+    valid('result', done.result);
+    const res = await s.http(`/v1/tickets/${done.ticket}/artifact`);
+    expect(res.headers.get('content-type')).toBe('text/markdown; charset=utf-8');
+    const md = await res.text();
+    const headings = md.split('\n').filter((l) => l.startsWith('## '));
+    expect(headings).toEqual(['## Overview', '## Risk', '## Attribution (one year)', '## Recommendations']);
+    expect(md).toContain('| Annualised volatility (%) |');
+    expect(md).toContain(`${done.result.overview.portfolio_value.toLocaleString('en-US', { maximumFractionDigits: 2 })} USD`);
+    expect(md).toContain(done.result.disclaimer.text);
+  });
+
+  it('fails an unknown portfolio_ref with DATA_SOURCE, not retryable, sync and async', async () => {
+    const body = request({ input: { portfolio_ref: { portfolio_id: 'pf-nope' } }, execution_preferences: { mode: 'sync', max_latency_ms: 10_000 } });
+    const res = await submit(body);
+    const sync = await res.json();
+    expect(res.status).toBe(404);
+    valid('error', sync.error);
+    expect(sync.error).toMatchObject({ code: 'PORTFOLIO_NOT_FOUND', category: 'DATA_SOURCE', retryable: false });
+    expect(sync.error.trace_id).toMatch(/^[0-9a-f]{32}$/);
+
+    const done = await runToEnd(request({ input: { portfolio_ref: { portfolio_id: 'pf-nope' } }, execution_preferences: { progress_granularity: 'step' } }));
+    expect(done.status).toBe('FAILED');
+    expect(done.result).toBeUndefined();
+    expect(done.error).toMatchObject({ code: 'PORTFOLIO_NOT_FOUND', category: 'DATA_SOURCE', retryable: false });
+    expect(done.progress.phase).toBe('execute');
+    const status = Object.fromEntries(done.progress.steps.map((x: { step_id: string; status: string }) => [x.step_id, x.status]));
+    expect(status).toMatchObject({ load_portfolio: 'FAILED', value_positions: 'SKIPPED', highlights: 'SKIPPED' });
+  });
+
+  it('never invents numbers: positions without prices are named and lower what is computed', async () => {
+    const done = await runToEnd(
+      request({
+        input: {
+          portfolio_ref: null,
+          positions: [
+            { asset_id: 'AAPL', asset_type: 'equity', quantity: 10 },
+            { asset_id: 'NEWCO', asset_type: 'equity', quantity: 100, market_value: 2600, currency: 'USD' },
+            { asset_id: 'MYSTERY', asset_type: 'other', quantity: 5 },
+          ],
+        },
+      }),
+    );
+    expect(done.status).toBe('SUCCEEDED');
+    const notes = done.result.risk.notes.join(' ');
+    expect(notes).toContain('MYSTERY');
+    expect(notes).toMatch(/No full price history for NEWCO; metrics cover \d+(\.\d)?% of the portfolio value/);
+    expect(done.result.holdings.top_positions.map((p: { asset_id: string }) => p.asset_id)).not.toContain('MYSTERY');
+  });
+
+  it('returns the same ticket for an idempotent resubmission, and a VALIDATION conflict for a different request', async () => {
+    const first = request();
+    const a = await (await submit(first)).json();
+    const again = { ...first, correlation: { ...first.correlation, request_id: 'req-retry-000001', sent_at: '2026-11-22T08:00:05Z' } };
+    const b = await (await submit(again)).json();
+    expect(b.task.ticket).toBe(a.task.ticket);
+    expect(b.correlation.request_id).toBe('req-retry-000001');
+
+    const res = await submit({ ...first, context: { ...first.context, currency: 'TWD' } });
+    const conflict = await res.json();
+    expect(res.status).toBe(409);
+    valid('error', conflict.error);
+    expect(conflict.error).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', category: 'VALIDATION', retryable: false, details: { pointer: '/correlation/idempotency_key', ticket: a.task.ticket } });
+  });
+
+  it('serves the same API over gRPC on IngressService', async () => {
+    const body = request({ execution_preferences: { mode: 'sync', max_latency_ms: 10_000 } });
+    const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), { body }, withKey(s.key));
+    expect(res.outcome?.$case).toBe('result');
+    const poll = await unary(s.clients.ingress.pollTicket.bind(s.clients.ingress), { ticket: res.ticket, waitMs: 0 }, withKey(s.key));
+    expect(poll).toMatchObject({ ticket: res.ticket, status: 'TICKET_STATUS_SUCCEEDED', progress: { phase: 'LIFECYCLE_PHASE_DONE', percent: 100 } });
+    if (res.outcome?.$case === 'result') expect(poll.result).toEqual(res.outcome.value.result);
+  });
+
+  it('answers an unknown ticket with TICKET_NOT_FOUND and refuses a wait over 30 s', async () => {
+    const missing = await s.http('/v1/tickets/tkt_missing');
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).error).toMatchObject({ code: 'TICKET_NOT_FOUND', category: 'VALIDATION' });
+    const long = await s.http('/v1/tickets/tkt_missing?wait_ms=30001');
+    expect(long.status).toBe(400);
+  });
+});
+
+// Each invalid request, and the JSON pointer its VALIDATION error must name.
+const INVALID: [string, Record<string, any>, string][] = [
+  ['no contract', { contract: null }, '/contract'],
+  ['unknown contract_id', { contract: { contract_id: 'com.thaleon.wm:other' } }, '/contract/contract_id'],
+  ['unknown version', { contract: { version: '9.9.9' } }, '/contract/version'],
+  ['contract with an extra field', { contract: { extra: 1 } }, '/contract/extra'],
+  ['wrong intent', { intent: 'rebalance' }, '/intent'],
+  ['no intent', { intent: null }, '/intent'],
+  ['no correlation', { correlation: null }, '/correlation'],
+  ['short request_id', { correlation: { request_id: 'r1' } }, '/correlation/request_id'],
+  ['short idempotency_key', { correlation: { idempotency_key: 'k' } }, '/correlation/idempotency_key'],
+  ['no session_id', { correlation: { session_id: null } }, '/correlation/session_id'],
+  ['sent_at not a date-time', { correlation: { sent_at: 'yesterday' } }, '/correlation/sent_at'],
+  ['correlation extra field', { correlation: { user: 'bob' } }, '/correlation/user'],
+  ['no context', { context: null }, '/context'],
+  ['as_of not a date', { context: { as_of: '2026-13-45' } }, '/context/as_of'],
+  ['no currency', { context: { currency: null } }, '/context/currency'],
+  ['currency too long', { context: { currency: 'USDT' } }, '/context/currency'],
+  ['unknown risk_level', { context: { risk_profile: { risk_level: 'yolo' } } }, '/context/risk_profile/risk_level'],
+  ['max_drawdown_pct over 100', { context: { risk_profile: { max_drawdown_pct: 120 } } }, '/context/risk_profile/max_drawdown_pct'],
+  ['analysis_scope flag not boolean', { context: { analysis_scope: { include_risk: 'yes' } } }, '/context/analysis_scope/include_risk'],
+  ['restricted_assets not strings', { context: { constraints: { restricted_assets: [1] } } }, '/context/constraints/restricted_assets/0'],
+  ['context extra field', { context: { mood: 'bullish' } }, '/context/mood'],
+  ['input with both forms', { input: { portfolio_ref: { portfolio_id: 'p' }, positions: [] } }, '/input/positions'],
+  ['portfolio_ref without id', { input: { portfolio_ref: { portfolio_id: null } } }, '/input/portfolio_ref/portfolio_id'],
+  ['empty positions', { input: { portfolio_ref: null, positions: [] } }, '/input/positions'],
+  ['position without quantity', { input: { portfolio_ref: null, positions: [{ asset_id: 'AAPL', asset_type: 'equity' }] } }, '/input/positions/0/quantity'],
+  ['position asset_type unknown', { input: { portfolio_ref: null, positions: [{ asset_id: 'AAPL', asset_type: 'stock', quantity: 1 }] } }, '/input/positions/0/asset_type'],
+  ['no output_spec', { output_spec: null }, '/output_spec'],
+  ['format pdf', { output_spec: { format: 'pdf' } }, '/output_spec/format'],
+  ['unknown detail_level', { output_spec: { detail_level: 'verbose' } }, '/output_spec/detail_level'],
+  ['unknown section', { output_spec: { sections: ['overview', 'gossip'] } }, '/output_spec/sections/1'],
+  ['unknown mode', { execution_preferences: { mode: 'later' } }, '/execution_preferences/mode'],
+  ['max_latency_ms under 50', { execution_preferences: { max_latency_ms: 10 } }, '/execution_preferences/max_latency_ms'],
+  ['max_latency_ms not an integer', { execution_preferences: { max_latency_ms: 100.5 } }, '/execution_preferences/max_latency_ms'],
+  ['poll_long_wait_ms over 30000', { execution_preferences: { poll_long_wait_ms: 60000 } }, '/execution_preferences/poll_long_wait_ms'],
+  ['unknown granularity', { execution_preferences: { progress_granularity: 'token' } }, '/execution_preferences/progress_granularity'],
+  ['top-level extra field', { tools: ['shell'] }, '/tools'],
+];
+
+describe('validation', () => {
+  it.each(INVALID)('refuses %s with a VALIDATION error at its pointer', async (_name, patch, pointer) => {
+    const res = await submit(request(patch));
     const body = await res.json();
-    expect(res.status, JSON.stringify(body)).toBe(200);
-    expect(body.kind).toBe('result');
-    expect(registry.validateResponse(contract, 'submit-response', body)).toEqual({ ok: true });
+    expect(res.status, JSON.stringify(body)).toBe(400);
+    valid('error', body.error);
+    expect(body.error).toMatchObject({ category: 'VALIDATION', retryable: false, details: { pointer } });
+    expect(['SCHEMA_VIOLATION', 'UNKNOWN_CONTRACT']).toContain(body.error.code);
+    expect(body.error.message).toContain(pointer === '' ? '/' : pointer.split('/').slice(0, -1).join('/'));
+    expect(body.error.trace_id).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('refuses a body that is not an object', async () => {
+    const res = await s.http('/v1/contracts:submit', { method: 'POST', body: '[1,2]', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error.category).toBe('VALIDATION');
   });
 });

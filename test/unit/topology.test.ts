@@ -33,6 +33,6 @@ describe('topology', () => {
   });
 
   it('covers every machine ABC runs', () => {
-    expect(TOPOLOGY.map((t) => t.machine)).toEqual(['run', 'tool_call', 'approval', 'execution_contract']);
+    expect(TOPOLOGY.map((t) => t.machine)).toEqual(['run', 'tool_call', 'approval', 'execution_contract', 'contract_lifecycle', 'contract_step']);
   });
 });
