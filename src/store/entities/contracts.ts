@@ -2,9 +2,11 @@
 // execution contracts with their transitions (seed 004), snapshots and memory (seed 002).
 import { defineEntity, p } from '@mikro-orm/core';
 
+/** Versions are immutable: the database refuses updates. */
 export const Assembly = defineEntity({
   name: 'Assembly',
   tableName: 'assemblies',
+  triggers: [{ name: 'assemblies_immutable', timing: 'before', events: ['update'], body: "RAISE EXCEPTION 'assembly versions are immutable' USING ERRCODE = 'check_violation';" }],
   properties: {
     assemblyId: p.string().length(128).primary(),
     version: p.string().length(32).primary(),
@@ -16,9 +18,11 @@ export const Assembly = defineEntity({
   },
 });
 
+/** Frozen plans are insert-only: the database refuses updates and deletes. */
 export const FrozenPlan = defineEntity({
   name: 'FrozenPlan',
   tableName: 'frozen_plans',
+  triggers: [{ name: 'frozen_plans_immutable', timing: 'before', events: ['update', 'delete'], body: "RAISE EXCEPTION 'frozen plans are immutable' USING ERRCODE = 'check_violation';" }],
   properties: {
     planId: p.string().length(64).primary(),
     ticket: p.string().length(64).nullable().index('idx_frozen_plans_ticket'),

@@ -1,0 +1,120 @@
+// Contract executions held in the queue (no worker in the serving core): sync
+// timeouts, the read-only poll, cancel, and a long poll woken by progress.
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCore } from '../../src/main/core.js';
+import { FAST_RETRY } from '../support/core.js';
+import { contract, importSamplePortfolios, registry, request } from '../support/contracts.js';
+import { startTestStack, type TestStack } from '../support/gateway.js';
+import { testLogger } from '../support/log.js';
+
+let s: TestStack;
+
+beforeAll(async () => {
+  s = await startTestStack({ contracts: { workers: 0 } });
+  await importSamplePortfolios(s.orm);
+});
+afterAll(async () => s?.close());
+
+const submit = (body: unknown) => s.http('/v1/contracts:submit', { method: 'POST', json: body });
+const valid = (kind: 'submit-response' | 'poll-response' | 'error', doc: unknown) => expect(registry.validateResponse(contract, kind, doc)).toEqual({ ok: true });
+
+async function queued(patch: Record<string, unknown> = {}): Promise<string> {
+  const res = await submit(request(patch));
+  expect(res.status).toBe(202);
+  return (await res.json()).task.ticket;
+}
+
+/** A digest of everything a poll could possibly write. */
+async function stateDigest(): Promise<string> {
+  const em = s.orm.em.fork();
+  const tables = ['contract_executions', 'contract_steps', 'ticket_events', 'frozen_plans', 'graphile_worker._private_jobs'];
+  const parts: string[] = [];
+  for (const t of tables) {
+    const [row] = await em.execute<{ digest: string | null; n: number }[]>(`SELECT md5(string_agg(x::text, '|' ORDER BY x::text)) AS digest, count(*)::int AS n FROM ${t} x`);
+    parts.push(`${t}:${row!.n}:${row!.digest}`);
+  }
+  return createHash('sha256').update(parts.join('\n')).digest('hex');
+}
+
+describe('sync and auto without a worker', () => {
+  it('answers sync with a TIMEOUT error carrying the ticket, and the ticket is kept', async () => {
+    const res = await submit(request({ execution_preferences: { mode: 'sync', max_latency_ms: 150 } }));
+    const body = await res.json();
+    expect(res.status).toBe(504);
+    valid('error', body.error);
+    expect(body.error).toMatchObject({ code: 'SYNC_TIMEOUT', category: 'TIMEOUT', retryable: true, retry_after_seconds: 1, details: { status: 'QUEUED' } });
+    const ticket = body.error.details.ticket;
+    expect(res.headers.get('x-abc-ticket')).toBeNull();
+    const poll = await (await s.http(`/v1/tickets/${ticket}`)).json();
+    valid('poll-response', poll);
+    expect(poll).toMatchObject({ ticket, status: 'QUEUED', progress: { phase: 'validate' } });
+  });
+
+  it('degrades auto to a ticket when the result is not ready within max_latency_ms', async () => {
+    const res = await submit(request({ execution_preferences: { mode: 'auto', max_latency_ms: 1000 } }));
+    const body = await res.json();
+    expect(res.status).toBe(202);
+    valid('submit-response', body);
+    expect(body.task.status).toBe('QUEUED');
+  });
+});
+
+describe('the poll is a read-only projection', () => {
+  it('writes nothing and advances nothing, however often it is called', async () => {
+    const ticket = await queued({ execution_preferences: { progress_granularity: 'step' } });
+    const before = await stateDigest();
+    for (let i = 0; i < 20; i++) {
+      const res = await s.http(`/v1/tickets/${ticket}${i % 5 === 0 ? '?wait_ms=20' : ''}`);
+      const poll = await res.json();
+      expect(poll).toMatchObject({ status: 'QUEUED', progress: { phase: 'validate', percent: 5 } });
+    }
+    expect(await stateDigest()).toBe(before);
+  });
+});
+
+describe('cancel', () => {
+  it('cancels a queued ticket, refuses a second cancel, and has no artifact', async () => {
+    const ticket = await queued();
+    const res = await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: { reason: 'client gave up' } });
+    expect(await res.json()).toEqual({ ticket, status: 'CANCELED' });
+    const poll = await (await s.http(`/v1/tickets/${ticket}`)).json();
+    valid('poll-response', poll);
+    expect(poll.status).toBe('CANCELED');
+    expect(poll.error).toBeUndefined();
+    const again = await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
+    expect(again.status).toBe(409);
+    expect((await again.json()).error).toMatchObject({ code: 'TICKET_FINISHED', category: 'VALIDATION', details: { status: 'CANCELED' } });
+    const artifact = await s.http(`/v1/tickets/${ticket}/artifact`);
+    expect(artifact.status).toBe(412);
+    expect((await artifact.json()).error.code).toBe('ARTIFACT_NOT_READY');
+  });
+
+  it('wakes a long poll on the cancel', async () => {
+    const ticket = await queued();
+    const poll = s.http(`/v1/tickets/${ticket}?wait_ms=20000`).then((r) => r.json());
+    await new Promise((r) => setTimeout(r, 100));
+    await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
+    expect((await poll).status).toBe('CANCELED');
+  });
+});
+
+describe('long poll', () => {
+  it('returns as soon as a worker makes progress', async () => {
+    const ticket = await queued({ execution_preferences: { poll_long_wait_ms: 20000 } });
+    const started = Date.now();
+    // No wait_ms: the ticket's own poll_long_wait_ms applies.
+    const poll = s.http(`/v1/tickets/${ticket}`).then((r) => r.json());
+    await new Promise((r) => setTimeout(r, 100));
+    // Another core with a worker, on the same database, picks the job up.
+    const worker = await startCore({ orm: s.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1 } });
+    try {
+      const seen = await poll;
+      valid('poll-response', seen);
+      expect(seen.status).not.toBe('QUEUED');
+      expect(Date.now() - started).toBeLessThan(20000);
+    } finally {
+      await worker.close();
+    }
+  });
+});
