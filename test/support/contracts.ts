@@ -51,3 +51,35 @@ export async function pollUntilDone(http: (p: string) => Promise<Response>, tick
   }
   throw new Error(`ticket ${ticket} did not finish`);
 }
+
+/** The reference assembly file, as a starting point for new versions. */
+export function referenceAssembly(): Record<string, any> {
+  return JSON.parse(readFileSync(path.resolve('assemblies/analyze_portfolio/1.0.0.json'), 'utf8'));
+}
+
+/** An assembly in its proto shape (for DecisionService.RegisterAssembly). */
+export function assemblyMessage(a: Record<string, any>) {
+  return {
+    assemblyId: a.assembly_id,
+    version: a.version,
+    intent: a.intent,
+    contract: { contractId: a.contract.contract_id, version: a.contract.version },
+    description: a.description ?? '',
+    expectedLatencyMs: a.expected_latency_ms ?? 0,
+    capabilities: a.capabilities.map((c: any) => ({ name: c.name, kind: `CAPABILITY_KIND_${c.kind}`, constraints: c.constraints })),
+    steps: a.steps.map((s: any) => ({
+      id: s.id,
+      label: s.label ?? '',
+      description: s.description ?? '',
+      toolName: s.tool_name,
+      fallbackTool: s.fallback_tool ?? '',
+      input: s.input,
+      dependencies: s.dependencies ?? [],
+      timeoutMs: s.timeout_ms,
+      expectedOutput: '',
+      skipped: false,
+      skipReason: '',
+      when: s.when && { path: s.when.path, defaultValue: s.when.default_value ?? false },
+    })),
+  };
+}

@@ -1,0 +1,112 @@
+// A core killed in the middle of execute loses nothing: after a restart the
+// ticket completes, and steps that had finished are not run again.
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Tool, ToolKind } from '../../gen/abc/orchestrator/v1/tool.js';
+import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
+import { startCore, type Core } from '../../src/main/core.js';
+import { assemblyMessage, importSamplePortfolios, referenceAssembly, request } from '../support/contracts.js';
+import { FAST_RETRY } from '../support/core.js';
+import { migratedOrm } from '../support/db.js';
+import { unary, withKey } from '../support/grpc.js';
+import { testLogger } from '../support/log.js';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const KEY = 'abc_contract_crash_key_0123456789';
+const LEASE_MS = 500;
+
+let store: Awaited<ReturnType<typeof migratedOrm>>;
+let webhook: http.Server;
+let url: string;
+const calls = { audit: 0, gate: 0 };
+let gateReached: () => void;
+const gateCalled = new Promise<void>((r) => (gateReached = r));
+
+beforeAll(async () => {
+  store = await migratedOrm();
+  await importSamplePortfolios(store.orm);
+  // The first gate call never answers: the core is killed while it waits.
+  webhook = http.createServer(async (req, res) => {
+    for await (const _ of req);
+    const which = req.url === '/gate' ? 'gate' : 'audit';
+    calls[which]++;
+    if (which === 'gate' && calls.gate === 1) return gateReached();
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true, n: calls[which] }));
+  });
+  await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
+  url = `http://127.0.0.1:${(webhook.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  webhook.closeAllConnections();
+  await new Promise((r) => webhook.close(r));
+  await store.close();
+});
+
+async function childCore(): Promise<{ child: ChildProcess; clients: CoreClients }> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin/abc.js'), 'core'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: '127.0.0.1:0', ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const address = await new Promise<string>((resolve, reject) => {
+    let buffer = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      buffer += c.toString();
+      const line = buffer.split('\n').find((l) => l.includes('"core listening"'));
+      if (line) resolve(JSON.parse(line).address);
+    });
+    child.once('exit', (code) => reject(new Error(`abc core exited with ${code}`)));
+  });
+  child.stdout!.resume();
+  return { child, clients: connectCore(address) };
+}
+
+it('completes the ticket after a restart without re-running finished steps', async () => {
+  const { child, clients } = await childCore();
+  const meta = withKey(KEY);
+  for (const name of ['audit', 'gate']) {
+    await unary(clients.tools.registerTool.bind(clients.tools), { tool: Tool.fromPartial({ name: `audit.${name}`, kind: ToolKind.TOOL_KIND_SERVER_HTTP, endpoint: `${url}/${name}`, timeoutMs: 60_000 }) }, meta);
+  }
+  const a = referenceAssembly();
+  a.version = '1.1.0';
+  a.capabilities.push({ name: 'tool.audit.audit', kind: 'TOOL' }, { name: 'tool.audit.gate', kind: 'TOOL' });
+  a.steps.push(
+    { id: 'audit', label: 'Record an audit entry', tool_name: 'tool.audit.audit', input: { as_of: '$.context.as_of' }, dependencies: ['value_positions'] },
+    { id: 'gate', label: 'Wait for the compliance gate', tool_name: 'tool.audit.gate', input: {}, dependencies: ['audit'] },
+  );
+  a.steps.find((x: { id: string }) => x.id === 'highlights').dependencies.push('gate');
+  await unary(clients.decision.registerAssembly.bind(clients.decision), { assembly: assemblyMessage(a) as never }, meta);
+
+  const submitted = await unary(clients.ingress.submitContract.bind(clients.ingress), { body: request() }, meta);
+  const ticket = submitted.ticket;
+  await gateCalled;
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  closeCore(clients);
+
+  const em = store.orm.em.fork();
+  const before = await em.execute<{ step_id: string; status: string }[]>('SELECT step_id, status FROM contract_steps WHERE ticket = ? ORDER BY position', [ticket]);
+  expect(before.find((x) => x.step_id === 'audit')!.status).toBe('SUCCEEDED');
+  expect(before.find((x) => x.step_id === 'gate')!.status).toBe('RUNNING');
+
+  const recoverer: Core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } });
+  const rclients = connectCore(recoverer.address);
+  try {
+    let poll;
+    for (let i = 0; i < 40; i++) {
+      poll = await unary(rclients.ingress.pollTicket.bind(rclients.ingress), { ticket, waitMs: 1000 }, meta);
+      if (poll.status !== 'TICKET_STATUS_RUNNING') break;
+    }
+    expect(poll!.status).toBe('TICKET_STATUS_SUCCEEDED');
+    expect(calls).toEqual({ audit: 1, gate: 2 });
+    const events = await em.execute<{ payload: { step_id?: string; trigger: string } }[]>("SELECT payload FROM ticket_events WHERE ticket = ? AND type = 'step_transition' ORDER BY seq", [ticket]);
+    expect(events.filter((e) => e.payload.step_id === 'gate').map((e) => e.payload.trigger)).toEqual(['start', 'restart', 'succeed']);
+    expect(events.filter((e) => e.payload.step_id === 'audit').map((e) => e.payload.trigger)).toEqual(['start', 'succeed']);
+  } finally {
+    closeCore(rclients);
+    await recoverer.close();
+  }
+}, 60_000);

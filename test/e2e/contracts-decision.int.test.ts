@@ -1,0 +1,106 @@
+// The decision plane over gRPC (assemblies, frozen plans, replans) and the PEP
+// refusing a step outside the capability whitelist.
+import { status } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorMessage } from '../support/error-message.js';
+import { startTestStack, type TestStack } from '../support/gateway.js';
+import { failure, unary, withKey } from '../support/grpc.js';
+import { assemblyMessage, importSamplePortfolios, pollUntilDone, referenceAssembly, request } from '../support/contracts.js';
+
+let s: TestStack;
+let decision: TestStack['clients']['decision'];
+
+beforeAll(async () => {
+  s = await startTestStack({ contracts: { workers: 2, leaseMs: 1000 } });
+  decision = s.clients.decision;
+  await importSamplePortfolios(s.orm);
+});
+afterAll(async () => s?.close());
+
+const planRequest = () => {
+  const r = request();
+  return { intent: r.intent, contract: { contractId: r.contract.contract_id, version: r.contract.version }, context: r.context, input: r.input, outputSpec: r.output_spec, executionId: '', assemblyVersion: '' };
+};
+const register = (a: Record<string, any>) => unary(decision.registerAssembly.bind(decision), { assembly: assemblyMessage(a) as never }, withKey(s.key));
+
+describe('assemblies', () => {
+  it('lists the reference assembly over gRPC and HTTP', async () => {
+    const res = await unary(decision.listAssemblies.bind(decision), { intent: 'analyze_portfolio' }, withKey(s.key));
+    expect(res.assemblies.map((a) => `${a.assemblyId}@${a.version}`)).toEqual(['analyze_portfolio@1.0.0']);
+    const http = await (await s.http('/v1/assemblies?intent=analyze_portfolio')).json();
+    expect(http.assemblies[0]).toMatchObject({ assembly_id: 'analyze_portfolio', version: '1.0.0', expected_latency_ms: 400 });
+    expect(http.assemblies[0].steps.find((x: { id: string }) => x.id === 'highlights')).toMatchObject({ tool_name: 'llm.summarize', fallback_tool: 'report.highlights' });
+  });
+
+  it('treats versions as immutable: the same content is a no-op, different content is refused', async () => {
+    await register(referenceAssembly());
+    const changed = { ...referenceAssembly(), description: 'sneaky edit' };
+    const error = await failure(register(changed));
+    expect(error.code).toBe(status.ALREADY_EXISTS);
+    expect(ErrorMessage(error)).toMatchObject({ code: 'ASSEMBLY_VERSION_EXISTS', retryable: false });
+    await expect(s.orm.em.fork().execute("UPDATE assemblies SET expected_latency_ms = 1")).rejects.toThrow(/immutable/);
+  });
+
+  it('refuses a malformed assembly, naming the problem', async () => {
+    const a = referenceAssembly();
+    a.version = '2.0.0';
+    a.steps[0].dependencies = ['highlights'];
+    const error = await failure(register(a));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(ErrorMessage(error)).toMatchObject({ code: 'INVALID_ASSEMBLY', details: { pointer: '/assembly/steps' } });
+    expect(error.details).toMatch(/cycle/);
+  });
+});
+
+describe('frozen plans', () => {
+  it('compiles the same input into the same plan_hash, stored immutably', async () => {
+    const a = (await unary(decision.plan.bind(decision), planRequest() as never, withKey(s.key))).plan!;
+    const b = (await unary(decision.plan.bind(decision), planRequest() as never, withKey(s.key))).plan!;
+    expect(b.planId).not.toBe(a.planId);
+    expect(b.planHash).toBe(a.planHash);
+    expect(a).toMatchObject({ assemblyId: 'analyze_portfolio', assemblyVersion: '1.0.0' });
+    expect(a.steps.map((x) => x.id)).toEqual(['load_portfolio', 'value_positions', 'allocation', 'risk', 'performance', 'recommendations', 'highlights']);
+    expect(a.whitelist.map((c) => c.name)).not.toContain('llm.summarize');
+    await expect(s.orm.em.fork().execute('UPDATE frozen_plans SET plan_hash = ? WHERE plan_id = ?', ['0', a.planId])).rejects.toThrow(/immutable/);
+    await expect(s.orm.em.fork().execute('DELETE FROM frozen_plans WHERE plan_id = ?', [a.planId])).rejects.toThrow(/immutable/);
+  });
+
+  it('replans LOCAL within the same version and GLOBAL with the latest one', async () => {
+    const first = (await unary(decision.plan.bind(decision), planRequest() as never, withKey(s.key))).plan!;
+    const local = (await unary(decision.replan.bind(decision), { planId: first.planId, scope: 'REPLAN_SCOPE_LOCAL', failedStepId: 'risk', error: undefined } as never, withKey(s.key))).plan!;
+    expect(local).toMatchObject({ replacesPlanId: first.planId, planHash: first.planHash, assemblyVersion: '1.0.0' });
+    expect(local.metadata).toMatchObject({ replan: { scope: 'LOCAL', failed_step_id: 'risk' } });
+
+    const next = referenceAssembly();
+    next.version = '1.0.1';
+    next.steps.find((x: { id: string }) => x.id === 'risk').timeout_ms = 15000;
+    await register(next);
+    const global = (await unary(decision.replan.bind(decision), { planId: first.planId, scope: 'REPLAN_SCOPE_GLOBAL', failedStepId: 'risk', error: undefined } as never, withKey(s.key))).plan!;
+    expect(global).toMatchObject({ replacesPlanId: first.planId, assemblyVersion: '1.0.1' });
+    expect(global.planHash).not.toBe(first.planHash);
+
+    const unknown = await failure(unary(decision.replan.bind(decision), { planId: first.planId, scope: 'REPLAN_SCOPE_LOCAL', failedStepId: 'nope', error: undefined } as never, withKey(s.key)));
+    expect(unknown.code).toBe(status.INVALID_ARGUMENT);
+  });
+});
+
+describe('the PEP', () => {
+  it('fails a step whose capability is outside the whitelist with COMPLIANCE, letting running siblings finish', async () => {
+    const a = referenceAssembly();
+    a.version = '1.2.0';
+    a.capabilities.push({ name: 'shell.exec', kind: 'TOOL' });
+    a.steps.push({ id: 'export', label: 'Export to a shell', tool_name: 'shell.exec', dependencies: ['value_positions'] });
+    await register(a);
+
+    const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
+    const done = await pollUntilDone(s.http, (await res.json()).task.ticket);
+    expect(done.status).toBe('FAILED');
+    expect(done.error).toMatchObject({ code: 'CAPABILITY_NOT_WHITELISTED', category: 'COMPLIANCE', retryable: false, details: { capability: 'shell.exec' } });
+    const steps = Object.fromEntries(done.progress.steps.map((x: { step_id: string; status: string }) => [x.step_id, x.status]));
+    expect(steps.export).toBe('FAILED');
+    expect(steps.load_portfolio).toBe('SUCCEEDED');
+    expect(Object.values(steps).filter((x) => x === 'RUNNING' || x === 'PENDING')).toEqual([]);
+    const [plan] = await s.orm.em.fork().execute<{ plan: { whitelist: { name: string }[] } }[]>('SELECT plan FROM frozen_plans WHERE ticket = ?', [done.ticket]);
+    expect(plan!.plan.whitelist.map((c) => c.name)).not.toContain('shell.exec');
+  });
+});
