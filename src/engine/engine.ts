@@ -279,7 +279,8 @@ export class ContractEngine {
       const e = AbcError.from(error);
       if (!fallback || fallback === step.tool_name || e.payload.category === 'COMPLIANCE' || signal.aborted || !pep.whitelist.has(fallback)) throw error;
       this.#log.warn({ ticket: row.ticket, step: step.id, err: error }, 'step failed; using its fallback capability');
-      return { value: await call(fallback), note: `${step.tool_name} failed (${e.payload.message}); ${fallback} was used` };
+      const reason = error instanceof AbcError ? e.payload.message : String((error as Error).message ?? error).slice(0, 200);
+      return { value: await call(fallback), note: `${step.tool_name} failed (${reason}); ${fallback} was used` };
     }
   }
 

@@ -4,6 +4,7 @@
 import OpenAI from 'openai';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
+import { routerBase } from './llm-upstream.js';
 import { allocation, attribution, performance, risk, topPositions, type RiskReport } from '../portfolio/analytics.js';
 import { recommend, type Recommendation } from '../portfolio/advice.js';
 import type { MarketData } from '../portfolio/market.js';
@@ -66,7 +67,7 @@ export const EXECUTION_UNITS: Record<string, ExecutionUnit> = {
   'report.highlights': async (ctx) => ({ highlights: deterministicHighlights(ctx), source: 'rules' }),
   'llm.summarize': async (ctx) => {
     if (!ctx.llm) throw new AbcError('FAILED_PRECONDITION', { code: 'LLM_NOT_CONFIGURED', category: 'COMPLIANCE', message: 'no LLM router is configured', retryable: false });
-    const client = new OpenAI({ baseURL: ctx.llm.baseUrl, apiKey: ctx.llm.apiKey ?? 'unused', maxRetries: 1, timeout: 15_000 });
+    const client = new OpenAI({ baseURL: routerBase(ctx.llm.baseUrl), apiKey: ctx.llm.apiKey ?? 'unused', maxRetries: 1, timeout: 15_000 });
     const facts = deterministicHighlights(ctx);
     const n = DETAIL[(ctx.input.detail_level as DetailLevel) ?? 'standard'].highlights;
     const completion = await client.chat.completions.create(

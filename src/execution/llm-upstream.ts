@@ -67,6 +67,12 @@ export function relayedHeaders(headers: IncomingHttpHeaders): Record<string, str
 
 const ok = (res: IncomingMessage) => res.statusCode! >= 200 && res.statusCode! < 300;
 
+/** The router's OpenAI base URL: LLM_ROUTER_URL, with `/v1` added unless present. */
+export function routerBase(url: string): string {
+  const base = url.replace(/\/$/, '');
+  return base.endsWith('/v1') ? base : `${base}/v1`;
+}
+
 export class LlmUpstream {
   readonly #opts: UpstreamOptions;
   readonly #url: string;
@@ -75,8 +81,7 @@ export class LlmUpstream {
 
   constructor(opts: UpstreamOptions) {
     this.#opts = opts;
-    const base = opts.baseUrl.replace(/\/$/, '');
-    this.#url = base.endsWith('/v1') ? base : `${base}/v1`;
+    this.#url = routerBase(opts.baseUrl);
     this.#agent = new (this.#url.startsWith('https:') ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 256 });
   }
 
