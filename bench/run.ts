@@ -1,8 +1,9 @@
 // npm run bench: every benchmark, each reporting ratios against a baseline from the same run.
+import { contracts } from './contracts.js';
 import { fanout } from './fanout.js';
 import { llmProxy } from './llm-proxy.js';
 
-const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy };
+const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts };
 const only = process.argv.slice(2);
 for (const [name, bench] of Object.entries(benches)) {
   if (only.length && !only.includes(name)) continue;

@@ -8,6 +8,8 @@ import { bootstrapKeys, configOrExit, coreOptions, openStore, rootLogger } from 
 import { startCore } from './main/core.js';
 import { Lifecycle } from './main/lifecycle.js';
 import { migrate } from './store/orm.js';
+import { readFile } from 'node:fs/promises';
+import { importPortfolios, type PortfolioDoc } from './portfolio/store.js';
 
 const USAGE = `usage: abc <command>
 
@@ -16,6 +18,7 @@ const USAGE = `usage: abc <command>
   gateway [--core H:P]      run the HTTP/WebSocket gateway on ABC_HTTP_ADDR against a core
   migrate                   apply pending database migrations
   keys create --name NAME   mint an API key and print it once
+  portfolios import FILE    load portfolios ({"portfolios": [...]}) for input.portfolio_ref
 `;
 
 class UsageError extends Error {}
@@ -71,6 +74,18 @@ try {
       const { key, principal } = await new ApiKeys(orm).create(values.name);
       process.stdout.write(`${key}\n`);
       log.info({ keyId: principal.keyId, name: principal.name }, 'API key created');
+      await lifecycle.stop();
+      break;
+    }
+    case 'portfolios': {
+      const [sub, file] = rest;
+      if (sub !== 'import' || !file) throw new UsageError('portfolios import FILE');
+      const doc = JSON.parse(await readFile(file, 'utf8')) as { portfolios?: PortfolioDoc[] };
+      if (!Array.isArray(doc.portfolios)) throw new UsageError(`${file} has no "portfolios" array`);
+      const orm = await openStore(config, log, lifecycle);
+      await migrate(orm);
+      const count = await importPortfolios(orm.em.fork(), doc.portfolios);
+      process.stdout.write(`imported ${count} portfolio(s): ${doc.portfolios.map((p) => p.portfolio_id).join(', ')}\n`);
       await lifecycle.stop();
       break;
     }

@@ -50,3 +50,22 @@ describe('abc keys create', () => {
     expect(error.stderr).toContain('keys create --name NAME');
   });
 });
+
+describe('abc portfolios import', () => {
+  it('loads the sample portfolios, and re-importing replaces them', async () => {
+    const file = path.join(ROOT, 'data/portfolios/sample.json');
+    expect((await abc('portfolios', 'import', file)).stdout).toBe('imported 2 portfolio(s): pf-demo-balanced, pf-demo-concentrated\n');
+    await abc('portfolios', 'import', file);
+    const orm = await createOrm({ url: db.url, poolMax: 1 });
+    try {
+      const rows = await orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM portfolio_positions WHERE portfolio_id = 'pf-demo-balanced'");
+      expect(rows[0]!.n).toBe(8);
+    } finally {
+      await orm.close();
+    }
+  });
+
+  it('needs a file', async () => {
+    await expect(abc('portfolios', 'import')).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('portfolios import FILE') });
+  });
+});

@@ -43,7 +43,9 @@ describe('the highlights step', () => {
   });
 
   it('falls back to the deterministic highlights when the LLM fails, and says so', async () => {
-    llm.behave((_req, res) => res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error","code":null}}'));
+    llm.behave((_req, res) => {
+      res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"message":"down","type":"server_error","code":null}}');
+    });
     const res = await s.http('/v1/contracts:submit', { method: 'POST', json: syncRequest() });
     const body = await res.json();
     expect(res.status, JSON.stringify(body)).toBe(200);
@@ -52,7 +54,9 @@ describe('the highlights step', () => {
   });
 
   it('answers garbage from the LLM with the fallback too', async () => {
-    llm.behave((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(req.json.model, 'Sure! Here are some thoughts.'))));
+    llm.behave((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion(req.json.model, 'Sure! Here are some thoughts.')));
+    });
     const body = await (await s.http('/v1/contracts:submit', { method: 'POST', json: syncRequest() })).json();
     expect(body.warnings.join(' ')).toContain('not answer with a JSON array');
   });

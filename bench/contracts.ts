@@ -1,0 +1,103 @@
+// bench/contracts: the business contract API through ABC (HTTP gateway → gRPC →
+// core → queue worker), with ratios against baselines from the same run:
+// - submits and polls per second at concurrency 16;
+// - poll throughput against a raw SELECT of the same row over pg;
+// - submit-to-done latency for analyze_portfolio, p50 and p99 (sync, and async + long poll).
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { benchDatabase, fmt, percentile, startAbc } from './lib.js';
+
+const CONCURRENCY = 16;
+const SUBMITS = Number(process.env.BENCH_SUBMITS ?? 400);
+const POLLS = Number(process.env.BENCH_POLLS ?? 4000);
+const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
+
+function body(mode: 'sync' | 'async') {
+  const id = randomUUID();
+  return JSON.stringify({
+    contract: { contract_id: 'com.thaleon.wm:analyze-portfolio', version: '1.0.0' },
+    intent: 'analyze_portfolio',
+    correlation: { request_id: `req-${id}`, idempotency_key: `idem-${id}`, session_id: 'bench-session', sent_at: new Date().toISOString() },
+    context: { as_of: '2026-11-20', currency: 'USD', risk_profile: { risk_level: 'balanced' } },
+    input: { portfolio_ref: { portfolio_id: 'pf-demo-balanced' } },
+    output_spec: { format: 'json', detail_level: 'standard' },
+    execution_preferences: { mode, max_latency_ms: 30000 },
+  });
+}
+
+/** Runs `n` calls of `fn` with `concurrency` in flight; returns calls per second. */
+async function throughput(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < n) await fn(next++);
+  }));
+  return n / ((performance.now() - start) / 1000);
+}
+
+export async function contracts(): Promise<void> {
+  const db = await benchDatabase('bench_contracts');
+  const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4', LOG_LEVEL: 'warn' });
+  const raw = new pg.Pool({ connectionString: db.url, max: CONCURRENCY });
+  try {
+    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
+    const submit = async (mode: 'sync' | 'async') => {
+      const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: body(mode) });
+      const json = (await res.json()) as { task?: { ticket: string }; kind: string };
+      if (res.status >= 300) throw new Error(`submit answered ${res.status}: ${JSON.stringify(json)}`);
+      return { json, ticket: res.headers.get('x-abc-ticket')! };
+    };
+    const poll = async (ticket: string, wait = 0) => {
+      const res = await fetch(`${abc.http}/v1/tickets/${ticket}${wait ? `?wait_ms=${wait}` : ''}`, { headers });
+      return (await res.json()) as { status: string };
+    };
+
+    // Warm-up: compile paths, fill pools.
+    for (let i = 0; i < 20; i++) await submit('sync');
+
+    // 1. Submits per second (async: the ticket and its job commit, then the answer).
+    const tickets: string[] = [];
+    const submitsPerSec = await throughput(SUBMITS, CONCURRENCY, async () => tickets.push((await submit('async')).ticket));
+
+    // Let the queue drain so polls read settled rows.
+    for (const t of tickets.slice(-CONCURRENCY)) while (!['SUCCEEDED', 'FAILED'].includes((await poll(t, 5000)).status));
+
+    // 2. Polls per second, against a raw SELECT of the same row (interleaved halves).
+    let pollRate = 0;
+    let rawRate = 0;
+    for (let round = 0; round < 2; round++) {
+      pollRate += await throughput(POLLS / 2, CONCURRENCY, (i) => poll(tickets[i % tickets.length]!));
+      rawRate += await throughput(POLLS / 2, CONCURRENCY, (i) => raw.query('SELECT * FROM contract_executions WHERE ticket = $1', [tickets[i % tickets.length]]));
+    }
+
+    // 3. Submit-to-done latency: sync, and async with a long poll.
+    const sync: number[] = [];
+    const async: number[] = [];
+    for (let i = 0; i < LATENCY_RUNS; i++) {
+      let t = performance.now();
+      const r = await submit('sync');
+      if (r.json.kind !== 'result') throw new Error('sync submit did not finish');
+      sync.push(performance.now() - t);
+      t = performance.now();
+      const { ticket } = await submit('async');
+      while ((await poll(ticket, 5000)).status !== 'SUCCEEDED');
+      async.push(performance.now() - t);
+    }
+    sync.sort((a, b) => a - b);
+    async.sort((a, b) => a - b);
+
+    console.log('\n## contracts (analyze_portfolio through gateway → gRPC → core → queue worker)');
+    console.log(`submits/s at concurrency ${CONCURRENCY} (async, ticket + job committed): ${fmt(submitsPerSec, 0)}`);
+    console.log(`polls/s at concurrency ${CONCURRENCY}: ${fmt(pollRate / 2, 0)}  raw SELECT/s: ${fmt(rawRate / 2, 0)}  ratio: ${fmt(pollRate / rawRate, 3)}x`);
+    console.log(`submit-to-done sync:  p50 ${fmt(percentile(sync, 50), 1)} ms  p99 ${fmt(percentile(sync, 99), 1)} ms`);
+    console.log(`submit-to-done async + long poll: p50 ${fmt(percentile(async, 50), 1)} ms  p99 ${fmt(percentile(async, 99), 1)} ms`);
+  } finally {
+    await raw.end();
+    await abc.stop();
+    await db.close();
+  }
+}
