@@ -40,7 +40,7 @@ async function throughput(n: number, concurrency: number, fn: (i: number) => Pro
 
 export async function contracts(): Promise<void> {
   const db = await benchDatabase('bench_contracts');
-  const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4', LOG_LEVEL: 'warn' });
+  const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4' });
   const raw = new pg.Pool({ connectionString: db.url, max: CONCURRENCY });
   try {
     await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });

@@ -3,12 +3,13 @@
 // request is validated against its contract schema, and every response
 // against the schema it claims, before it is sent.
 import { randomBytes } from 'node:crypto';
+import type pg from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { canonicalJson, sha256 } from '../decision/planner.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
-import { appendTicketEvent, getSteps, getTicket, transitionTicket, type TicketRow } from '../engine/ticket-store.js';
+import { appendTicketEvent, getTicket, transitionTicket, type StepRow, type TicketRow } from '../engine/ticket-store.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -28,6 +29,8 @@ export interface ContractServiceOptions {
   engine: ContractEngine;
   /** How long a ticket stays pollable after it was created. */
   ticketRetentionMs: number;
+  /** Sessions that cannot write (see store/read-only.ts): the poll reads only through it. */
+  readOnly: pg.Pool;
 }
 
 export type SubmitOutcome = { kind: 'result' | 'task'; ticket: string; document: Record<string, unknown> };
@@ -79,9 +82,9 @@ export class ContractService {
   }
 
   /**
-   * The read-only poll. It reads in a READ ONLY transaction and never
-   * advances, retries or replans. With a wait it returns at the first change
-   * of the ticket (or at the deadline).
+   * The read-only poll. It reads through sessions the database keeps read-only,
+   * in one statement, and never advances, retries or replans. With a wait it
+   * returns at the first change of the ticket (or at the deadline).
    */
   async poll(ticket: string, waitMs?: number): Promise<Record<string, unknown>> {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
@@ -138,7 +141,8 @@ export class ContractService {
 
   /** The packaged output of a succeeded ticket. */
   async artifact(ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
-    const row = await this.opts.orm.em.fork().transactional((tx) => getTicket(tx, ticket), { readOnly: true });
+    const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM contract_executions WHERE ticket = $1', [ticket]);
+    const row = rows[0];
     if (!row) throw ticketNotFound(ticket);
     if (row.lifecycle_state !== 'SUCCEEDED' || row.artifact === null) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'ARTIFACT_NOT_READY', category: 'VALIDATION', message: `ticket ${ticket} is ${row.status}; the artifact exists once it has SUCCEEDED`, retryable: row.status === 'QUEUED' || row.status === 'RUNNING', traceId: row.trace_id });
@@ -210,16 +214,24 @@ export class ContractService {
     return { kind: 'task', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, row.trace_id) };
   }
 
+  /** One statement, only the columns a poller may see (no step outputs, no artifact). */
   async #read(ticket: string) {
-    return this.opts.orm.em.fork().transactional(
-      async (tx) => {
-        const row = await getTicket(tx, ticket);
-        if (!row) throw ticketNotFound(ticket);
-        const steps = await getSteps(tx, ticket);
-        return { row, document: pollDocument(row, steps, Date.now()) };
-      },
-      { readOnly: true },
+    const { rows } = await this.opts.readOnly.query<TicketRow & { steps: StepRow[] }>(
+      `SELECT c.ticket, c.contract_id, c.contract_version, c.status, c.phase, c.lifecycle_state, c.next_ticket, c.expires_at,
+              c.expected_latency_ms, c.trace_id,
+              jsonb_build_object('execution_preferences', c.request->'execution_preferences') AS request,
+              CASE WHEN c.status = 'RUNNING' THEN c.partial_result END AS partial_result,
+              CASE WHEN c.status = 'SUCCEEDED' THEN c.result END AS result,
+              CASE WHEN c.status = 'FAILED' THEN c.error END AS error,
+              coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'label', s.label, 'status', s.status, 'message', s.message,
+                                                           'started_at', s.started_at, 'ended_at', s.ended_at) ORDER BY s.position)
+                        FROM contract_steps s WHERE s.ticket = c.ticket), '[]') AS steps
+       FROM contract_executions c WHERE c.ticket = $1`,
+      [ticket],
     );
+    const row = rows[0];
+    if (!row) throw ticketNotFound(ticket);
+    return { row, document: pollDocument(row, row.steps, Date.now()) };
   }
 
   /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */

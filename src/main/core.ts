@@ -29,6 +29,7 @@ import { Decision } from '../decision/decision.js';
 import { ContractEngine } from '../engine/engine.js';
 import { grantedCapabilities } from '../engine/pep.js';
 import { loadMarketData } from '../portfolio/market.js';
+import { readOnlyPool } from '../store/read-only.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -145,7 +146,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     stepConcurrency: c.stepConcurrency ?? 4,
     leaseMs: c.leaseMs ?? 15_000,
   });
-  const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
+  const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
+  const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const all = services({
     orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, contracts: contractService, decision,
@@ -238,6 +240,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
         });
       });
       await bus.close();
+      await readOnly.end();
       log.info('core stopped');
     },
   };

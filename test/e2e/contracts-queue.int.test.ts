@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCore } from '../../src/main/core.js';
+import { readOnlyPool } from '../../src/store/read-only.js';
 import { FAST_RETRY } from '../support/core.js';
 import { contract, importSamplePortfolios, registry, request } from '../support/contracts.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
@@ -70,6 +71,16 @@ describe('the poll is a read-only projection', () => {
       expect(poll).toMatchObject({ status: 'QUEUED', progress: { phase: 'validate', percent: 5 } });
     }
     expect(await stateDigest()).toBe(before);
+  });
+
+  it('reads through sessions the database keeps read-only', async () => {
+    const pool = readOnlyPool(s.orm.config.get('clientUrl')!, 1);
+    try {
+      expect((await pool.query('SHOW transaction_read_only')).rows[0].transaction_read_only).toBe('on');
+      await expect(pool.query("UPDATE contract_executions SET status = 'FAILED'")).rejects.toThrow(/read-only transaction/);
+    } finally {
+      await pool.end();
+    }
   });
 });
 
