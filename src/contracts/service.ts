@@ -16,6 +16,7 @@ import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
 import type { ContractRegistry, ContractVersion, SchemaKind, Violation } from './registry.js';
+import { TicketWatch } from './ticket-watch.js';
 
 /** The longest a poll may wait for a change (seed 000: poll_long_wait_ms ≤ 30000). */
 export const MAX_POLL_WAIT_MS = 30_000;
@@ -90,31 +91,18 @@ export class ContractService {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
     }
-    let changed = false;
-    let wake: (() => void) | undefined;
-    const off = this.opts.bus.onWake(`ticket:${ticket}`, () => {
-      changed = true;
-      wake?.();
-    });
+    const watch = new TicketWatch(this.opts.bus, ticket);
     try {
       let view = await this.#read(ticket);
       const wait = waitMs ?? preferencesOf(view.row.request).poll_long_wait_ms;
       if (wait > 0 && !isFinished(view.row)) {
-        if (!changed) {
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, wait);
-            wake = () => {
-              clearTimeout(timer);
-              resolve();
-            };
-          });
-        }
+        await watch.next(Date.now() + wait);
         view = await this.#read(ticket);
       }
       const contract = this.opts.contracts.get(view.row.contract_id, view.row.contract_version)!;
       return this.#checked(contract, 'poll-response', view.document, view.row.trace_id);
     } finally {
-      off();
+      watch.close();
     }
   }
 
@@ -236,30 +224,15 @@ export class ContractService {
 
   /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */
   async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean): Promise<TicketRow> {
-    let changed = true;
-    let wake: (() => void) | undefined;
-    const off = this.opts.bus.onWake(`ticket:${ticket}`, () => {
-      changed = true;
-      wake?.();
-    });
+    const watch = new TicketWatch(this.opts.bus, ticket);
     try {
       for (;;) {
-        changed = false;
         const row = (await getTicket(this.opts.orm.em.fork(), ticket))!;
-        const left = deadline - Date.now();
-        if (done(row) || left <= 0) return row;
-        if (changed) continue;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, left);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        wake = undefined;
+        if (done(row) || Date.now() >= deadline) return row;
+        await watch.next(deadline);
       }
     } finally {
-      off();
+      watch.close();
     }
   }
 

@@ -1,20 +1,18 @@
 // A core killed in the middle of execute loses nothing: after a restart the
 // ticket completes, and steps that had finished are not run again.
-import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Tool, ToolKind } from '../../gen/abc/orchestrator/v1/tool.js';
-import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
+import { closeCore, connectCore } from '../../gateway/core-client.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { assemblyMessage, importSamplePortfolios, referenceAssembly, request } from '../support/contracts.js';
 import { FAST_RETRY } from '../support/core.js';
 import { migratedOrm } from '../support/db.js';
 import { unary, withKey } from '../support/grpc.js';
 import { testLogger } from '../support/log.js';
+import { startChildCore } from '../support/child-core.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const KEY = 'abc_contract_crash_key_0123456789';
 const LEASE_MS = 500;
 
@@ -45,24 +43,8 @@ afterAll(async () => {
   await store.close();
 });
 
-async function childCore(): Promise<{ child: ChildProcess; clients: CoreClients }> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/abc.js'), 'core'], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: '127.0.0.1:0', ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const address = await new Promise<string>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      buffer += c.toString();
-      const line = buffer.split('\n').find((l) => l.includes('"core listening"'));
-      if (line) resolve(JSON.parse(line).address);
-    });
-    child.once('exit', (code) => reject(new Error(`abc core exited with ${code}`)));
-  });
-  child.stdout!.resume();
-  return { child, clients: connectCore(address) };
-}
+const childCore = () =>
+  startChildCore({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1' });
 
 it('completes the ticket after a restart without re-running finished steps', async () => {
   const { child, clients } = await childCore();
@@ -78,7 +60,7 @@ it('completes the ticket after a restart without re-running finished steps', asy
     { id: 'gate', label: 'Wait for the compliance gate', tool_name: 'tool.audit.gate', input: {}, dependencies: ['audit'] },
   );
   a.steps.find((x: { id: string }) => x.id === 'highlights').dependencies.push('gate');
-  await unary(clients.decision.registerAssembly.bind(clients.decision), { assembly: assemblyMessage(a) as never }, meta);
+  await unary(clients.decision.registerAssembly.bind(clients.decision), { assembly: assemblyMessage(a) }, meta);
 
   const submitted = await unary(clients.ingress.submitContract.bind(clients.ingress), { body: request() }, meta);
   const ticket = submitted.ticket;

@@ -1,6 +1,4 @@
 // A core that dies mid-run loses nothing: another core recovers the run from the database.
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RegisterAgentRequest } from '../../gen/abc/orchestrator/v1/agent.js';
 import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
@@ -12,8 +10,8 @@ import { echo, sse, startFakeAgent, type FakeAgent } from '../support/fake-agent
 import { unary, withKey } from '../support/grpc.js';
 import { ImClient } from '../support/im.js';
 import { testLogger } from '../support/log.js';
+import { startChildCore } from '../support/child-core.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const KEY = 'abc_crash_test_key_0123456789';
 const LEASE_MS = 400;
 
@@ -29,24 +27,7 @@ afterAll(async () => {
   await store.close();
 });
 
-/** `abc core` as a real child process; resolves with it and its gRPC address. */
-async function childCore(): Promise<{ child: ChildProcess; clients: CoreClients }> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/abc.js'), 'core'], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: '127.0.0.1:0', RUN_LEASE_MS: String(LEASE_MS), LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const address = await new Promise<string>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      buffer += c.toString();
-      const line = buffer.split('\n').find((l) => l.includes('"core listening"'));
-      if (line) resolve(JSON.parse(line).address);
-    });
-    child.once('exit', (code) => reject(new Error(`abc core exited with ${code}`)));
-  });
-  return { child, clients: connectCore(address) };
-}
+const childCore = () => startChildCore({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, RUN_LEASE_MS: String(LEASE_MS) });
 
 async function startRunOn(clients: CoreClients, sessionId: string): Promise<{ im: ImClient; runId: string }> {
   const im = new ImClient(clients);

@@ -2,6 +2,8 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { ContractRegistry } from '../../src/contracts/registry.js';
+import { toAssembly } from '../../src/decision/handlers.js';
+import type { AssemblyDef } from '../../src/decision/planner.js';
 import { importPortfolios } from '../../src/portfolio/store.js';
 import type { Orm } from '../../src/store/orm.js';
 import { readFileSync } from 'node:fs';
@@ -58,28 +60,4 @@ export function referenceAssembly(): Record<string, any> {
 }
 
 /** An assembly in its proto shape (for DecisionService.RegisterAssembly). */
-export function assemblyMessage(a: Record<string, any>) {
-  return {
-    assemblyId: a.assembly_id,
-    version: a.version,
-    intent: a.intent,
-    contract: { contractId: a.contract.contract_id, version: a.contract.version },
-    description: a.description ?? '',
-    expectedLatencyMs: a.expected_latency_ms ?? 0,
-    capabilities: a.capabilities.map((c: any) => ({ name: c.name, kind: `CAPABILITY_KIND_${c.kind}`, constraints: c.constraints })),
-    steps: a.steps.map((s: any) => ({
-      id: s.id,
-      label: s.label ?? '',
-      description: s.description ?? '',
-      toolName: s.tool_name,
-      fallbackTool: s.fallback_tool ?? '',
-      input: s.input,
-      dependencies: s.dependencies ?? [],
-      timeoutMs: s.timeout_ms,
-      expectedOutput: '',
-      skipped: false,
-      skipReason: '',
-      when: s.when && { path: s.when.path, defaultValue: s.when.default_value ?? false },
-    })),
-  };
-}
+export const assemblyMessage = (a: Record<string, any>) => toAssembly(a as AssemblyDef);
