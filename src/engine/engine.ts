@@ -3,6 +3,7 @@
 // steps only through the PEP, and never retries or replans on its own.
 import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
+import { DriverException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
@@ -73,7 +74,7 @@ export class ContractEngine {
 
   /** Enqueues a ticket's execution inside the caller's transaction (so it commits with the ticket). */
   async enqueue(tx: EntityManager, ticket: string): Promise<void> {
-    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?, max_attempts := 5)`, [EXECUTE_TASK, ticket, ticket]);
+    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?)`, [EXECUTE_TASK, ticket, ticket]);
   }
 
   /**
@@ -120,7 +121,10 @@ export class ContractEngine {
     try {
       await this.#advance(ticket, abort.signal);
     } catch (error) {
-      await this.#fail(ticket, error);
+      // The database failing under the orchestrator is the queue's to retry:
+      // the next attempt resumes from the last committed transition.
+      if (!(error instanceof StepFailed) && isInfrastructure(error)) throw error;
+      await this.#fail(ticket, error instanceof StepFailed ? error.cause : error);
     } finally {
       clearInterval(renew);
       offWake();
@@ -261,7 +265,7 @@ export class ContractEngine {
       await em().transactional(async (tx) => {
         for (const s of rows.values()) if (s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: 'not run: an earlier step failed' });
       });
-      throw failure;
+      throw new StepFailed(failure);
     }
     await em().transactional((tx) => transitionTicket(tx, row.ticket, 'executed'));
   }
@@ -321,6 +325,20 @@ export class ContractEngine {
       await transitionTicket(tx, ticket, 'fail', { error: errorDocument(e, row.trace_id) }, e.payload.category === 'COMPLIANCE' ? 'pep' : 'orchestrator');
     });
   }
+}
+
+/** A plan step failed: the ticket fails with the step's error. */
+class StepFailed extends Error {
+  constructor(override readonly cause: unknown) {
+    super('a plan step failed');
+  }
+}
+
+/** Errors of the database or the network under it, which a later attempt may not meet. */
+function isInfrastructure(error: unknown): boolean {
+  if (error instanceof DriverException) return true;
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && /^(ECONN|EPIPE|ETIMEDOUT|57P|08|40001|40P01)/.test(code);
 }
 
 /** The seed error shape of an AbcError. */
