@@ -30,3 +30,14 @@ export const EXECUTION_CONTRACT_MACHINE = defineMachine<ExecutionState, Executio
   },
   resumable: ['waiting'],
 });
+
+/** Seed 004 actor categories; an actor not in the map is `system`. */
+export const ACTOR_CATEGORY_MAP: Readonly<Record<string, string>> = {
+  tool_node: 'tool',
+  ecs_node: 'system',
+  graph_runner: 'system',
+  reasoning: 'agent',
+  human: 'human',
+};
+
+export const actorCategory = (actor: string) => ACTOR_CATEGORY_MAP[actor] ?? 'system';

@@ -3,7 +3,6 @@
 // steps only through the PEP, and never retries or replans on its own.
 import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
-import { DriverException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
@@ -13,7 +12,8 @@ import type { Logger } from '../log.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import { aggregate, partialResult, render } from './analyze-portfolio.js';
-import { Pep } from './pep.js';
+import { openContract } from '../store/execution-contracts.js';
+import { Pep, TOOL_CAPABILITY_PREFIX } from './pep.js';
 import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketRow } from './ticket-store.js';
 
 export const EXECUTE_TASK = 'contract_execute';
@@ -128,7 +128,16 @@ export class ContractEngine {
     } finally {
       clearInterval(renew);
       offWake();
+      await this.#release(ticket, workerId);
     }
+  }
+
+  /** Gives up this worker's claim, so the sweeper never mistakes a live worker for a dead one. */
+  async #release(ticket: string, workerId: string): Promise<void> {
+    await this.opts.orm.em
+      .fork()
+      .execute('UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket = ? AND lease_owner = ?', [ticket, workerId])
+      .catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not release the claim; it lapses on its own'));
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
@@ -204,6 +213,20 @@ export class ContractEngine {
          FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text)`,
         [row.ticket, JSON.stringify(plan.steps.map((s, i) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name })))],
       );
+      // Each step is a seed-004 execution contract too; a tool with side effects makes it irreversible.
+      const effects = await sideEffects(tx, plan.steps.map((s) => s.tool_name));
+      for (const s of plan.steps) {
+        await openContract(tx, {
+          sessionId: row.session_id,
+          ticket: row.ticket,
+          subjectId: s.id,
+          actionType: 'contract_step',
+          actionSummary: `${s.tool_name} → ${s.label}`,
+          irreversible: effects.has(s.tool_name),
+          idempotencyKey: `${row.ticket}:${s.id}`,
+          timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
+        });
+      }
       for (const s of plan.steps.filter((x) => x.skipped)) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
       await transitionTicket(tx, row.ticket, 'planned', { plan_id: plan.plan_id }, 'decision');
     });
@@ -327,6 +350,14 @@ export class ContractEngine {
   }
 }
 
+/** The capabilities among `capabilities` that are registered tools with side effects. */
+async function sideEffects(tx: EntityManager, capabilities: string[]): Promise<Set<string>> {
+  const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
+  if (!tools.length) return new Set();
+  const rows = await tx.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(tools)]);
+  return new Set(rows.map((r) => `${TOOL_CAPABILITY_PREFIX}${r.tool_name}`));
+}
+
 /** A plan step failed: the ticket fails with the step's error. */
 class StepFailed extends Error {
   constructor(override readonly cause: unknown) {
@@ -334,11 +365,14 @@ class StepFailed extends Error {
   }
 }
 
-/** Errors of the database or the network under it, which a later attempt may not meet. */
+/**
+ * Errors of the database connection or of concurrency (lost connection, admin
+ * shutdown, too many clients, serialization failure, deadlock), which a later
+ * attempt may not meet. A bad query is a bug, not one of these.
+ */
 function isInfrastructure(error: unknown): boolean {
-  if (error instanceof DriverException) return true;
   const code = (error as { code?: unknown })?.code;
-  return typeof code === 'string' && /^(ECONN|EPIPE|ETIMEDOUT|57P|08|40001|40P01)/.test(code);
+  return typeof code === 'string' && /^(ECONN|EPIPE|ETIMEDOUT|08|53|57P|40001|40P01)/.test(code);
 }
 
 /** The seed error shape of an AbcError. */

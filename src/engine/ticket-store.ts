@@ -14,7 +14,9 @@ import {
   type StepTrigger,
 } from '../domain/contract-lifecycle.machine.js';
 import { AbcError } from '../domain/errors.js';
+import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
+import { moveContract } from '../store/execution-contracts.js';
 import { TICKETS_CHANNEL } from '../store/event-bus.js';
 
 export interface TicketRow {
@@ -146,6 +148,7 @@ export async function transitionStep(
     throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `contract_step cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
   }
   const to = next.value;
+  const mirrored = STEP_TO_CONTRACT[`${row.status}:${trigger}`];
   const [updated] = await tx.execute<StepRow[]>(
     `UPDATE contract_steps SET status = ?,
        output = coalesce(?::jsonb, output),
@@ -157,5 +160,28 @@ export async function transitionStep(
     [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, trigger, trigger, ticket, stepId],
   );
   await appendTicketEvent(tx, ticket, 'step_transition', { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) });
+  if (mirrored) {
+    const actor = trigger === 'skip' || !updated!.capability.startsWith('tool.') ? 'graph_runner' : 'tool_node';
+    const state = await moveContract(tx, { ticket, subjectId: stepId }, mirrored, actor, {
+      ...(to === 'SUCCEEDED' && { result: summarise(patch.output) }),
+      ...((to === 'FAILED' || to === 'SKIPPED') && patch.message && { errorMessage: patch.message }),
+    });
+    await appendTicketEvent(tx, ticket, 'execution_state', { ...state });
+  }
   return updated!;
+}
+
+/** Each step hop and the seed-004 execution contract move it mirrors (a restart is not a move). */
+const STEP_TO_CONTRACT: Record<string, ExecutionTrigger | undefined> = {
+  'PENDING:start': 'start',
+  'RUNNING:succeed': 'succeed',
+  'RUNNING:fail': 'fail',
+  'PENDING:fail': 'cancel',
+  'PENDING:skip': 'cancel',
+};
+
+/** A step's output as an observer shows it: compact JSON, at most 1000 characters. */
+function summarise(output: unknown): string {
+  const text = JSON.stringify(output) ?? '';
+  return text.length > 1000 ? `${text.slice(0, 999)}…` : text;
 }

@@ -18,6 +18,7 @@ export async function startChildCore(env: Record<string, string>): Promise<{ chi
       const line = buffer.split('\n').find((l) => l.includes('"core listening"'));
       if (!line) return;
       child.stdout!.off('data', onData);
+      child.stdout!.on('data', (c: Buffer) => process.env.CHILD_LOG && process.stderr.write(c));
       child.stdout!.resume(); // keep draining, so logging never blocks the child
       resolve(JSON.parse(line).address);
     };

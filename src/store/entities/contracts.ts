@@ -152,6 +152,7 @@ export const ExecutionContract = defineEntity({
   indexes: [
     { properties: ['sessionId', 'createdAt'], name: 'idx_execution_contracts_session' },
     { properties: ['runId'], name: 'idx_execution_contracts_run' },
+    { properties: ['ticket', 'subjectId'], name: 'idx_execution_contracts_subject' },
   ],
   properties: {
     executionId: p.string().length(64).primary(),

@@ -1,0 +1,92 @@
+// The writer of seed 004 execution contracts. Every move goes through the
+// execution_contract machine's pure transition(), and its TransitionRecord is
+// written in the caller's transaction, with the state change it mirrors.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { AbcError } from '../domain/errors.js';
+import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState, type ExecutionTrigger } from '../domain/execution-contract.machine.js';
+import { transition } from '../domain/machine.js';
+import { newId } from '../ids.js';
+
+export interface NewContract {
+  sessionId: string;
+  runId?: string;
+  ticket?: string;
+  /** The mirrored entity: a step id, a tool call id, an approval id. */
+  subjectId: string;
+  actionType: string;
+  actionSummary: string;
+  irreversible: boolean;
+  idempotencyKey?: string;
+  timeoutSeconds?: number;
+}
+
+/** The seed's `execution_state` event payload. */
+export interface ExecutionStateEvent {
+  execution_id: string;
+  action_summary: string;
+  from_status: ExecutionState;
+  to_status: ExecutionState;
+  trigger: ExecutionTrigger;
+  actor_category: string;
+  is_terminal: boolean;
+  is_resumable: boolean;
+  has_side_effects: boolean;
+  timestamp: number;
+}
+
+export async function openContract(tx: EntityManager, c: NewContract): Promise<string> {
+  const executionId = newId('exe');
+  await tx.execute(
+    `INSERT INTO execution_contracts (execution_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds)
+     VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
+    [executionId, c.sessionId, c.runId ?? null, c.ticket ?? null, c.subjectId, c.actionType, c.actionSummary.slice(0, 500), c.irreversible, c.idempotencyKey ?? null, c.timeoutSeconds ?? null],
+  );
+  return executionId;
+}
+
+/**
+ * Moves the contract mirroring `subjectId` (of a ticket or a run) by `trigger`,
+ * records the transition, and returns the `execution_state` event to emit.
+ */
+export async function moveContract(
+  tx: EntityManager,
+  where: { ticket?: string; runId?: string; subjectId: string },
+  trigger: ExecutionTrigger,
+  actor: string,
+  outcome: { result?: string; errorMessage?: string } = {},
+): Promise<ExecutionStateEvent> {
+  const [row] = await tx.execute<{ execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean; transitions: number }[]>(
+    `SELECT c.execution_id, c.status, c.action_summary, c.irreversible,
+            (SELECT count(*)::int FROM execution_transitions t WHERE t.execution_id = c.execution_id) AS transitions
+     FROM execution_contracts c
+     WHERE c.subject_id = ? AND ${where.ticket ? 'c.ticket = ?' : 'c.run_id = ?'} FOR UPDATE OF c`,
+    [where.subjectId, where.ticket ?? where.runId],
+  );
+  if (!row) throw new AbcError('NOT_FOUND', { code: 'EXECUTION_NOT_FOUND', message: `no execution contract mirrors ${where.subjectId}`, retryable: false });
+  const next = transition(EXECUTION_CONTRACT_MACHINE, row.status, trigger);
+  if (!next.ok) {
+    throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `execution_contract cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
+  }
+  const to = next.value;
+  const now = new Date();
+  await tx.execute(
+    `UPDATE execution_contracts SET status = ?, entered_at = ?, result = coalesce(?, result), error_message = coalesce(?, error_message), version = version + 1 WHERE execution_id = ?`,
+    [to, now, outcome.result ?? null, outcome.errorMessage ?? null, row.execution_id],
+  );
+  await tx.execute(
+    `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    [row.execution_id, row.transitions, row.status, to, trigger, actor, actorCategory(actor), now],
+  );
+  return {
+    execution_id: row.execution_id,
+    action_summary: row.action_summary,
+    from_status: row.status,
+    to_status: to,
+    trigger,
+    actor_category: actorCategory(actor),
+    is_terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(to),
+    is_resumable: (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(to),
+    has_side_effects: row.irreversible,
+    timestamp: now.getTime() / 1000,
+  };
+}
