@@ -1,6 +1,6 @@
 // The observer's HTTP views (seed 004 v2), read-only.
 import type { FastifyInstance } from 'fastify';
-import type { StateMachineTopology } from '../../gen/abc/observer/v1/views.js';
+import type { ExecutionConsequenceView, ExecutionSnapshot, StateMachineTopology, TransitionRecord } from '../../gen/abc/observer/v1/views.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
 
@@ -14,7 +14,87 @@ const topologyJson = (t: StateMachineTopology) => ({
   initial_status: t.initialStatus,
 });
 
+const status = (s: string) => s.replace(/^EXECUTION_STATUS_/, '').toLowerCase();
+const nullable = <T>(v: T | undefined) => (v === undefined ? null : v);
+
+const snapshotJson = (s: ExecutionSnapshot) => ({
+  execution_id: s.executionId,
+  action_type: s.actionType,
+  action_summary: s.actionSummary,
+  current_status: status(s.currentStatus),
+  entered_at: s.enteredAt,
+  duration_in_state_ms: s.durationInStateMs,
+  is_terminal: s.isTerminal,
+  is_stable: s.isStable,
+  is_resumable: s.isResumable,
+  has_side_effects: s.hasSideEffects,
+  irreversible: s.irreversible,
+  idempotency_key: nullable(s.idempotencyKey),
+  timeout_seconds: nullable(s.timeoutSeconds),
+  result: nullable(s.result),
+  error_message: nullable(s.errorMessage),
+  transition_count: s.transitionCount,
+  last_actor: nullable(s.lastActor),
+  last_trigger: nullable(s.lastTrigger),
+  session_id: s.sessionId,
+  run_id: s.runId || null,
+  created_at: s.createdAt,
+});
+
+const transitionJson = (t: TransitionRecord) => ({
+  execution_id: t.executionId,
+  sequence_number: t.sequenceNumber,
+  from_status: status(t.fromStatus),
+  to_status: status(t.toStatus),
+  trigger: t.trigger,
+  actor: t.actor,
+  actor_category: t.actorCategory,
+  timestamp: t.timestamp,
+  is_terminal_transition: t.isTerminalTransition,
+});
+
+const consequenceJson = (v: ExecutionConsequenceView) => ({
+  execution_id: v.executionId,
+  action_type: v.actionType,
+  action_summary: v.actionSummary,
+  consequence_label: v.consequenceLabel,
+  result: nullable(v.result),
+  error_message: nullable(v.errorMessage),
+  has_side_effects: v.hasSideEffects,
+  was_suspended: v.wasSuspended,
+  is_still_pending: v.isStillPending,
+  total_duration_ms: nullable(v.totalDurationMs),
+});
+
+const idParams = (name: string) => ({ type: 'object', required: [name], properties: { [name]: { type: 'string', minLength: 1, maxLength: 128 } } }) as const;
+
 export function observerRoutes(app: FastifyInstance, core: CoreClients): void {
+  app.get<{ Params: { session_id: string } }>('/api/execution/:session_id/timeline', { schema: { params: idParams('session_id') } }, async (req) => {
+    const { timeline: t } = await call(core.observer.getTimeline.bind(core.observer), { sessionId: req.params.session_id }, req);
+    return {
+      session_id: t!.sessionId,
+      contracts: t!.contracts.map(snapshotJson),
+      transitions: t!.transitions.map(transitionJson),
+      total_contracts: t!.totalContracts,
+      terminal_contracts: t!.terminalContracts,
+      active_contracts: t!.activeContracts,
+      has_suspended: t!.hasSuspended,
+      has_irreversible_completed: t!.hasIrreversibleCompleted,
+      started_at: nullable(t!.startedAt),
+      ended_at: nullable(t!.endedAt),
+    };
+  });
+
+  app.get<{ Params: { execution_id: string } }>('/api/execution/:execution_id/snapshot', { schema: { params: idParams('execution_id') } }, async (req) => {
+    const { snapshot } = await call(core.observer.getSnapshot.bind(core.observer), { executionId: req.params.execution_id }, req);
+    return snapshotJson(snapshot!);
+  });
+
+  app.get<{ Params: { session_id: string } }>('/api/execution/:session_id/consequences', { schema: { params: idParams('session_id') } }, async (req) => {
+    const res = await call(core.observer.getConsequenceViews.bind(core.observer), { sessionId: req.params.session_id, runId: '' }, req);
+    return { views: res.views.map(consequenceJson), prompt_text: res.promptText };
+  });
+
   app.get<{ Querystring: { machine?: string } }>(
     '/api/execution/topology',
     { schema: { querystring: { type: 'object', additionalProperties: false, properties: { machine: { type: 'string', maxLength: 64 } } } } },

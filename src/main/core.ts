@@ -150,7 +150,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const all = services({
-    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, contracts: contractService, decision,
+    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, contracts: contractService, decision, readOnly,
   });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);

@@ -1,6 +1,7 @@
 // Which service implements what. RPCs whose behaviour belongs to a later
 // issue answer UNIMPLEMENTED with a message naming that issue.
 import type { ServiceDefinition } from '@grpc/grpc-js';
+import type pg from 'pg';
 import { DecisionServiceService } from '../../gen/abc/decision/v1/decision.js';
 import { IngressServiceService } from '../../gen/abc/ingress/v1/ingress.js';
 import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
@@ -52,6 +53,8 @@ export interface ServiceDeps {
   toolTimeoutMs: number;
   contracts: ContractService;
   decision: Decision;
+  /** Read-only sessions for the observer's projections. */
+  readOnly: pg.Pool;
 }
 
 /** Every ABC service with its handlers. */
@@ -69,6 +72,6 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
     entry('abc.decision.v1.DecisionService', DecisionServiceService, decisionHandlers(deps.decision)),
-    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus)),
+    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus, deps.readOnly)),
   ];
 }

@@ -1,7 +1,11 @@
 // The observer plane: read-only projections. Event reads run in read-only transactions.
 import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
 import { requireSession } from '../access/principal.js';
-import { invalidRequest } from '../domain/errors.js';
+import { invalidRequest, notFound } from '../domain/errors.js';
+import type pg from 'pg';
+import { readContract, readContracts } from './execution-reads.js';
+import { toConsequenceMessage, toSnapshotMessage, toTransitionMessage } from './mappers.js';
+import { consequenceViews, renderConsequences, snapshot, timeline } from './views.js';
 import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
 import { toEventMessage } from '../grpc/mappers.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -14,8 +18,10 @@ import { findRun } from '../orchestrator/run-store.js';
 import type { Principal } from '../access/principal.js';
 
 const MAX_PAGE = 1000;
+/** Actions whose consequences the prompt text reports (seed 004 reports tool calls; ABC also reports contract steps). */
+const PROMPT_ACTION_TYPES = ['tool_call', 'contract_step', 'agent_call'];
 
-export function observerHandlers(orm: Orm, bus: EventBus): ServiceHandlers<typeof ObserverServiceService> {
+export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): ServiceHandlers<typeof ObserverServiceService> {
   const em = () => orm.em.fork();
 
   /** Checks the filter and that the caller may see it. */
@@ -45,6 +51,42 @@ export function observerHandlers(orm: Orm, bus: EventBus): ServiceHandlers<typeo
         throw invalidRequest(`machine must be one of ${TOPOLOGY.map((t) => t.machine).join(', ')}`, 'machine');
       }
       return { machines };
+    },
+    /** One execution contract, as seed 004's ExecutionSnapshot. */
+    async getSnapshot(req, ctx) {
+      if (!req.executionId) throw invalidRequest('execution_id is required', 'execution_id');
+      const found = await readContract(readOnly, req.executionId);
+      requireSession(ctx.principal, found?.contract.session_id ?? `(execution ${req.executionId})`);
+      if (!found) throw notFound('execution', req.executionId);
+      return { snapshot: toSnapshotMessage(snapshot(found.contract, found.transitions, Date.now())) };
+    },
+    /** A session's contracts and transitions in order, with its counts and bounds. */
+    async getTimeline(req, ctx) {
+      if (!req.sessionId) throw invalidRequest('session_id is required', 'session_id');
+      requireSession(ctx.principal, req.sessionId);
+      const rows = await readContracts(readOnly, { sessionId: req.sessionId });
+      const view = timeline(req.sessionId, rows.map((r) => r.contract), rows.flatMap((r) => r.transitions), Date.now());
+      return {
+        timeline: {
+          sessionId: view.session_id,
+          contracts: view.contracts.map(toSnapshotMessage),
+          transitions: view.transitions.map(toTransitionMessage),
+          totalContracts: view.total_contracts,
+          terminalContracts: view.terminal_contracts,
+          activeContracts: view.active_contracts,
+          hasSuspended: view.has_suspended,
+          hasIrreversibleCompleted: view.has_irreversible_completed,
+          startedAt: view.started_at ?? undefined,
+          endedAt: view.ended_at ?? undefined,
+        },
+      };
+    },
+    /** What happened in the world, for a session or a run, plus its prompt rendering. */
+    async getConsequenceViews(req, ctx) {
+      const filter = await authorize(ctx.principal, req.runId, req.sessionId);
+      const rows = await readContracts(readOnly, filter.runId ? { runId: filter.runId } : { sessionId: filter.sessionId! });
+      const views = consequenceViews(rows.map((r) => r.contract), rows.flatMap((r) => r.transitions));
+      return { views: views.map(toConsequenceMessage), promptText: renderConsequences(views, PROMPT_ACTION_TYPES) };
     },
     async listEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), afterTs: req.afterTs || undefined };

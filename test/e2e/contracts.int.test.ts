@@ -253,3 +253,40 @@ describe('validation', () => {
     expect((await res.json()).error.category).toBe('VALIDATION');
   });
 });
+
+describe('the observer sees every plan step as an execution contract', () => {
+  it('serves the timeline, a snapshot and the consequences, and streams execution_state in order', async () => {
+    const body = request({ correlation: { session_id: 'session-observed-1' }, context: { analysis_scope: { include_performance: false } } });
+    const done = await runToEnd(body);
+    expect(done.status).toBe('SUCCEEDED');
+
+    const t = await (await s.http('/api/execution/session-observed-1/timeline')).json();
+    expect(t).toMatchObject({ session_id: 'session-observed-1', total_contracts: 7, terminal_contracts: 7, active_contracts: 0, has_suspended: false, has_irreversible_completed: false });
+    expect(t.contracts.map((c: { action_summary: string }) => c.action_summary)).toContain('portfolio.read → Load portfolio');
+    const byStep = Object.fromEntries(t.contracts.map((c: { idempotency_key: string; current_status: string }) => [c.idempotency_key.split(':')[1], c.current_status]));
+    expect(byStep).toMatchObject({ load_portfolio: 'completed', performance: 'cancelled', highlights: 'completed' });
+    expect(t.ended_at).toBeGreaterThanOrEqual(t.started_at);
+    for (let i = 1; i < t.transitions.length; i++) expect(t.transitions[i].timestamp).toBeGreaterThanOrEqual(t.transitions[i - 1].timestamp);
+
+    const load = t.contracts.find((c: { action_summary: string }) => c.action_summary.startsWith('portfolio.read'));
+    const snap = await (await s.http(`/api/execution/${load.execution_id}/snapshot`)).json();
+    expect(snap).toMatchObject({ action_type: 'contract_step', current_status: 'completed', is_terminal: true, is_stable: true, transition_count: 2, last_actor: 'graph_runner', last_trigger: 'succeed' });
+    expect(JSON.parse(snap.result)).toMatchObject({ source: 'portfolio_ref', portfolio_id: 'pf-demo-balanced' });
+
+    const c = await (await s.http('/api/execution/session-observed-1/consequences')).json();
+    expect(c.views.map((v: { consequence_label: string }) => v.consequence_label).sort()).toEqual(['CANCELLED', 'SUCCESS', 'SUCCESS', 'SUCCESS', 'SUCCESS', 'SUCCESS', 'SUCCESS']);
+    expect(JSON.stringify(c.views)).not.toContain('idempotency_key');
+    expect(c.prompt_text.split('\n')[0]).toMatch(/^\[SUCCESS\] portfolio\.read → Load portfolio: \{/);
+    expect(c.prompt_text).toContain('[CANCELLED] analytics.performance → Compute performance: context.analysis_scope.include_performance is false');
+
+    const events = await s.orm.em.fork().execute<{ seq: number; payload: Record<string, any> }[]>("SELECT seq, payload FROM ticket_events WHERE ticket = ? AND type = 'execution_state' ORDER BY seq", [done.ticket]);
+    const load2 = events.filter((e) => e.payload.execution_id === load.execution_id).map((e) => `${e.payload.from_status}->${e.payload.to_status}`);
+    expect(load2).toEqual(['pending->running', 'running->completed']);
+    expect(events[0]!.payload).toEqual(expect.objectContaining({ actor_category: 'system', is_terminal: expect.any(Boolean), is_resumable: false, has_side_effects: false, timestamp: expect.any(Number) }));
+  });
+
+  it('refuses an unknown execution', async () => {
+    const res = await s.http('/api/execution/exe_nope/snapshot');
+    expect(res.status).toBe(404);
+  });
+});

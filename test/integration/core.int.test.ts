@@ -1,7 +1,7 @@
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Error as ErrorMessage } from '../../gen/abc/common/v1/error.js';
-import { GetSnapshotRequest } from '../../gen/abc/observer/v1/observer.js';
+import { GetRunMetricsRequest } from '../../gen/abc/observer/v1/observer.js';
 import { HealthCheckResponse_ServingStatus } from '../../gen/grpc/health/v1/health.js';
 import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
 import { ApiKeys } from '../../src/access/api-keys.js';
@@ -50,10 +50,10 @@ describe('core gRPC server', () => {
 
   it('answers UNIMPLEMENTED, naming the issue, for RPCs of later issues', async () => {
     const error = await failure(
-      unary(clients.observer.getSnapshot.bind(clients.observer), GetSnapshotRequest.fromPartial({ executionId: 'x' }), withKey(key)),
+      unary(clients.observer.getRunMetrics.bind(clients.observer), GetRunMetricsRequest.fromPartial({ agentId: 'x' }), withKey(key)),
     );
     expect(error.code).toBe(status.UNIMPLEMENTED);
-    expect(error.details).toMatch(/ObserverService\/GetSnapshot is not implemented yet: issue #7/);
+    expect(error.details).toMatch(/ObserverService\/GetRunMetrics is not implemented yet: issue #7/);
   });
 
   it('ends a server stream with the error and its seed payload', async () => {

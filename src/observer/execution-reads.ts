@@ -1,0 +1,24 @@
+// Reads of execution contracts for the observer, in single statements through
+// the read-only pool: the observer cannot write.
+import type pg from 'pg';
+import type { ContractRow, TransitionRow } from './views.js';
+
+const SELECT = `SELECT to_jsonb(c) AS contract,
+  coalesce((SELECT jsonb_agg(to_jsonb(t) ORDER BY t.sequence_number) FROM execution_transitions t WHERE t.execution_id = c.execution_id), '[]') AS transitions
+  FROM execution_contracts c`;
+
+export interface ContractWithTransitions {
+  contract: ContractRow;
+  transitions: TransitionRow[];
+}
+
+export async function readContract(pool: pg.Pool, executionId: string): Promise<ContractWithTransitions | undefined> {
+  const { rows } = await pool.query<ContractWithTransitions>(`${SELECT} WHERE c.execution_id = $1`, [executionId]);
+  return rows[0];
+}
+
+export async function readContracts(pool: pg.Pool, where: { sessionId: string } | { runId: string }): Promise<ContractWithTransitions[]> {
+  const [column, value] = 'sessionId' in where ? ['session_id', where.sessionId] : ['run_id', where.runId];
+  const { rows } = await pool.query<ContractWithTransitions>(`${SELECT} WHERE c.${column} = $1 ORDER BY c.created_at, c.execution_id`, [value]);
+  return rows;
+}
