@@ -16,7 +16,7 @@ import {
 import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
-import { moveContract } from '../store/execution-contracts.js';
+import { moveContract, summariseOutcome } from '../store/execution-contracts.js';
 import { TICKETS_CHANNEL } from '../store/event-bus.js';
 
 export interface TicketRow {
@@ -163,10 +163,10 @@ export async function transitionStep(
   if (mirrored) {
     const actor = trigger === 'skip' || !updated!.capability.startsWith('tool.') ? 'graph_runner' : 'tool_node';
     const state = await moveContract(tx, { ticket, subjectId: stepId }, mirrored, actor, {
-      ...(to === 'SUCCEEDED' && { result: summarise(patch.output) }),
+      ...(to === 'SUCCEEDED' && { result: summariseOutcome(patch.output ?? null) }),
       ...((to === 'FAILED' || to === 'SKIPPED') && patch.message && { errorMessage: patch.message }),
     });
-    await appendTicketEvent(tx, ticket, 'execution_state', { ...state });
+    if (state) await appendTicketEvent(tx, ticket, 'execution_state', { ...state });
   }
   return updated!;
 }
@@ -180,8 +180,3 @@ const STEP_TO_CONTRACT: Record<string, ExecutionTrigger | undefined> = {
   'PENDING:skip': 'cancel',
 };
 
-/** A step's output as an observer shows it: compact JSON, at most 1000 characters. */
-function summarise(output: unknown): string {
-  const text = JSON.stringify(output) ?? '';
-  return text.length > 1000 ? `${text.slice(0, 999)}…` : text;
-}

@@ -24,6 +24,10 @@ export function frameOf(event: StoredEvent): ConnectResponse | null {
     case 'run_state':
       frame = { $case: 'state', value: { state: str(p.to), detail: (p.detail as Record<string, unknown>) ?? {} } };
       break;
+    case 'execution_state':
+      // Seed 004: an execution contract moved; the detail carries the seed's fields.
+      frame = { $case: 'state', value: { state: 'execution_state', detail: { execution_state: p } } };
+      break;
     case 'approval_created':
       frame = {
         $case: 'approvalRequired',

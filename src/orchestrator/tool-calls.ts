@@ -20,6 +20,8 @@ import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from './run-store.js';
 import { getSession } from './sessions.js';
 import { getTool, type ToolRow } from './tool-store.js';
+import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
+import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
 
 export interface ToolCallRow {
   toolCallId: string;
@@ -214,6 +216,16 @@ export class ToolCalls {
       [id, req.runId, tool.name, tool.kind, JSON.stringify(req.args), key, timeoutMs],
     );
     await tx.execute("UPDATE idempotency_keys SET response = ?::jsonb WHERE scope = 'tool_call' AND key = ?", [JSON.stringify({ tool_call_id: id }), key]);
+    await openContract(tx, {
+      sessionId,
+      runId: req.runId,
+      subjectId: id,
+      actionType: 'tool_call',
+      actionSummary: actionSummary(tool.name, req.args),
+      irreversible: tool.sideEffect,
+      idempotencyKey: key,
+      timeoutSeconds: Math.ceil(timeoutMs / 1000),
+    });
     await appendEvents(tx, req.runId, [
       { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } },
     ]);
@@ -318,6 +330,16 @@ export class ToolCalls {
        VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?) RETURNING expires_at`,
       [approvalId, runId, id, this.#opts.approvalTimeoutMs, sessionId, summary, argsHash(args)],
     );
+    await openContract(tx, {
+      sessionId,
+      runId,
+      subjectId: approvalId,
+      actionType: 'ecs_request',
+      actionSummary: `confirm ${summary}`,
+      irreversible: false,
+      timeoutSeconds: Math.ceil(this.#opts.approvalTimeoutMs / 1000),
+    });
+    await appendEvents(tx, runId, await contractMoves(tx, { runId, subjectId: approvalId }, APPROVAL_TO_CONTRACT.request));
     const call = await this.#transition(
       tx,
       id,
@@ -420,6 +442,8 @@ export class ToolCalls {
       reason || null,
       approval.approvalId,
     ]);
+    const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
+    await appendEvents(tx, approval.runId, await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome));
     const decisionEvent: NewEvent = {
       type: 'approval_decision',
       payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status: next.value, decided_by: decidedBy, reason: reason || null },
@@ -606,10 +630,13 @@ export class ToolCalls {
         toolCallId,
       ],
     );
+    const outcome = next.value === 'SUCCEEDED' ? { result: summariseOutcome(patch.result ?? null) } : patch.error ? { errorMessage: patch.error.message } : {};
+    const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
     // Every hop is visible in the log, and wakes waiters through the run's notification.
     await appendEvents(tx, row.run_id, [
       ...events,
       { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: row.status, to: next.value, trigger } },
+      ...mirrored,
     ]);
     return this.get(toolCallId, tx);
   }
@@ -648,6 +675,22 @@ const toApproval = (r: RawApproval): ApprovalRow => ({
   argsSummary: r.args_summary,
   toolName: r.tool_name,
 });
+
+/** Applies contract moves in `tx`; returns their `execution_state` events. */
+async function contractMoves(
+  tx: EntityManager,
+  where: { runId: string; subjectId: string },
+  moves: readonly Move[],
+  outcome: { result?: string; errorMessage?: string } = {},
+): Promise<NewEvent[]> {
+  const events: NewEvent[] = [];
+  for (const [i, m] of moves.entries()) {
+    const last = i === moves.length - 1;
+    const state = await moveContract(tx, where, m.trigger, m.actor, last ? outcome : {});
+    if (state) events.push({ type: 'execution_state', payload: { ...state } });
+  }
+  return events;
+}
 
 function rejection(decision: 'reject' | 'expire'): { code: string; message: string } {
   return decision === 'reject' ? { code: 'rejected', message: 'the approval was rejected' } : { code: 'approval_timeout', message: 'nobody decided the approval in time' };

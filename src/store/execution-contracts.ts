@@ -34,12 +34,20 @@ export interface ExecutionStateEvent {
   timestamp: number;
 }
 
+let last = 0;
+/** Strictly increasing milliseconds, so that moves in one transaction keep their order. */
+function now(): Date {
+  last = Math.max(Date.now(), last + 1);
+  return new Date(last);
+}
+
 export async function openContract(tx: EntityManager, c: NewContract): Promise<string> {
   const executionId = newId('exe');
   await tx.execute(
-    `INSERT INTO execution_contracts (execution_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds)
-     VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
-    [executionId, c.sessionId, c.runId ?? null, c.ticket ?? null, c.subjectId, c.actionType, c.actionSummary.slice(0, 500), c.irreversible, c.idempotencyKey ?? null, c.timeoutSeconds ?? null],
+    `INSERT INTO execution_contracts (execution_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, created_at, entered_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
+    // The node clock, like the transitions: contracts opened in one transaction still order by creation.
+    [executionId, c.sessionId, c.runId ?? null, c.ticket ?? null, c.subjectId, c.actionType, c.actionSummary.slice(0, 500), c.irreversible, c.idempotencyKey ?? null, c.timeoutSeconds ?? null, now(), now()],
   );
   return executionId;
 }
@@ -47,6 +55,8 @@ export async function openContract(tx: EntityManager, c: NewContract): Promise<s
 /**
  * Moves the contract mirroring `subjectId` (of a ticket or a run) by `trigger`,
  * records the transition, and returns the `execution_state` event to emit.
+ * A subject with no contract (created before contracts were mirrored) is left
+ * alone: undefined.
  */
 export async function moveContract(
   tx: EntityManager,
@@ -54,7 +64,7 @@ export async function moveContract(
   trigger: ExecutionTrigger,
   actor: string,
   outcome: { result?: string; errorMessage?: string } = {},
-): Promise<ExecutionStateEvent> {
+): Promise<ExecutionStateEvent | undefined> {
   const [row] = await tx.execute<{ execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean; transitions: number }[]>(
     `SELECT c.execution_id, c.status, c.action_summary, c.irreversible,
             (SELECT count(*)::int FROM execution_transitions t WHERE t.execution_id = c.execution_id) AS transitions
@@ -62,20 +72,20 @@ export async function moveContract(
      WHERE c.subject_id = ? AND ${where.ticket ? 'c.ticket = ?' : 'c.run_id = ?'} FOR UPDATE OF c`,
     [where.subjectId, where.ticket ?? where.runId],
   );
-  if (!row) throw new AbcError('NOT_FOUND', { code: 'EXECUTION_NOT_FOUND', message: `no execution contract mirrors ${where.subjectId}`, retryable: false });
+  if (!row) return undefined;
   const next = transition(EXECUTION_CONTRACT_MACHINE, row.status, trigger);
   if (!next.ok) {
     throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `execution_contract cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
   }
   const to = next.value;
-  const now = new Date();
+  const at = now();
   await tx.execute(
     `UPDATE execution_contracts SET status = ?, entered_at = ?, result = coalesce(?, result), error_message = coalesce(?, error_message), version = version + 1 WHERE execution_id = ?`,
-    [to, now, outcome.result ?? null, outcome.errorMessage ?? null, row.execution_id],
+    [to, at, outcome.result ?? null, outcome.errorMessage ?? null, row.execution_id],
   );
   await tx.execute(
     `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    [row.execution_id, row.transitions, row.status, to, trigger, actor, actorCategory(actor), now],
+    [row.execution_id, row.transitions, row.status, to, trigger, actor, actorCategory(actor), at],
   );
   return {
     execution_id: row.execution_id,
@@ -87,6 +97,12 @@ export async function moveContract(
     is_terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(to),
     is_resumable: (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(to),
     has_side_effects: row.irreversible,
-    timestamp: now.getTime() / 1000,
+    timestamp: at.getTime() / 1000,
   };
+}
+
+/** A result or error as an observer shows it: compact text, at most 1000 characters. */
+export function summariseOutcome(value: unknown): string {
+  const text = typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
+  return text.length > 1000 ? `${text.slice(0, 999)}…` : text;
 }

@@ -2,7 +2,8 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
-import { startTestStack, WsClient, type TestResponse, type TestStack } from '../support/gateway.js';
+import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { readSse } from '../support/sse.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -30,20 +31,6 @@ afterAll(async () => {
 });
 
 /** Reads SSE events from a response until `count` events arrived, then aborts. */
-async function readSse(res: TestResponse, count: number, controller: AbortController): Promise<EventSourceMessage[]> {
-  const events: EventSourceMessage[] = [];
-  const parser = createParser({ onEvent: (e) => events.push(e) });
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  while (events.length < count) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    parser.feed(decoder.decode(value, { stream: true }));
-  }
-  controller.abort();
-  return events.slice(0, count);
-}
-
 describe('agents over HTTP', () => {
   it('lists agents without their tokens', async () => {
     const res = await s.http('/v1/agents');

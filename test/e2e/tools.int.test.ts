@@ -8,6 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { readEvents } from '../../src/store/event-log.js';
 import { sse, startFakeAgent, type FakeAgent, type Invocation } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { readSse } from '../support/sse.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -24,6 +25,7 @@ const POLICY = {
   rules: [
     { id: 'no-deletes', tools: ['db.delete'], decision: 'block', reason: 'deletes are forbidden' },
     { id: 'big-transfers', tools: ['payments.transfer'], when: { args: { amount: { gt: 100 } } }, decision: 'require_approval' },
+    { id: 'confirm-email', tools: ['email.send'], decision: 'require_approval' },
   ],
 };
 
@@ -249,6 +251,77 @@ describe('approvals', () => {
     const winner = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals[0].status;
     await new Promise((r) => setTimeout(r, 300));
     expect(webhookCalls).toHaveLength(winner === 'APPROVED' ? 1 : 0);
+    run.release();
+    run.ws.close();
+  });
+});
+
+// Seed 004's worked example, through ABC's real APIs: an e-mail send that needs
+// confirmation. The confirmation (ecs_request) is suspended and resumed; then
+// the irreversible send runs and completes.
+describe('the seed 004 worked example', () => {
+  it('records the confirmation and the send as execution contracts, field by field', async () => {
+    const reg = await s.http('/v1/tools/register', { method: 'POST', json: { name: 'email.send', kind: 'http', endpoint: webhookUrl, side_effect: true } });
+    expect(reg.status).toBe(200);
+    const run = await liveRun();
+    const pending = await invoke(run.token, 'email.send', { run_id: run.runId, args: { to: 'bob@example.com', subject: 'Meeting' } });
+    expect(pending.body.status).toBe('pending');
+    const asked = await run.ws.next('approval_required');
+
+    // Suspended: the confirmation waits, the send has not started.
+    const during = await (await s.http(`/api/execution/${run.sessionId}/timeline`)).json();
+    // The agent's call came first; the policy then asked for the confirmation.
+    const [send, ecs] = during.contracts;
+    expect(ecs).toMatchObject({
+      action_type: 'ecs_request', current_status: 'waiting', is_terminal: false, is_stable: true, is_resumable: true,
+      has_side_effects: false, transition_count: 2, last_actor: 'ecs_node', last_trigger: 'suspend',
+    });
+    expect(send).toMatchObject({
+      action_type: 'tool_call', action_summary: 'email.send → bob@example.com', current_status: 'pending', is_stable: false, is_resumable: false,
+      has_side_effects: true, irreversible: true, transition_count: 0, last_actor: null,
+    });
+    expect(during).toMatchObject({ total_contracts: 2, terminal_contracts: 0, active_contracts: 2, has_suspended: true, ended_at: null });
+
+    const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());
+    run.ws.send({ type: 'approval_decision', run_id: run.runId, approval_id: asked.approval_id, decision: 'approve' });
+    expect((await waiting).status).toBe('succeeded');
+
+    const t = await (await s.http(`/api/execution/${run.sessionId}/timeline`)).json();
+    const rows = (id: string) => t.transitions.filter((x: { execution_id: string }) => x.execution_id === id)
+      .map((x: Record<string, unknown>) => [x.sequence_number, `${x.from_status}→${x.to_status}`, x.trigger, x.actor, x.actor_category, x.is_terminal_transition]);
+    expect(rows(ecs.execution_id)).toEqual([
+      [0, 'pending→running', 'start', 'ecs_node', 'system', false],
+      [1, 'running→waiting', 'suspend', 'ecs_node', 'system', false],
+      [2, 'waiting→running', 'resume', 'graph_runner', 'system', false],
+      [3, 'running→completed', 'succeed', 'graph_runner', 'system', true],
+    ]);
+    expect(rows(send.execution_id)).toEqual([
+      [0, 'pending→running', 'start', 'tool_node', 'tool', false],
+      [1, 'running→completed', 'succeed', 'tool_node', 'tool', true],
+    ]);
+    const sendAfter = t.contracts.find((c: { execution_id: string }) => c.execution_id === send.execution_id);
+    expect(t).toMatchObject({ total_contracts: 2, terminal_contracts: 2, active_contracts: 0, has_suspended: false, has_irreversible_completed: true, started_at: send.created_at, ended_at: sendAfter.entered_at });
+
+    const c = await (await s.http(`/api/execution/${run.sessionId}/consequences`)).json();
+    expect(c.views).toEqual([
+      expect.objectContaining({ execution_id: send.execution_id, action_summary: 'email.send → bob@example.com', consequence_label: 'SUCCESS', has_side_effects: true, was_suspended: false, is_still_pending: false }),
+      expect.objectContaining({ execution_id: ecs.execution_id, action_type: 'ecs_request', consequence_label: 'SUCCESS', has_side_effects: false, was_suspended: true, is_still_pending: false }),
+    ]);
+    expect(c.prompt_text).toMatch(/^\[SUCCESS ⚠️ IRREVERSIBLE\] email\.send → bob@example\.com: \{"ok":true/);
+    expect(JSON.stringify(c)).not.toContain(send.idempotency_key);
+
+    // execution_state events, in order, on the run's log; SSE resumes after Last-Event-ID.
+    const replay = (await (await s.http(`/v1/runs/${run.runId}/events?types=execution_state`)).json()).events;
+    expect(replay.map((e: { payload: Record<string, string> }) => `${e.payload.execution_id === ecs.execution_id ? 'ecs' : 'send'}:${e.payload.trigger}`))
+      .toEqual(['ecs:start', 'ecs:suspend', 'ecs:resume', 'ecs:succeed', 'send:start', 'send:succeed']);
+    expect(replay[1].payload).toEqual({
+      execution_id: ecs.execution_id, action_summary: ecs.action_summary, from_status: 'running', to_status: 'waiting', trigger: 'suspend',
+      actor_category: 'system', is_terminal: false, is_resumable: true, has_side_effects: false, timestamp: expect.any(Number),
+    });
+    const controller = new AbortController();
+    const res = await s.http(`/v1/runs/${run.runId}/events/stream?types=execution_state`, { signal: controller.signal, headers: { 'last-event-id': replay[2].cursor } });
+    const rest = await readSse(res, 3, controller);
+    expect(rest.map((e) => JSON.parse(e.data).event_id)).toEqual(replay.slice(3).map((e: { event_id: string }) => e.event_id));
     run.release();
     run.ws.close();
   });
