@@ -30,6 +30,7 @@ import { ContractEngine } from '../engine/engine.js';
 import { grantedCapabilities } from '../engine/pep.js';
 import { loadMarketData } from '../portfolio/market.js';
 import { readOnlyPool } from '../store/read-only.js';
+import { sessionConsequences } from '../observer/consequences.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -94,7 +95,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
   const shutdown = new AbortController();
   const coreId = newId('core');
+  const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   const runs = new Runs({
+    consequencesOf: (sessionId) => sessionConsequences(readOnly, sessionId),
     orm: opts.orm,
     bus,
     log,
@@ -146,7 +149,6 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     stepConcurrency: c.stepConcurrency ?? 4,
     leaseMs: c.leaseMs ?? 15_000,
   });
-  const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const all = services({

@@ -3,6 +3,7 @@ import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
 import { requireSession } from '../access/principal.js';
 import { invalidRequest, notFound } from '../domain/errors.js';
 import type pg from 'pg';
+import { PROMPT_ACTION_TYPES } from './consequences.js';
 import { readContract, readContracts } from './execution-reads.js';
 import { toConsequenceMessage, toSnapshotMessage, toTransitionMessage } from './mappers.js';
 import { consequenceViews, renderConsequences, snapshot, timeline } from './views.js';
@@ -18,8 +19,7 @@ import { findRun } from '../orchestrator/run-store.js';
 import type { Principal } from '../access/principal.js';
 
 const MAX_PAGE = 1000;
-/** Actions whose consequences the prompt text reports (seed 004 reports tool calls; ABC also reports contract steps). */
-const PROMPT_ACTION_TYPES = ['tool_call', 'contract_step', 'agent_call'];
+
 
 export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): ServiceHandlers<typeof ObserverServiceService> {
   const em = () => orm.em.fork();

@@ -30,6 +30,8 @@ export interface RunsOptions {
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
   leaseMs: number;
+  /** The session's execution consequences (seed 004), sent to the agent in `context`. */
+  consequencesOf?: (sessionId: string) => Promise<Record<string, unknown>>;
 }
 
 export interface StartCommand {
@@ -328,6 +330,7 @@ export class Runs {
     let skip = alreadySent;
     try {
       const transcript = await listMessages(this.#em(), run.sessionId, TRANSCRIPT_LIMIT);
+      const consequences = await this.#opts.consequencesOf?.(run.sessionId);
       const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
       const events = invokeAgent({
@@ -353,7 +356,7 @@ export class Runs {
           run_id: run.runId,
           input_message: { role: 'user', content: input?.content ?? '' },
           messages: transcript.messages.map((m) => ({ role: m.role, content: m.content })),
-          context: { user_id: run.userId, ...context },
+          context: { user_id: run.userId, ...(consequences && { execution_consequences: consequences }), ...context },
         },
       });
       for await (const event of events) {

@@ -323,6 +323,20 @@ describe('the seed 004 worked example', () => {
     const rest = await readSse(res, 3, controller);
     expect(rest.map((e) => JSON.parse(e.data).event_id)).toEqual(replay.slice(3).map((e: { event_id: string }) => e.event_id));
     run.release();
+    await run.ws.next('done');
+
+    // The next invocation in the session is told what happened, without raw results to parse.
+    agent.behave(async (_inv, res) => {
+      sse(res, 'done', { usage: {} });
+      res.end();
+    });
+    const seen = run.ws.frames.length;
+    run.ws.send({ type: 'agent_invoke', session_id: run.sessionId, agent_id: 'worker', message: { role: 'user', content: 'did it go out?' } });
+    await run.ws.next('done', seen);
+    const told = agent.invocations.at(-1)!.body.context as { execution_consequences: { views: { action_summary: string }[]; prompt_text: string } };
+    expect(told.execution_consequences.views.map((v) => v.action_summary)).toEqual(['email.send → bob@example.com', ecs.action_summary]);
+    expect(told.execution_consequences.prompt_text).toBe(c.prompt_text);
+    expect(JSON.stringify(told)).not.toContain(send.idempotency_key);
     run.ws.close();
   });
 });

@@ -1,0 +1,14 @@
+// What an agent is told about the world before it acts: the session's
+// consequence views (seed 004), structured and as the seed's prompt text.
+import type pg from 'pg';
+import { readContracts } from './execution-reads.js';
+import { consequenceViews, renderConsequences } from './views.js';
+
+/** Actions whose consequences the prompt text reports (seed 004 reports tool calls; ABC also its other actions). */
+export const PROMPT_ACTION_TYPES = ['tool_call', 'contract_step', 'agent_call'];
+
+export async function sessionConsequences(pool: pg.Pool, sessionId: string): Promise<{ views: unknown[]; prompt_text: string }> {
+  const rows = await readContracts(pool, { sessionId });
+  const views = consequenceViews(rows.map((r) => r.contract), rows.flatMap((r) => r.transitions));
+  return { views, prompt_text: renderConsequences(views, PROMPT_ACTION_TYPES) };
+}
