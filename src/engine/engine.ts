@@ -40,6 +40,7 @@ type Outputs = Record<string, unknown>;
 export class ContractEngine {
   #runner: Runner | undefined;
   #pool: pg.Pool | undefined;
+  #closed = false;
   readonly #log: Logger;
 
   constructor(readonly opts: EngineOptions) {
@@ -57,7 +58,7 @@ export class ContractEngine {
       this.#log[l]({ scope, ...meta }, message);
     });
     await runMigrations({ pgPool, logger });
-    if (this.opts.concurrency <= 0) return;
+    if (this.opts.concurrency <= 0 || this.#closed) return;
     this.#runner = await run({
       pgPool,
       concurrency: this.opts.concurrency,
@@ -102,6 +103,7 @@ export class ContractEngine {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     await this.#runner?.stop().catch((error: unknown) => this.#log.warn({ err: error }, 'queue runner stop failed'));
     await this.#pool?.end().catch(() => {});
   }

@@ -212,16 +212,18 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       setServing(false);
       log.error({ err: error }, 'cannot read migration state');
     }
-    timer = setTimeout(checkSchema, opts.migrationPollMs ?? 2000);
+    timer = setTimeout(() => void (checking = checkSchema()), opts.migrationPollMs ?? 2000);
     timer.unref();
   };
-  await checkSchema();
+  let checking: Promise<void> = checkSchema();
+  await checking;
   log.info({ address }, 'core listening');
 
   return {
     address,
     close: async () => {
       clearTimeout(timer);
+      await checking; // a start-up in flight finishes first, so everything it starts is stopped below
       policy.close();
       setServing(false);
       await Promise.all(tickers.map((t) => t.stop()));
