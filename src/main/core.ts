@@ -31,6 +31,7 @@ import { grantedCapabilities } from '../engine/pep.js';
 import { loadMarketData } from '../portfolio/market.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
+import { factFailures } from '../store/execution-contracts.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -96,6 +97,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const shutdown = new AbortController();
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
+  factFailures.log = log;
   const runs = new Runs({
     consequencesOf: (sessionId) => sessionConsequences(readOnly, sessionId),
     orm: opts.orm,

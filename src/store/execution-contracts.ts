@@ -6,6 +6,7 @@ import { AbcError } from '../domain/errors.js';
 import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState, type ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
 import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
 
 export interface NewContract {
   sessionId: string;
@@ -87,6 +88,7 @@ export async function moveContract(
     `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     [row.execution_id, row.transitions, row.status, to, trigger, actor, actorCategory(actor), at],
   );
+  if (EXECUTION_CONTRACT_MACHINE.isTerminal(to)) await recordFact(tx, row.execution_id);
   return {
     execution_id: row.execution_id,
     action_summary: row.action_summary,
@@ -99,6 +101,37 @@ export async function moveContract(
     has_side_effects: row.irreversible,
     timestamp: at.getTime() / 1000,
   };
+}
+
+/** Failed `execution_fact` writes are counted here and logged to `log` (set by the core). */
+export const factFailures: { count: number; log?: Logger } = { count: 0 };
+
+/**
+ * Seed 004's memory summary of a contract that reached a terminal state, in
+ * SESSION memory. Best-effort: it runs under a savepoint, so a failure rolls
+ * back only the fact, is logged by the caller's log and counted, and never
+ * fails the transition it follows.
+ */
+async function recordFact(tx: EntityManager, executionId: string): Promise<void> {
+  await tx.execute('SAVEPOINT execution_fact');
+  try {
+    await tx.execute(
+      `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags)
+       SELECT ?, 'SESSION', c.session_id, 'execution_fact:' || c.execution_id,
+              jsonb_build_object('type', 'execution_fact', 'execution_id', c.execution_id, 'action_type', c.action_type,
+                'action_summary', c.action_summary, 'final_status', c.status, 'irreversible', c.irreversible,
+                'duration_ms', floor(extract(epoch FROM (SELECT max(t.ts) FROM execution_transitions t WHERE t.execution_id = c.execution_id) - c.created_at) * 1000),
+                'result_summary', left(c.result, 200), 'error_summary', left(c.error_message, 200)),
+              '["execution_fact"]'::jsonb
+       FROM execution_contracts c WHERE c.execution_id = ?`,
+      [newId('mem'), executionId],
+    );
+    await tx.execute('RELEASE SAVEPOINT execution_fact');
+  } catch (error) {
+    await tx.execute('ROLLBACK TO SAVEPOINT execution_fact');
+    factFailures.count++;
+    factFailures.log?.warn({ err: error, executionId, failures: factFailures.count }, 'execution_fact not recorded');
+  }
 }
 
 /** A result or error as an observer shows it: compact text, at most 1000 characters. */

@@ -310,6 +310,14 @@ describe('the seed 004 worked example', () => {
     expect(c.prompt_text).toMatch(/^\[SUCCESS ⚠️ IRREVERSIBLE\] email\.send → bob@example\.com: \{"ok":true/);
     expect(JSON.stringify(c)).not.toContain(send.idempotency_key);
 
+    // Each finished contract left an execution_fact in the session's memory.
+    const facts = await s.orm.em.fork().execute<{ value: Record<string, unknown> }[]>("SELECT value FROM memory WHERE scope = 'SESSION' AND scope_id = ? ORDER BY key", [run.sessionId]);
+    expect(facts.map((f) => f.value)).toEqual(expect.arrayContaining([
+      expect.objectContaining({ type: 'execution_fact', execution_id: send.execution_id, action_summary: 'email.send → bob@example.com', final_status: 'completed', irreversible: true, error_summary: null }),
+      expect.objectContaining({ type: 'execution_fact', execution_id: ecs.execution_id, final_status: 'completed', irreversible: false }),
+    ]));
+    expect(facts.find((f) => f.value.execution_id === send.execution_id)!.value.duration_ms).toBeGreaterThanOrEqual(0);
+
     // execution_state events, in order, on the run's log; SSE resumes after Last-Event-ID.
     const replay = (await (await s.http(`/v1/runs/${run.runId}/events?types=execution_state`)).json()).events;
     expect(replay.map((e: { payload: Record<string, string> }) => `${e.payload.execution_id === ecs.execution_id ? 'ecs' : 'send'}:${e.payload.trigger}`))

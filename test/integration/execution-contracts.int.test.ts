@@ -1,0 +1,49 @@
+// The execution-contract writer: machine-checked moves, transitions in the
+// caller's transaction, and a best-effort execution_fact.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { factFailures, moveContract, openContract } from '../../src/store/execution-contracts.js';
+import { migratedOrm } from '../support/db.js';
+
+let store: Awaited<ReturnType<typeof migratedOrm>>;
+
+beforeAll(async () => {
+  store = await migratedOrm();
+});
+afterAll(async () => store?.close());
+
+const open = (subjectId: string) =>
+  store.orm.em.fork().transactional((tx) =>
+    openContract(tx, { sessionId: 'sess-ec', runId: 'run-ec', subjectId, actionType: 'tool_call', actionSummary: 'files.delete → /tmp/x', irreversible: true }),
+  );
+const move = (subjectId: string, trigger: 'start' | 'succeed' | 'resume') =>
+  store.orm.em.fork().transactional((tx) => moveContract(tx, { runId: 'run-ec', subjectId }, trigger, 'tool_node', trigger === 'succeed' ? { result: 'deleted' } : {}));
+
+it('refuses a move the table does not allow, and writes nothing for it', async () => {
+  const id = await open('tc-1');
+  await expect(move('tc-1', 'resume')).rejects.toMatchObject({ payload: { code: 'ILLEGAL_TRANSITION' } });
+  const rows = await store.orm.em.fork().execute<{ n: number }[]>('SELECT count(*)::int AS n FROM execution_transitions WHERE execution_id = ?', [id]);
+  expect(rows[0]!.n).toBe(0);
+});
+
+it('keeps the transition when the execution_fact cannot be written, and counts the failure', async () => {
+  await open('tc-2');
+  await move('tc-2', 'start');
+  const em = store.orm.em.fork();
+  await em.execute(`CREATE FUNCTION refuse_memory() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'memory is down'; END $$`);
+  await em.execute('CREATE TRIGGER refuse_memory BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_memory()');
+  const before = factFailures.count;
+  try {
+    const state = await move('tc-2', 'succeed');
+    expect(state).toMatchObject({ from_status: 'running', to_status: 'completed', is_terminal: true, has_side_effects: true });
+    expect(factFailures.count).toBe(before + 1);
+    const [row] = await em.execute<{ status: string; result: string }[]>("SELECT status, result FROM execution_contracts WHERE subject_id = 'tc-2'");
+    expect(row).toEqual({ status: 'completed', result: 'deleted' });
+  } finally {
+    await em.execute('DROP TRIGGER refuse_memory ON memory');
+  }
+  await open('tc-3');
+  await move('tc-3', 'start');
+  await move('tc-3', 'succeed');
+  const facts = await em.execute<{ key: string }[]>("SELECT key FROM memory WHERE scope_id = 'sess-ec'");
+  expect(facts).toHaveLength(1);
+});
