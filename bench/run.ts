@@ -2,8 +2,9 @@
 import { contracts } from './contracts.js';
 import { fanout } from './fanout.js';
 import { llmProxy } from './llm-proxy.js';
+import { observer } from './observer.js';
 
-const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts };
+const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, observer };
 const only = process.argv.slice(2);
 for (const [name, bench] of Object.entries(benches)) {
   if (only.length && !only.includes(name)) continue;
