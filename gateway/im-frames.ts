@@ -21,7 +21,12 @@ const frame = (required: string[], properties: Record<string, unknown>) => ({
 
 /** One JSON Schema per client frame type. */
 export const CLIENT_FRAME_SCHEMAS = {
-  hello: frame(['api_key'], { api_key: { type: 'string', minLength: 1 }, user_id: { type: 'string', minLength: 1, maxLength: 64 }, client_meta: { type: 'object' } }),
+  hello: frame(['api_key'], {
+    api_key: { type: 'string', minLength: 1 },
+    user_id: { type: 'string', minLength: 1, maxLength: 64 },
+    client_meta: { type: 'object' },
+    exclude_events: { type: 'array', maxItems: 50, items: { type: 'string', maxLength: 64 } },
+  }),
   agent_invoke: frame(['agent_id', 'message'], {
     agent_id: { type: 'string', minLength: 1, maxLength: 64 },
     message: {
@@ -85,7 +90,7 @@ function toRequest(type: ClientType, j: Record<string, any>): ConnectRequest {
   const base = { ts: j.ts ?? Date.now(), requestId: j.request_id ?? '', sessionId: j.session_id ?? '', runId: j.run_id ?? '' };
   switch (type) {
     case 'hello':
-      return ConnectRequest.fromPartial({ ...base, frame: { $case: 'hello', value: { apiKey: j.api_key, userId: j.user_id ?? '', clientMeta: j.client_meta } } });
+      return ConnectRequest.fromPartial({ ...base, frame: { $case: 'hello', value: { apiKey: j.api_key, userId: j.user_id ?? '', clientMeta: j.client_meta, excludeEvents: j.exclude_events ?? [] } } });
     case 'agent_invoke':
       return ConnectRequest.fromPartial({ ...base, frame: { $case: 'agentInvoke', value: { agentId: j.agent_id, message: j.message, context: j.context } } });
     case 'tool_result':

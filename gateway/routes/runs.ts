@@ -14,6 +14,7 @@ const listQuery = {
   properties: {
     after_ts: { type: 'integer', minimum: 0 },
     types: { type: 'string', maxLength: 2000 },
+    exclude_types: { type: 'string', maxLength: 2000 },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
     cursor,
   },
@@ -42,14 +43,14 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
     },
   );
 
-  app.get<{ Params: { run_id: string }; Querystring: { after_ts?: number; types?: string; limit: number; cursor?: string } }>(
+  app.get<{ Params: { run_id: string }; Querystring: { after_ts?: number; types?: string; exclude_types?: string; limit: number; cursor?: string } }>(
     '/v1/runs/:run_id/events',
     { schema: { params: runParams, querystring: listQuery } },
     async (req) => {
       const q = req.query;
       const res = await call(
         core.observer.listEvents.bind(core.observer),
-        { runId: req.params.run_id, sessionId: '', afterTs: q.after_ts ?? 0, types: splitTypes(q.types), limit: q.limit, cursor: q.cursor ?? '' },
+        { runId: req.params.run_id, sessionId: '', afterTs: q.after_ts ?? 0, types: splitTypes(q.types), excludeTypes: splitTypes(q.exclude_types), limit: q.limit, cursor: q.cursor ?? '' },
         req,
       );
       return { events: res.events.map(eventJson), has_more: res.hasMore, next_cursor: res.nextCursor || null };
@@ -57,13 +58,16 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
   );
 
   // Live events as SSE. `id:` is the cursor, so a reconnect with Last-Event-ID resumes exactly.
-  app.get<{ Params: { run_id: string }; Querystring: { types?: string; cursor?: string } }>(
+  app.get<{ Params: { run_id: string }; Querystring: { types?: string; exclude_types?: string; cursor?: string } }>(
     '/v1/runs/:run_id/events/stream',
-    { schema: { params: runParams, querystring: { type: 'object', additionalProperties: false, properties: { types: { type: 'string' }, cursor } } } },
+    { schema: { params: runParams, querystring: { type: 'object', additionalProperties: false, properties: { types: { type: 'string' }, exclude_types: { type: 'string' }, cursor } } } },
     (req, reply) => {
       const lastEventId = req.headers['last-event-id'];
       const from = typeof lastEventId === 'string' && /^\d{1,19}$/.test(lastEventId) ? lastEventId : (req.query.cursor ?? '');
-      const stream = core.observer.watchEvents({ runId: req.params.run_id, sessionId: '', types: splitTypes(req.query.types), cursor: from }, metadataOf(req));
+      const stream = core.observer.watchEvents(
+        { runId: req.params.run_id, sessionId: '', types: splitTypes(req.query.types), excludeTypes: splitTypes(req.query.exclude_types), cursor: from },
+        metadataOf(req),
+      );
       live.add(stream);
       let opened = false;
       const open = () => {

@@ -44,6 +44,8 @@ class Connection {
   readonly #watchers = new Map<string, AbortController>();
   readonly #id = newId('conn');
   #user: { userId: string; keyId: string } | undefined;
+  /** Event types this connection asked not to receive (hello.exclude_events). */
+  #exclude: string[] = [];
 
   constructor(deps: ConnectDeps, ctx: CallContext) {
     this.#deps = deps;
@@ -83,7 +85,7 @@ class Connection {
   async #handle(request: ConnectRequest): Promise<void> {
     const frame = request.frame;
     if (!frame) return this.#error(request, 'invalid_request', 'the frame has no type', 'type');
-    if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId);
+    if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId, frame.value.excludeEvents);
     if (!this.#user) {
       this.#error(request, 'unauthenticated', 'the first frame must be hello with a valid api_key', 'type');
       return this.#close();
@@ -109,13 +111,14 @@ class Connection {
     }
   }
 
-  async #hello(request: ConnectRequest, apiKey: string, userId: string): Promise<void> {
+  async #hello(request: ConnectRequest, apiKey: string, userId: string, excludeEvents: string[]): Promise<void> {
     const principal = apiKey ? await this.#deps.keys.verify(apiKey) : null;
     if (!principal) {
       this.#error(request, 'unauthenticated', 'invalid api_key', 'api_key');
       return this.#close();
     }
     this.#user = { userId: userId || principal.keyId, keyId: principal.keyId };
+    this.#exclude = excludeEvents.filter(Boolean);
     this.#send(request, { $case: 'helloAck', value: { userId: this.#user.userId, connectionId: this.#id } });
   }
 
@@ -188,7 +191,7 @@ class Connection {
     const em = () => this.#deps.orm.em.fork();
     void (async () => {
       try {
-        for await (const event of watchEvents(em, this.#deps.bus, { filter: { sessionId }, cursor, signal: controller.signal })) {
+        for await (const event of watchEvents(em, this.#deps.bus, { filter: { sessionId, excludeTypes: this.#exclude }, cursor, signal: controller.signal })) {
           const frame = frameOf(event);
           if (frame) this.out.push(frame);
         }

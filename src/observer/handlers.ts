@@ -89,7 +89,7 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
       return { views: views.map(toConsequenceMessage), promptText: renderConsequences(views, PROMPT_ACTION_TYPES) };
     },
     async listEvents(req, ctx) {
-      const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), afterTs: req.afterTs || undefined };
+      const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), excludeTypes: req.excludeTypes.filter(Boolean), afterTs: req.afterTs || undefined };
       if (req.limit < 0 || req.limit > MAX_PAGE) throw invalidRequest(`limit must be 1-${MAX_PAGE}`, 'limit');
       const limit = req.limit || 100;
       const rows = await em().transactional((tx) => readEvents(tx, filter, cursorOf(req.cursor, 'cursor'), limit + 1), { readOnly: true });
@@ -98,7 +98,7 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     },
     /** A run's watch ends after its terminal event; a session's watch runs until cancelled. */
     async *watchEvents(req, ctx) {
-      const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean) };
+      const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), excludeTypes: req.excludeTypes.filter(Boolean) };
       const finished = req.runId ? async () => RUN_MACHINE.isTerminal((await findRun(em(), req.runId))!.status) : undefined;
       for await (const event of watchEvents(em, bus, { filter, cursor: cursorOf(req.cursor, 'cursor'), signal: ctx.signal, finished })) {
         yield { event: toEventMessage(event) };

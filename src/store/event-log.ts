@@ -89,6 +89,8 @@ export interface EventFilter {
   runId?: string;
   sessionId?: string;
   types?: string[];
+  /** Types to leave out, e.g. `execution_state`. */
+  excludeTypes?: string[];
   afterTs?: number;
 }
 
@@ -99,6 +101,7 @@ export async function readEvents(em: EntityManager, filter: EventFilter, after: 
   if (filter.runId) where.push('run_id = ?'), params.push(filter.runId);
   if (filter.sessionId) where.push('session_id = ?'), params.push(filter.sessionId);
   if (filter.types?.length) where.push('type IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.types));
+  if (filter.excludeTypes?.length) where.push('type NOT IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.excludeTypes));
   if (filter.afterTs) where.push('ts > ?'), params.push(filter.afterTs);
   params.push(limit);
   const rows = await em.execute<EventRow[]>(

@@ -330,6 +330,24 @@ describe('the seed 004 worked example', () => {
     const res = await s.http(`/v1/runs/${run.runId}/events/stream?types=execution_state`, { signal: controller.signal, headers: { 'last-event-id': replay[2].cursor } });
     const rest = await readSse(res, 3, controller);
     expect(rest.map((e) => JSON.parse(e.data).event_id)).toEqual(replay.slice(3).map((e: { event_id: string }) => e.event_id));
+    // Clients that do not want execution_state leave it out: replay, and IM frames on resume.
+    const without = (await (await s.http(`/v1/runs/${run.runId}/events?exclude_types=execution_state`)).json()).events;
+    expect(without.length).toBeGreaterThan(0);
+    expect(without.some((e: { type: string }) => e.type === 'execution_state')).toBe(false);
+    const executionFrames = async (exclude: string[]) => {
+      const ws = await new WsClient(s.url).open();
+      ws.send({ type: 'hello', api_key: s.key, user_id: 'u1', exclude_events: exclude });
+      await ws.next('hello_ack');
+      ws.send({ type: 'resume', session_id: run.sessionId, cursor: '0' });
+      await ws.next('approval_required');
+      await new Promise((r) => setTimeout(r, 200));
+      ws.close();
+      return ws.frames.filter((f) => f.type === 'state' && f.state === 'execution_state');
+    };
+    const seen = await executionFrames([]);
+    expect(seen.map((f) => f.detail.execution_state.trigger)).toEqual(['start', 'suspend', 'resume', 'succeed', 'start', 'succeed']);
+    expect(await executionFrames(['execution_state'])).toEqual([]);
+
     run.release();
     await run.ws.next('done');
 
@@ -338,9 +356,9 @@ describe('the seed 004 worked example', () => {
       sse(res, 'done', { usage: {} });
       res.end();
     });
-    const seen = run.ws.frames.length;
+    const before = run.ws.frames.length;
     run.ws.send({ type: 'agent_invoke', session_id: run.sessionId, agent_id: 'worker', message: { role: 'user', content: 'did it go out?' } });
-    await run.ws.next('done', seen);
+    await run.ws.next('done', before);
     const told = agent.invocations.at(-1)!.body.context as { execution_consequences: { views: { action_summary: string }[]; prompt_text: string } };
     expect(told.execution_consequences.views.map((v) => v.action_summary)).toEqual(['email.send → bob@example.com', ecs.action_summary]);
     expect(told.execution_consequences.prompt_text).toBe(c.prompt_text);

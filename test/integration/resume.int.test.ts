@@ -137,7 +137,7 @@ describe('replay', () => {
     const done = await im.next('done');
     im.close();
     const list = (cursor: string, types: string[], limit: number) =>
-      unary(t.clients.observer.listEvents.bind(t.clients.observer), { runId: done.runId, sessionId: '', afterTs: 0, types, limit, cursor }, withKey(t.key));
+      unary(t.clients.observer.listEvents.bind(t.clients.observer), { runId: done.runId, sessionId: '', afterTs: 0, types, excludeTypes: [], limit, cursor }, withKey(t.key));
 
     const all = await list('', [], 100);
     expect(all.events.map((e) => e.type)).toEqual([
@@ -156,7 +156,7 @@ describe('replay', () => {
     expect(pages).toEqual([['0;', '1;'], ['2;', '3;'], ['4;']]);
 
     const afterTs = await list('', [], 100).then((r) => r.events[3]!.ts);
-    const later = await unary(t.clients.observer.listEvents.bind(t.clients.observer), { runId: done.runId, sessionId: '', afterTs: afterTs - 1, types: ['run_done'], limit: 10, cursor: '' }, withKey(t.key));
+    const later = await unary(t.clients.observer.listEvents.bind(t.clients.observer), { runId: done.runId, sessionId: '', afterTs: afterTs - 1, types: ['run_done'], excludeTypes: [], limit: 10, cursor: '' }, withKey(t.key));
     expect(later.events.map((e) => e.type)).toEqual(['run_done']);
   });
 });

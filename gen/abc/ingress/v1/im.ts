@@ -62,7 +62,11 @@ export function approvalVerdictToNumber(object: ApprovalVerdict): number {
 export interface Hello {
   userId: string;
   apiKey: string;
-  clientMeta?: { [key: string]: any } | undefined;
+  clientMeta?:
+    | { [key: string]: any }
+    | undefined;
+  /** Event types this connection does not want as frames, e.g. `execution_state`. */
+  excludeEvents: string[];
 }
 
 /**
@@ -160,7 +164,7 @@ export interface Done {
 }
 
 function createBaseHello(): Hello {
-  return { userId: "", apiKey: "", clientMeta: undefined };
+  return { userId: "", apiKey: "", clientMeta: undefined, excludeEvents: [] };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -173,6 +177,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.clientMeta !== undefined) {
       Struct.encode(Struct.wrap(message.clientMeta), writer.uint32(26).fork()).join();
+    }
+    for (const v of message.excludeEvents) {
+      writer.uint32(34).string(v!);
     }
     return writer;
   },
@@ -214,6 +221,14 @@ export const Hello: MessageFns<Hello> = {
             message.clientMeta = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.excludeEvents.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -243,6 +258,11 @@ export const Hello: MessageFns<Hello> = {
         : isObject(object.client_meta)
         ? object.client_meta
         : undefined,
+      excludeEvents: globalThis.Array.isArray(object?.excludeEvents)
+        ? object.excludeEvents.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.exclude_events)
+        ? object.exclude_events.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -257,6 +277,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.clientMeta !== undefined) {
       obj.clientMeta = message.clientMeta;
     }
+    if (message.excludeEvents?.length) {
+      obj.excludeEvents = message.excludeEvents;
+    }
     return obj;
   },
 
@@ -268,6 +291,7 @@ export const Hello: MessageFns<Hello> = {
     message.userId = object.userId ?? "";
     message.apiKey = object.apiKey ?? "";
     message.clientMeta = object.clientMeta ?? undefined;
+    message.excludeEvents = object.excludeEvents?.map((e) => e) || [];
     return message;
   },
 };

@@ -38,6 +38,8 @@ export interface ListEventsRequest {
   types: string[];
   limit: number;
   cursor: string;
+  /** Event types to leave out. */
+  excludeTypes: string[];
 }
 
 /** ListEventsResponse is one page of events. */
@@ -53,6 +55,8 @@ export interface WatchEventsRequest {
   sessionId: string;
   types: string[];
   cursor: string;
+  /** Event types to leave out, e.g. `execution_state` for clients that do not want them. */
+  excludeTypes: string[];
 }
 
 /** WatchEventsResponse is one event. */
@@ -124,7 +128,7 @@ export interface GetToolMetricsResponse {
 }
 
 function createBaseListEventsRequest(): ListEventsRequest {
-  return { runId: "", sessionId: "", afterTs: 0, types: [], limit: 0, cursor: "" };
+  return { runId: "", sessionId: "", afterTs: 0, types: [], limit: 0, cursor: "", excludeTypes: [] };
 }
 
 export const ListEventsRequest: MessageFns<ListEventsRequest> = {
@@ -146,6 +150,9 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     }
     if (message.cursor !== "") {
       writer.uint32(50).string(message.cursor);
+    }
+    for (const v of message.excludeTypes) {
+      writer.uint32(58).string(v!);
     }
     return writer;
   },
@@ -211,6 +218,14 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
             message.cursor = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.excludeTypes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -243,6 +258,11 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
       types: globalThis.Array.isArray(object?.types) ? object.types.map((e: any) => globalThis.String(e)) : [],
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       cursor: isSet(object.cursor) ? globalThis.String(object.cursor) : "",
+      excludeTypes: globalThis.Array.isArray(object?.excludeTypes)
+        ? object.excludeTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.exclude_types)
+        ? object.exclude_types.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -266,6 +286,9 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     if (message.cursor !== "") {
       obj.cursor = message.cursor;
     }
+    if (message.excludeTypes?.length) {
+      obj.excludeTypes = message.excludeTypes;
+    }
     return obj;
   },
 
@@ -280,6 +303,7 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     message.types = object.types?.map((e) => e) || [];
     message.limit = object.limit ?? 0;
     message.cursor = object.cursor ?? "";
+    message.excludeTypes = object.excludeTypes?.map((e) => e) || [];
     return message;
   },
 };
@@ -394,7 +418,7 @@ export const ListEventsResponse: MessageFns<ListEventsResponse> = {
 };
 
 function createBaseWatchEventsRequest(): WatchEventsRequest {
-  return { runId: "", sessionId: "", types: [], cursor: "" };
+  return { runId: "", sessionId: "", types: [], cursor: "", excludeTypes: [] };
 }
 
 export const WatchEventsRequest: MessageFns<WatchEventsRequest> = {
@@ -410,6 +434,9 @@ export const WatchEventsRequest: MessageFns<WatchEventsRequest> = {
     }
     if (message.cursor !== "") {
       writer.uint32(34).string(message.cursor);
+    }
+    for (const v of message.excludeTypes) {
+      writer.uint32(42).string(v!);
     }
     return writer;
   },
@@ -459,6 +486,14 @@ export const WatchEventsRequest: MessageFns<WatchEventsRequest> = {
             message.cursor = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.excludeTypes.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -485,6 +520,11 @@ export const WatchEventsRequest: MessageFns<WatchEventsRequest> = {
         : "",
       types: globalThis.Array.isArray(object?.types) ? object.types.map((e: any) => globalThis.String(e)) : [],
       cursor: isSet(object.cursor) ? globalThis.String(object.cursor) : "",
+      excludeTypes: globalThis.Array.isArray(object?.excludeTypes)
+        ? object.excludeTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.exclude_types)
+        ? object.exclude_types.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -502,6 +542,9 @@ export const WatchEventsRequest: MessageFns<WatchEventsRequest> = {
     if (message.cursor !== "") {
       obj.cursor = message.cursor;
     }
+    if (message.excludeTypes?.length) {
+      obj.excludeTypes = message.excludeTypes;
+    }
     return obj;
   },
 
@@ -514,6 +557,7 @@ export const WatchEventsRequest: MessageFns<WatchEventsRequest> = {
     message.sessionId = object.sessionId ?? "";
     message.types = object.types?.map((e) => e) || [];
     message.cursor = object.cursor ?? "";
+    message.excludeTypes = object.excludeTypes?.map((e) => e) || [];
     return message;
   },
 };
