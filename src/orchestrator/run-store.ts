@@ -5,6 +5,8 @@ import { AbcError } from '../domain/errors.js';
 import { transition } from '../domain/machine.js';
 import { RUN_MACHINE, type RunState, type RunTrigger } from '../domain/run.machine.js';
 import type { Logger } from '../log.js';
+import { moveContract } from '../store/execution-contracts.js';
+import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { appendEvents, type NewEvent, type StoredEvent } from '../store/event-log.js';
 
 export interface RunRow {
@@ -104,7 +106,7 @@ export async function transitionRun(
   events: NewEvent[],
   error?: Record<string, unknown>,
 ): Promise<Transitioned> {
-  const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [runId]);
+  const [row] = await tx.execute<{ status: RunState; parent_run_id: string | null }[]>('SELECT status, parent_run_id FROM runs WHERE run_id = ? FOR UPDATE', [runId]);
   if (!row) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
   const next = transition(RUN_MACHINE, row.status, trigger);
   if (!next.ok) {
@@ -121,5 +123,26 @@ export async function transitionRun(
        error = COALESCE(?::jsonb, error), version = version + 1 WHERE run_id = ?`,
     [next.value, ended, error ? JSON.stringify(error) : null, runId],
   );
-  return { from: row.status, to: next.value, events: await appendEvents(tx, runId, events) };
+  // A child run is its parent's agent_call contract (seed 004). Its execution_state
+  // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
+  const mirrored: NewEvent[] = [];
+  for (const move of row.parent_run_id ? (RUN_TO_CONTRACT[trigger] ?? []) : []) {
+    const state = await moveContract(tx, { runId: row.parent_run_id!, subjectId: runId }, move, 'graph_runner', {
+      ...(next.value === 'DONE' && { result: 'completed' }),
+      ...(error && { errorMessage: String(error.message ?? error.code ?? '') }),
+    });
+    if (state) mirrored.push({ type: 'execution_state', payload: { ...state } });
+  }
+  return { from: row.status, to: next.value, events: await appendEvents(tx, runId, [...events, ...mirrored]) };
 }
+
+/** Run hops and the agent_call contract moves they mirror. */
+const RUN_TO_CONTRACT: Partial<Record<RunTrigger, ExecutionTrigger[]>> = {
+  start: ['start'],
+  wait_tool: ['suspend'],
+  wait_approval: ['suspend'],
+  resume: ['resume'],
+  complete: ['succeed'],
+  fail: ['fail'],
+  cancel: ['cancel'],
+};

@@ -7,6 +7,7 @@ import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import { newId } from '../ids.js';
+import { moveContract, openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
@@ -182,6 +183,11 @@ export class Runs {
       traceparent: `00-${parent.traceId}-${randomBytes(8).toString('hex')}-01`,
       onCreated: async (tx, childId) => {
         await appendEvents(tx, parent.runId, [{ type: 'agent_called_child', payload: { child_run_id: childId, agent_id: call.agentId, depth: chain.length + 1 } }]);
+        const asked = call.message.content.length > 60 ? `${call.message.content.slice(0, 59)}…` : call.message.content;
+        await openContract(tx, { sessionId: parent.sessionId, runId: parent.runId, subjectId: childId, actionType: 'agent_call', actionSummary: `${call.agentId} → ${asked}`, irreversible: false });
+        // The child started just before this callback; its contract starts with it.
+        const started = await moveContract(tx, { runId: parent.runId, subjectId: childId }, 'start', 'graph_runner');
+        await appendEvents(tx, childId, [{ type: 'execution_state', payload: { ...started } }]);
       },
     });
   }

@@ -74,6 +74,12 @@ describe('agent-to-agent calls', () => {
     expect(child.trace_id).toBe((await (await s.http(`/v1/runs/${done.run_id}`)).json()).run.trace_id);
     // The child's own caller saw the same trace id in its traceparent.
     expect(String(agents.weather!.invocations.at(-1)!.headers.traceparent).split('-')[1]).toBe(child.trace_id);
+    // The call is an agent_call execution contract of the parent's session (seed 004).
+    const t = await (await s.http(`/api/execution/${done.session_id}/timeline`)).json();
+    const callContract = t.contracts.find((c: { action_type: string }) => c.action_type === 'agent_call');
+    expect(callContract).toMatchObject({ action_summary: 'weather → from planner: weather in Taipei?', current_status: 'completed', run_id: done.run_id, transition_count: 2 });
+    const moves = (await readEvents(s.orm.em.fork(), { runId: childRunId, types: ['execution_state'] }, '0', 10)).map((e) => e.payload.trigger);
+    expect(moves).toEqual(['start', 'succeed']);
     ws.close();
   });
 
@@ -119,6 +125,8 @@ describe('agent-to-agent calls', () => {
     await expect.poll(async () => (await (await s.http(`/v1/runs/${childRun}`)).json()).run.status).toBe('RUNNING');
     ws.send({ type: 'cancel_run', run_id: delta.run_id });
     await expect.poll(async () => (await (await s.http(`/v1/runs/${childRun}`)).json()).run.status, { timeout: 5000 }).toBe('CANCELLED');
+    const c = await (await s.http(`/api/execution/${delta.session_id}/consequences`)).json();
+    expect(c.views).toEqual([expect.objectContaining({ action_type: 'agent_call', consequence_label: 'CANCELLED', is_still_pending: false })]);
     await agents.weather!.invocations.at(-1)!.closed;
     ws.close();
   });
