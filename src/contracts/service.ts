@@ -95,9 +95,13 @@ export class ContractService {
     try {
       let view = await this.#read(ticket);
       const wait = waitMs ?? preferencesOf(view.row.request).poll_long_wait_ms;
-      if (wait > 0 && !isFinished(view.row)) {
-        await watch.next(Date.now() + wait);
+      const deadline = Date.now() + wait;
+      // A notification may be for a change the first read already saw: wait on until something visible changes.
+      const seen = JSON.stringify(view.document);
+      while (wait > 0 && !isFinished(view.row) && Date.now() < deadline) {
+        await watch.next(deadline);
         view = await this.#read(ticket);
+        if (JSON.stringify(view.document) !== seen) break;
       }
       const contract = this.opts.contracts.get(view.row.contract_id, view.row.contract_version)!;
       return this.#checked(contract, 'poll-response', view.document, view.row.trace_id);
