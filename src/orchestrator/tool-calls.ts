@@ -319,7 +319,15 @@ export class ToolCalls {
       [runId],
     )) as [{ n: number }];
     if (n > 0) return;
-    await transitionRun(tx, this.#log, runId, 'resume', [{ type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
+    // Seed 004 alignment: resuming expects no execution contract of the run still waiting.
+    const [{ waiting }] = (await tx.execute<{ waiting: number }[]>("SELECT count(*)::int AS waiting FROM execution_contracts WHERE run_id = ? AND status = 'waiting'", [runId])) as [
+      { waiting: number },
+    ];
+    const warning: NewEvent[] = waiting
+      ? [{ type: 'execution_alignment_warning', payload: { expected_waiting: 0, actual_waiting: waiting, detail } }]
+      : [];
+    if (waiting) this.#log.warn({ runId, waiting }, 'resuming a run whose execution contracts still wait');
+    await transitionRun(tx, this.#log, runId, 'resume', [...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
   }
 
   async #requestApproval(tx: EntityManager, id: string, sessionId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
@@ -364,7 +372,16 @@ export class ToolCalls {
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
     const started = await this.#em()
-      .transactional((tx) => this.#transition(tx, toolCallId, 'start', [], { started: true }))
+      .transactional(async (tx) => {
+        // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
+        const done = await completedElsewhere(tx, toolCallId);
+        if (!done) return this.#transition(tx, toolCallId, 'start', [], { started: true });
+        const error = { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
+        const current = await this.get(toolCallId, tx);
+        if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
+        await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });
+        return null;
+      })
       .catch((error) => {
         if (error instanceof AbcError && error.payload.code === 'illegal_transition') return null; // another core has it
         throw error;
@@ -675,6 +692,18 @@ const toApproval = (r: RawApproval): ApprovalRow => ({
   argsSummary: r.args_summary,
   toolName: r.tool_name,
 });
+
+/** The execution id of another completed irreversible contract with this call's idempotency key, if any. */
+async function completedElsewhere(tx: EntityManager, toolCallId: string): Promise<string | undefined> {
+  const [row] = await tx.execute<{ execution_id: string }[]>(
+    `SELECT o.execution_id FROM tool_calls t
+     JOIN execution_contracts c ON c.run_id = t.run_id AND c.subject_id = t.tool_call_id
+     JOIN execution_contracts o ON o.idempotency_key = c.idempotency_key AND o.execution_id <> c.execution_id
+     WHERE t.tool_call_id = ? AND o.status = 'completed' AND o.irreversible LIMIT 1`,
+    [toolCallId],
+  );
+  return row?.execution_id;
+}
 
 /** Applies contract moves in `tx`; returns their `execution_state` events. */
 async function contractMoves(

@@ -153,6 +153,7 @@ export const ExecutionContract = defineEntity({
     { properties: ['sessionId', 'createdAt'], name: 'idx_execution_contracts_session' },
     { properties: ['runId'], name: 'idx_execution_contracts_run' },
     { properties: ['ticket', 'subjectId'], name: 'idx_execution_contracts_subject' },
+    { properties: ['idempotencyKey'], name: 'idx_execution_contracts_idempotency' },
   ],
   properties: {
     executionId: p.string().length(64).primary(),

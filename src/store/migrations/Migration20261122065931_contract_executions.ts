@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261122063934 extends Migration {
+export class Migration20261122065931 extends Migration {
   override async up(): Promise<void> {
     this.addSql("create table \"contract_steps\" (\"ticket\" varchar(64) not null, \"step_id\" varchar(64) not null, \"position\" int not null, \"label\" varchar(256) not null, \"capability\" varchar(128) not null, \"status\" varchar(16) not null, \"output\" jsonb null, \"message\" text null, \"started_at\" timestamptz null, \"ended_at\" timestamptz null, primary key (\"ticket\", \"step_id\"))");
     this.addSql("create table \"portfolios\" (\"portfolio_id\" varchar(128) not null, \"account_id\" varchar(128) null, \"name\" varchar(256) not null, \"base_currency\" varchar(3) not null, \"updated_at\" timestamptz not null default now(), primary key (\"portfolio_id\"))");
@@ -13,6 +13,7 @@ export class Migration20261122063934 extends Migration {
     this.addSql("create index \"idx_contract_executions_lease\" on \"contract_executions\" (\"lease_expires_at\")");
     this.addSql("alter table \"contract_executions\" add constraint \"uq_contract_executions_idempotency\" unique (\"contract_id\", \"idempotency_key\")");
     this.addSql("create index \"idx_execution_contracts_subject\" on \"execution_contracts\" (\"ticket\", \"subject_id\")");
+    this.addSql("create index \"idx_execution_contracts_idempotency\" on \"execution_contracts\" (\"idempotency_key\")");
     this.addSql("create or replace function \"frozen_plans_frozen_plans_immutable_fn\"() returns trigger as $$ begin RAISE EXCEPTION 'frozen plans are immutable' USING ERRCODE = 'check_violation'; end; $$ language plpgsql");
     this.addSql("create trigger \"frozen_plans_immutable\" BEFORE UPDATE OR DELETE on \"frozen_plans\" for each ROW execute function \"frozen_plans_frozen_plans_immutable_fn\"()");
   }
@@ -28,6 +29,7 @@ export class Migration20261122063934 extends Migration {
     this.addSql("alter table \"contract_executions\" drop constraint \"uq_contract_executions_idempotency\"");
     this.addSql("alter table \"contract_executions\" drop column \"request_hash\", drop column \"assembly_id\", drop column \"assembly_version\", drop column \"expected_latency_ms\", drop column \"artifact\", drop column \"artifact_media_type\", drop column \"warnings\", drop column \"lease_owner\", drop column \"lease_expires_at\", drop column \"started_at\", drop column \"finished_at\"");
     this.addSql("drop index \"idx_execution_contracts_subject\"");
+    this.addSql("drop index \"idx_execution_contracts_idempotency\"");
     this.addSql("drop trigger if exists \"frozen_plans_immutable\" on \"frozen_plans\"");
     this.addSql("drop function if exists \"frozen_plans_frozen_plans_immutable_fn\"()");
   }
