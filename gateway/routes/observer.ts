@@ -68,7 +68,32 @@ const consequenceJson = (v: ExecutionConsequenceView) => ({
 
 const idParams = (name: string) => ({ type: 'object', required: [name], properties: { [name]: { type: 'string', minLength: 1, maxLength: 128 } } }) as const;
 
+const sinceQuery = (extra: Record<string, unknown> = {}) =>
+  ({ type: 'object', additionalProperties: false, properties: { since_ts: { type: 'integer', minimum: 0 }, ...extra } }) as const;
+
 export function observerRoutes(app: FastifyInstance, core: CoreClients): void {
+  app.get<{ Querystring: { since_ts?: number; agent_id?: string } }>(
+    '/v1/metrics/runs',
+    { schema: { querystring: sinceQuery({ agent_id: { type: 'string', maxLength: 64 } }) } },
+    async (req) => {
+      const { metrics: m } = await call(core.observer.getRunMetrics.bind(core.observer), { sinceTs: req.query.since_ts ?? 0, agentId: req.query.agent_id ?? '' }, req);
+      return {
+        total: m!.total, succeeded: m!.succeeded, failed: m!.failed, cancelled: m!.cancelled,
+        success_rate: m!.successRate, p50_duration_ms: m!.p50DurationMs, p95_duration_ms: m!.p95DurationMs,
+      };
+    },
+  );
+
+  app.get<{ Querystring: { since_ts?: number } }>('/v1/metrics/tools', { schema: { querystring: sinceQuery() } }, async (req) => {
+    const res = await call(core.observer.getToolMetrics.bind(core.observer), { sinceTs: req.query.since_ts ?? 0 }, req);
+    return {
+      tools: res.tools.map((t) => ({
+        tool_name: t.toolName, total: t.total, succeeded: t.succeeded, failed: t.failed,
+        success_rate: t.successRate, p95_duration_ms: t.p95DurationMs, p95_approval_wait_ms: t.p95ApprovalWaitMs,
+      })),
+    };
+  });
+
   app.get<{ Params: { session_id: string } }>('/api/execution/:session_id/timeline', { schema: { params: idParams('session_id') } }, async (req) => {
     const { timeline: t } = await call(core.observer.getTimeline.bind(core.observer), { sessionId: req.params.session_id }, req);
     return {

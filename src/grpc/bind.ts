@@ -129,20 +129,3 @@ function waitForDrain(stream: NodeJS.EventEmitter, signal: AbortSignal): Promise
     signal.addEventListener('abort', done, { once: true });
   });
 }
-
-/** Handlers that answer UNIMPLEMENTED, naming the issue that will implement them. */
-export function unimplemented<D extends ServiceDefinition>(definition: D, plan: Partial<Record<keyof D, string>> & { default: string }): ServiceHandlers<D> {
-  const handlers: Record<string, unknown> = {};
-  for (const [name, method] of Object.entries(definition)) {
-    const what = plan[name as keyof D] ?? plan.default;
-    const error = () => new AbcError('UNIMPLEMENTED', { code: 'unimplemented', message: `${method.path} is not implemented yet: ${what}` });
-    handlers[name] = method.responseStream
-      ? async function* () {
-          throw error();
-        }
-      : async () => {
-          throw error();
-        };
-  }
-  return handlers as ServiceHandlers<D>;
-}

@@ -1,5 +1,4 @@
-// Which service implements what. RPCs whose behaviour belongs to a later
-// issue answer UNIMPLEMENTED with a message naming that issue.
+// Which service implements what.
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import type pg from 'pg';
 import { DecisionServiceService } from '../../gen/abc/decision/v1/decision.js';

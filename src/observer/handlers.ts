@@ -1,13 +1,14 @@
 // The observer plane: read-only projections. Event reads run in read-only transactions.
 import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
-import { requireSession } from '../access/principal.js';
+import { requireKey, requireSession } from '../access/principal.js';
 import { invalidRequest, notFound } from '../domain/errors.js';
 import type pg from 'pg';
 import { PROMPT_ACTION_TYPES } from './consequences.js';
 import { readContract, readContracts } from './execution-reads.js';
 import { toConsequenceMessage, toSnapshotMessage, toTransitionMessage } from './mappers.js';
 import { consequenceViews, renderConsequences, snapshot, timeline } from './views.js';
-import { unimplemented, type ServiceHandlers } from '../grpc/bind.js';
+import type { ServiceHandlers } from '../grpc/bind.js';
+import { runMetrics, toolMetrics } from './metrics.js';
 import { toEventMessage } from '../grpc/mappers.js';
 import type { EventBus } from '../store/event-bus.js';
 import { readEvents, type EventFilter } from '../store/event-log.js';
@@ -43,7 +44,6 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
   };
 
   return {
-    ...unimplemented(ObserverServiceService, { default: 'issue #7 (observer views and metrics)' }),
     /** The state machines, derived from the very tables they run on. */
     async getTopology(req) {
       const machines = req.machine ? TOPOLOGY.filter((t) => t.machine === req.machine) : TOPOLOGY;
@@ -87,6 +87,24 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
       const rows = await readContracts(readOnly, filter.runId ? { runId: filter.runId } : { sessionId: filter.sessionId! });
       const views = consequenceViews(rows.map((r) => r.contract), rows.flatMap((r) => r.transitions));
       return { views: views.map(toConsequenceMessage), promptText: renderConsequences(views, PROMPT_ACTION_TYPES) };
+    },
+    /** Run outcomes and durations since `since_ts`, optionally for one agent. */
+    async getRunMetrics(req, ctx) {
+      requireKey(ctx.principal);
+      const m = await runMetrics(readOnly, req.sinceTs, req.agentId);
+      return {
+        metrics: { total: m.total, succeeded: m.succeeded, failed: m.failed, cancelled: m.cancelled, successRate: m.success_rate, p50DurationMs: m.p50_duration_ms, p95DurationMs: m.p95_duration_ms },
+      };
+    },
+    /** Per-tool outcomes, durations and approval waits since `since_ts`. */
+    async getToolMetrics(req, ctx) {
+      requireKey(ctx.principal);
+      const tools = await toolMetrics(readOnly, req.sinceTs);
+      return {
+        tools: tools.map((t) => ({
+          toolName: t.tool_name, total: t.total, succeeded: t.succeeded, failed: t.failed, successRate: t.success_rate, p95DurationMs: t.p95_duration_ms, p95ApprovalWaitMs: t.p95_approval_wait_ms,
+        })),
+      };
     },
     async listEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), excludeTypes: req.excludeTypes.filter(Boolean), afterTs: req.afterTs || undefined };

@@ -310,6 +310,12 @@ describe('the seed 004 worked example', () => {
     expect(c.prompt_text).toMatch(/^\[SUCCESS ⚠️ IRREVERSIBLE\] email\.send → bob@example\.com: \{"ok":true/);
     expect(JSON.stringify(c)).not.toContain(send.idempotency_key);
 
+    // Metrics see the call and its approval wait.
+    const toolStats = (await (await s.http('/v1/metrics/tools')).json()).tools.find((x: { tool_name: string }) => x.tool_name === 'email.send');
+    expect(toolStats).toMatchObject({ total: 1, succeeded: 1, failed: 0, success_rate: 1 });
+    expect(toolStats.p95_approval_wait_ms).toBeGreaterThan(0);
+    expect((await (await s.http('/v1/metrics/runs?agent_id=worker')).json()).total).toBeGreaterThan(0);
+
     // Each finished contract left an execution_fact in the session's memory.
     const facts = await s.orm.em.fork().execute<{ value: Record<string, unknown> }[]>("SELECT value FROM memory WHERE scope = 'SESSION' AND scope_id = ? ORDER BY key", [run.sessionId]);
     expect(facts.map((f) => f.value)).toEqual(expect.arrayContaining([

@@ -48,12 +48,11 @@ describe('core gRPC server', () => {
     expect(error.code).toBe(status.UNAUTHENTICATED);
   });
 
-  it('answers UNIMPLEMENTED, naming the issue, for RPCs of later issues', async () => {
-    const error = await failure(
-      unary(clients.observer.getRunMetrics.bind(clients.observer), GetRunMetricsRequest.fromPartial({ agentId: 'x' }), withKey(key)),
-    );
-    expect(error.code).toBe(status.UNIMPLEMENTED);
-    expect(error.details).toMatch(/ObserverService\/GetRunMetrics is not implemented yet: issue #7/);
+  it('serves run and tool metrics', async () => {
+    const res = await unary(clients.observer.getRunMetrics.bind(clients.observer), GetRunMetricsRequest.fromPartial({ sinceTs: 0 }), withKey(key));
+    expect(res.metrics).toMatchObject({ total: 0, successRate: 0 });
+    const tools = await unary(clients.observer.getToolMetrics.bind(clients.observer), { sinceTs: 0 }, withKey(key));
+    expect(tools.tools).toEqual([]);
   });
 
   it('ends a server stream with the error and its seed payload', async () => {
