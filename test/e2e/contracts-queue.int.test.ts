@@ -1,6 +1,5 @@
 // Contract executions held in the queue (no worker in the serving core): sync
 // timeouts, the read-only poll, cancel, and a long poll woken by progress.
-import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCore } from '../../src/main/core.js';
 import { readOnlyPool } from '../../src/store/read-only.js';
@@ -8,6 +7,7 @@ import { FAST_RETRY } from '../support/core.js';
 import { contract, importSamplePortfolios, registry, request } from '../support/contracts.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { testLogger } from '../support/log.js';
+import { tableDigest } from '../support/digest.js';
 
 let s: TestStack;
 
@@ -26,17 +26,8 @@ async function queued(patch: Record<string, unknown> = {}): Promise<string> {
   return (await res.json()).task.ticket;
 }
 
-/** A digest of everything a poll could possibly write. */
-async function stateDigest(): Promise<string> {
-  const em = s.orm.em.fork();
-  const tables = ['contract_executions', 'contract_steps', 'ticket_events', 'frozen_plans', 'graphile_worker._private_jobs'];
-  const parts: string[] = [];
-  for (const t of tables) {
-    const [row] = await em.execute<{ digest: string | null; n: number }[]>(`SELECT md5(string_agg(x::text, '|' ORDER BY x::text)) AS digest, count(*)::int AS n FROM ${t} x`);
-    parts.push(`${t}:${row!.n}:${row!.digest}`);
-  }
-  return createHash('sha256').update(parts.join('\n')).digest('hex');
-}
+/** Everything a poll could possibly write. */
+const stateDigest = () => tableDigest(s.orm, ['contract_executions', 'contract_steps', 'ticket_events', 'frozen_plans', 'graphile_worker._private_jobs']);
 
 describe('sync and auto without a worker', () => {
   it('answers sync with a TIMEOUT error carrying the ticket, and the ticket is kept', async () => {

@@ -1,6 +1,7 @@
 // The business contract API end to end (seed 000): gateway → gRPC → core → queue worker.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from '../support/gateway.js';
+import { tableDigest } from '../support/digest.js';
 import { unary, withKey } from '../support/grpc.js';
 import { contract, importSamplePortfolios, pollUntilDone, registry, request } from '../support/contracts.js';
 
@@ -283,6 +284,20 @@ describe('the observer sees every plan step as an execution contract', () => {
     const load2 = events.filter((e) => e.payload.execution_id === load.execution_id).map((e) => `${e.payload.from_status}->${e.payload.to_status}`);
     expect(load2).toEqual(['pending->running', 'running->completed']);
     expect(events[0]!.payload).toEqual(expect.objectContaining({ actor_category: 'system', is_terminal: expect.any(Boolean), is_resumable: false, has_side_effects: false, timestamp: expect.any(Number) }));
+  });
+
+  it('writes nothing: every observer read leaves every table as it was', async () => {
+    // Let every earlier execution of this file settle first.
+    await expect.poll(async () => (await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM contract_executions WHERE status IN ('QUEUED', 'RUNNING')"))[0]!.n, { timeout: 10_000 }).toBe(0);
+    const tables = ['execution_contracts', 'execution_transitions', 'memory', 'events', 'ticket_events', 'contract_executions', 'contract_steps', 'runs', 'tool_calls'];
+    const before = await tableDigest(s.orm, tables);
+    const [one] = await s.orm.em.fork().execute<{ execution_id: string }[]>("SELECT execution_id FROM execution_contracts WHERE session_id = 'session-observed-1' LIMIT 1");
+    for (let i = 0; i < 5; i++) {
+      for (const path of ['/api/execution/session-observed-1/timeline', `/api/execution/${one!.execution_id}/snapshot`, '/api/execution/session-observed-1/consequences', '/v1/metrics/runs', '/v1/metrics/tools', '/api/execution/topology']) {
+        expect((await s.http(path)).status).toBe(200);
+      }
+    }
+    expect(await tableDigest(s.orm, tables)).toBe(before);
   });
 
   it('refuses an unknown execution', async () => {
