@@ -176,7 +176,7 @@ export class ContractService {
           preferencesOf(request).mode, traceId, expectedLatencyMs, this.opts.ticketRetentionMs],
       );
       if (inserted[0]) {
-        await this.opts.engine.enqueue(tx, ticket);
+        await this.opts.engine.queue.enqueue(tx, ticket);
         await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id });
         return inserted[0];
       }

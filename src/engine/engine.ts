@@ -1,8 +1,7 @@
-// The contract engine: runs each ticket's lifecycle on a PostgreSQL job queue
-// (graphile-worker). It advances state only through ticket-store, executes
-// steps only through the PEP, and never retries or replans on its own.
-import pg from 'pg';
-import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
+// The contract engine: runs each ticket's lifecycle (resolve_context → plan →
+// execute → aggregate → package) for the queue. It advances state only through
+// ticket-store, executes steps only through the PEP, and never retries or
+// replans on its own.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
@@ -14,9 +13,8 @@ import type { Orm } from '../store/orm.js';
 import { aggregate, partialResult, render } from './analyze-portfolio.js';
 import { openContract } from '../store/execution-contracts.js';
 import { Pep, TOOL_CAPABILITY_PREFIX } from './pep.js';
+import { ContractQueue } from './queue.js';
 import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketRow } from './ticket-store.js';
-
-export const EXECUTE_TASK = 'contract_execute';
 
 export interface EngineOptions {
   orm: Orm;
@@ -38,74 +36,21 @@ export interface EngineOptions {
 type Outputs = Record<string, unknown>;
 
 export class ContractEngine {
-  #runner: Runner | undefined;
-  #pool: pg.Pool | undefined;
-  #closed = false;
+  readonly queue: ContractQueue;
   readonly #log: Logger;
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'contract-engine' });
+    this.queue = new ContractQueue({ orm: opts.orm, log: this.#log, concurrency: opts.concurrency, leaseMs: opts.leaseMs, pollIntervalMs: opts.pollIntervalMs });
   }
 
-  /** Installs the queue schema and, with concurrency > 0, starts the workers. */
-  async start(): Promise<void> {
-    // The queue's own small pool: one connection per worker plus its LISTEN and one spare.
-    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2) });
-    pgPool.on('error', (error) => this.#log.warn({ err: error }, 'queue pool connection failed'));
-    this.#pool = pgPool;
-    const logger = new WorkerLogger((scope) => (level, message, meta) => {
-      const l = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
-      this.#log[l]({ scope, ...meta }, message);
-    });
-    await runMigrations({ pgPool, logger });
-    if (this.opts.concurrency <= 0 || this.#closed) return;
-    this.#runner = await run({
-      pgPool,
-      concurrency: this.opts.concurrency,
-      noHandleSignals: true,
-      pollInterval: this.opts.pollIntervalMs ?? 1000,
-      logger,
-      taskList: {
-        [EXECUTE_TASK]: async (payload, helpers) => {
-          await this.execute((payload as { ticket: string }).ticket, helpers.job.locked_by ?? 'unknown-worker');
-        },
-      },
-    });
+  /** Installs the queue and starts its workers on this engine. */
+  start(): Promise<void> {
+    return this.queue.start((ticket, workerId) => this.execute(ticket, workerId));
   }
 
-  /** Enqueues a ticket's execution inside the caller's transaction (so it commits with the ticket). */
-  async enqueue(tx: EntityManager, ticket: string): Promise<void> {
-    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?)`, [EXECUTE_TASK, ticket, ticket]);
-  }
-
-  /**
-   * Frees tickets whose worker stopped renewing its claim: the dead worker's
-   * queue locks are released (graphile-worker's force_unlock_workers), so a
-   * live worker picks the job up and resumes the lifecycle where it stopped.
-   */
-  async recover(): Promise<number> {
-    return this.opts.orm.em.fork().transactional(async (tx) => {
-      const stale = await tx.execute<{ ticket: string; lease_owner: string }[]>(
-        `SELECT ticket, lease_owner FROM contract_executions
-         WHERE lease_expires_at < now() AND lifecycle_state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
-         FOR UPDATE SKIP LOCKED LIMIT 100`,
-      );
-      if (!stale.length) return 0;
-      const owners = [...new Set(stale.map((s) => s.lease_owner))];
-      await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
-      await tx.execute(
-        `UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))`,
-        [JSON.stringify(stale.map((s) => s.ticket))],
-      );
-      this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');
-      return stale.length;
-    });
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-    await this.#runner?.stop().catch((error: unknown) => this.#log.warn({ err: error }, 'queue runner stop failed'));
-    await this.#pool?.end().catch(() => {});
+  close(): Promise<void> {
+    return this.queue.close();
   }
 
   /** Runs (or resumes) one ticket's lifecycle to a terminal state. */
@@ -114,7 +59,7 @@ export class ContractEngine {
     const claimed = await this.#claim(ticket, workerId);
     if (!claimed) return;
     const abort = new AbortController();
-    const renew = setInterval(() => void this.#renew(ticket, workerId, abort), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
+    const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
     const offWake = this.opts.bus.onWake(`ticket:${ticket}`, () => {
       void getTicket(em(), ticket).then((row) => {
         if (row?.lifecycle_state === 'CANCELED') abort.abort();
@@ -128,40 +73,20 @@ export class ContractEngine {
       if (!(error instanceof StepFailed) && isInfrastructure(error)) throw error;
       await this.#fail(ticket, error instanceof StepFailed ? error.cause : error);
     } finally {
-      clearInterval(renew);
+      letGo();
       offWake();
-      await this.#release(ticket, workerId);
+      await this.queue.release(ticket, workerId);
     }
-  }
-
-  /** Gives up this worker's claim, so the sweeper never mistakes a live worker for a dead one. */
-  async #release(ticket: string, workerId: string): Promise<void> {
-    await this.opts.orm.em
-      .fork()
-      .execute('UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket = ? AND lease_owner = ?', [ticket, workerId])
-      .catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not release the claim; it lapses on its own'));
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
     return this.opts.orm.em.fork().transactional(async (tx) => {
       const row = await getTicket(tx, ticket, true);
       if (!row || ['SUCCEEDED', 'FAILED', 'CANCELED'].includes(row.lifecycle_state)) return undefined;
-      await tx.execute(`UPDATE contract_executions SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, this.opts.leaseMs, ticket]);
+      await this.queue.claim(tx, ticket, workerId);
       if (row.lifecycle_state === 'QUEUED') return transitionTicket(tx, ticket, 'start', {}, 'worker');
       return row;
     });
-  }
-
-  async #renew(ticket: string, workerId: string, abort: AbortController): Promise<void> {
-    try {
-      const rows = await this.opts.orm.em.fork().execute<{ ticket: string }[]>(
-        `UPDATE contract_executions SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
-        [this.opts.leaseMs, ticket, workerId],
-      );
-      if (!rows.length) abort.abort();
-    } catch (error) {
-      this.#log.warn({ err: error, ticket }, 'lease renewal failed');
-    }
   }
 
   async #advance(ticket: string, signal: AbortSignal): Promise<void> {

@@ -204,7 +204,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
             every(Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),
             every(opts.timerSweepMs ?? 1000, () => toolCalls.sweep(), log, 'timer sweep'),
             every(PRESENCE_TTL_MS / 3, () => presence.refresh(), log, 'presence refresh'),
-            every(Math.max(100, Math.floor((c.leaseMs ?? 15_000) / 2)), () => engine.recover(), log, 'contract recovery sweep'),
+            every(Math.max(100, Math.floor((c.leaseMs ?? 15_000) / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
           );
         }
         return;

@@ -1,0 +1,123 @@
+// The contract job queue (graphile-worker, in PostgreSQL) and the claims
+// workers hold on tickets. A job is added in the ticket's own transaction; a
+// worker that stops renewing its claim has its queue locks released, so a live
+// worker resumes the ticket.
+import pg from 'pg';
+import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Logger } from '../log.js';
+import type { Orm } from '../store/orm.js';
+
+export const EXECUTE_TASK = 'contract_execute';
+
+export interface QueueOptions {
+  orm: Orm;
+  log: Logger;
+  /** Queue workers in this process; 0 only enqueues. */
+  concurrency: number;
+  /** How long a worker's claim on a ticket lasts without renewal. */
+  leaseMs: number;
+  pollIntervalMs?: number;
+}
+
+/** Runs one ticket; `workerId` is the queue worker holding the job. */
+export type TicketHandler = (ticket: string, workerId: string) => Promise<void>;
+
+export class ContractQueue {
+  #runner: Runner | undefined;
+  #pool: pg.Pool | undefined;
+  #closed = false;
+  readonly #log: Logger;
+
+  constructor(readonly opts: QueueOptions) {
+    this.#log = opts.log;
+  }
+
+  /** Installs the queue schema and, with concurrency > 0, starts the workers. */
+  async start(handler: TicketHandler): Promise<void> {
+    // The queue's own small pool: one connection per worker plus its LISTEN and one spare.
+    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2) });
+    pgPool.on('error', (error) => this.#log.warn({ err: error }, 'queue pool connection failed'));
+    this.#pool = pgPool;
+    const logger = new WorkerLogger((scope) => (level, message, meta) => {
+      const l = level === 'error' ? 'error' : level === 'warning' ? 'warn' : 'debug';
+      this.#log[l]({ scope, ...meta }, message);
+    });
+    await runMigrations({ pgPool, logger });
+    if (this.opts.concurrency <= 0 || this.#closed) return;
+    this.#runner = await run({
+      pgPool,
+      concurrency: this.opts.concurrency,
+      noHandleSignals: true,
+      pollInterval: this.opts.pollIntervalMs ?? 1000,
+      logger,
+      taskList: {
+        [EXECUTE_TASK]: (payload, helpers) => handler((payload as { ticket: string }).ticket, helpers.job.locked_by ?? 'unknown-worker'),
+      },
+    });
+  }
+
+  /** Enqueues a ticket's execution inside the caller's transaction (so it commits with the ticket). */
+  async enqueue(tx: EntityManager, ticket: string): Promise<void> {
+    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?)`, [EXECUTE_TASK, ticket, ticket]);
+  }
+
+  /** Takes (or takes over) the claim on a ticket, inside `tx`. */
+  async claim(tx: EntityManager, ticket: string, workerId: string): Promise<void> {
+    await tx.execute(`UPDATE contract_executions SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, this.opts.leaseMs, ticket]);
+  }
+
+  /** Keeps the claim alive every third of the lease; calls `lost` if another worker took it. */
+  hold(ticket: string, workerId: string, lost: () => void): () => void {
+    const timer = setInterval(async () => {
+      try {
+        const rows = await this.opts.orm.em.fork().execute<{ ticket: string }[]>(
+          `UPDATE contract_executions SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
+          [this.opts.leaseMs, ticket, workerId],
+        );
+        if (!rows.length) lost();
+      } catch (error) {
+        this.#log.warn({ err: error, ticket }, 'lease renewal failed');
+      }
+    }, Math.max(50, Math.floor(this.opts.leaseMs / 3)));
+    return () => clearInterval(timer);
+  }
+
+  /** Gives up a claim, so the sweeper never mistakes a live worker for a dead one. */
+  async release(ticket: string, workerId: string): Promise<void> {
+    await this.opts.orm.em
+      .fork()
+      .execute('UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket = ? AND lease_owner = ?', [ticket, workerId])
+      .catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not release the claim; it lapses on its own'));
+  }
+
+  /**
+   * Frees tickets whose worker stopped renewing its claim: the dead worker's
+   * queue locks are released (graphile-worker's force_unlock_workers), so a
+   * live worker picks the job up and resumes the lifecycle where it stopped.
+   */
+  async recover(): Promise<number> {
+    return this.opts.orm.em.fork().transactional(async (tx) => {
+      const stale = await tx.execute<{ ticket: string; lease_owner: string }[]>(
+        `SELECT ticket, lease_owner FROM contract_executions
+         WHERE lease_expires_at < now() AND lifecycle_state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+         FOR UPDATE SKIP LOCKED LIMIT 100`,
+      );
+      if (!stale.length) return 0;
+      const owners = [...new Set(stale.map((s) => s.lease_owner))];
+      await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
+      await tx.execute(
+        `UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))`,
+        [JSON.stringify(stale.map((s) => s.ticket))],
+      );
+      this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');
+      return stale.length;
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#runner?.stop().catch((error: unknown) => this.#log.warn({ err: error }, 'queue runner stop failed'));
+    await this.#pool?.end().catch(() => {});
+  }
+}
