@@ -58,9 +58,10 @@ export class ContractService {
 
     const row = await this.#admit(contract, request, correlation, traceId, expected);
     const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
-    if (!sync) return this.#accepted(contract, row, ref);
+    // An idempotent replay of a finished execution answers with its outcome, whatever the mode.
+    if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
-    const finished = await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished);
+    const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished);
     if (finished.lifecycle_state === 'SUCCEEDED') {
       const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
       return { kind: 'result', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, finished.trace_id) };
@@ -196,12 +197,11 @@ export class ContractService {
   }
 
   #accepted(contract: ContractVersion, row: TicketRow, ref: { request_id: string; session_id: string }): SubmitOutcome {
-    const status = row.status === 'QUEUED' ? 'QUEUED' : 'RUNNING';
     const document = {
       kind: 'task',
       contract: contractRef(contract),
       correlation: ref,
-      task: { ticket: row.ticket, status, ttl_seconds: Math.max(1, ttlSeconds({ ...row, lifecycle_state: 'QUEUED' }, Date.now())), poll_hint_ms: pollHintMs({ ...row, lifecycle_state: 'QUEUED' }) },
+      task: { ticket: row.ticket, status: row.status, ttl_seconds: ttlSeconds(row, Date.now()), poll_hint_ms: pollHintMs(row) },
     };
     return { kind: 'task', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, row.trace_id) };
   }

@@ -171,6 +171,15 @@ describe('submit and poll', () => {
     expect(b.task.ticket).toBe(a.task.ticket);
     expect(b.correlation.request_id).toBe('req-retry-000001');
 
+    // Once it has finished, the same request answers with the outcome itself.
+    await pollUntilDone(s.http, a.task.ticket);
+    const replay = await submit({ ...first, correlation: { ...first.correlation, request_id: 'req-retry-000002' } });
+    expect(replay.status).toBe(200);
+    const replayed = await replay.json();
+    valid('submit-response', replayed);
+    expect(replayed).toMatchObject({ kind: 'result', correlation: { request_id: 'req-retry-000002' } });
+    expect(replay.headers.get('x-abc-ticket')).toBe(a.task.ticket);
+
     const res = await submit({ ...first, context: { ...first.context, currency: 'TWD' } });
     const conflict = await res.json();
     expect(res.status).toBe(409);
