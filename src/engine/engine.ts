@@ -187,7 +187,7 @@ export class ContractEngine {
           await em().transactional(async (tx) => {
             const done = await transitionStep(tx, row.ticket, id, 'succeed', { output: output.value, ...(output.note && { message: output.note }) });
             const partial = partialResult(row.request, outputs);
-            if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::jsonb, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), row.ticket]);
+            if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), row.ticket]);
             return done;
           }),
         );

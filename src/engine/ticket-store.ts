@@ -123,7 +123,7 @@ export async function transitionTicket(tx: EntityManager, ticket: string, trigge
   const params: unknown[] = [to, statusOf(to), phase];
   for (const column of PATCH_COLUMNS) {
     if (patch[column] === undefined) continue;
-    sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::jsonb' : ''}`);
+    sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::json' : ''}`);
     params.push(JSON_COLUMNS.has(column) ? JSON.stringify(patch[column]) : patch[column]);
   }
   if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');

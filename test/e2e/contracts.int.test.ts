@@ -56,6 +56,8 @@ describe('submit and poll', () => {
       expect(body.kind).toBe('result');
       expect(body.warnings).toEqual([]);
       valid('result', body.result);
+      // The document keeps the order of the contract's schema.
+      expect(Object.keys(body.result)).toEqual(['overview', 'holdings', 'risk', 'recommendations', 'disclaimer']);
     }
   });
 

@@ -64,9 +64,10 @@ export const ContractExecution = defineEntity({
     currentStep: p.string().length(128).nullable(),
     steps: p.json<Record<string, unknown>[]>().nullable(),
     planId: p.string().length(64).nullable(),
-    partialResult: p.json<Record<string, unknown>>().nullable(),
-    result: p.json<Record<string, unknown>>().nullable(),
-    error: p.json<Record<string, unknown>>().nullable(),
+    // json, not jsonb: the documents go back to callers in the order they were built.
+    partialResult: p.json<Record<string, unknown>>().columnType('json').nullable(),
+    result: p.json<Record<string, unknown>>().columnType('json').nullable(),
+    error: p.json<Record<string, unknown>>().columnType('json').nullable(),
     nextTicket: p.string().length(64).nullable(),
     /** The packaged output in `output_spec.format` (markdown text or JSON). */
     artifact: p.text().nullable(),

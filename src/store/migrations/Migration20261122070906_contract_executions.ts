@@ -1,6 +1,6 @@
 import { Migration } from '@mikro-orm/migrations';
 
-export class Migration20261122065931 extends Migration {
+export class Migration20261122070906 extends Migration {
   override async up(): Promise<void> {
     this.addSql("create table \"contract_steps\" (\"ticket\" varchar(64) not null, \"step_id\" varchar(64) not null, \"position\" int not null, \"label\" varchar(256) not null, \"capability\" varchar(128) not null, \"status\" varchar(16) not null, \"output\" jsonb null, \"message\" text null, \"started_at\" timestamptz null, \"ended_at\" timestamptz null, primary key (\"ticket\", \"step_id\"))");
     this.addSql("create table \"portfolios\" (\"portfolio_id\" varchar(128) not null, \"account_id\" varchar(128) null, \"name\" varchar(256) not null, \"base_currency\" varchar(3) not null, \"updated_at\" timestamptz not null default now(), primary key (\"portfolio_id\"))");
@@ -16,9 +16,12 @@ export class Migration20261122065931 extends Migration {
     this.addSql("create index \"idx_execution_contracts_idempotency\" on \"execution_contracts\" (\"idempotency_key\")");
     this.addSql("create or replace function \"frozen_plans_frozen_plans_immutable_fn\"() returns trigger as $$ begin RAISE EXCEPTION 'frozen plans are immutable' USING ERRCODE = 'check_violation'; end; $$ language plpgsql");
     this.addSql("create trigger \"frozen_plans_immutable\" BEFORE UPDATE OR DELETE on \"frozen_plans\" for each ROW execute function \"frozen_plans_frozen_plans_immutable_fn\"()");
+    // json keeps the caller-facing documents in the order they were built (the schema diff treats json and jsonb alike).
+    this.addSql("alter table \"contract_executions\" alter column \"partial_result\" type json using \"partial_result\"::json, alter column \"result\" type json using \"result\"::json, alter column \"error\" type json using \"error\"::json");
   }
 
   override async down(): Promise<void> {
+    this.addSql("alter table \"contract_executions\" alter column \"partial_result\" type jsonb using \"partial_result\"::jsonb, alter column \"result\" type jsonb using \"result\"::jsonb, alter column \"error\" type jsonb using \"error\"::jsonb");
     this.addSql("drop table if exists \"contract_steps\" cascade");
     this.addSql("drop table if exists \"portfolios\" cascade");
     this.addSql("drop table if exists \"portfolio_positions\" cascade");
