@@ -210,7 +210,14 @@ export class ContractEngine {
       if (running.size === 0) break;
       await Promise.race(running.values());
     }
-    if (signal.aborted) return;
+    if (signal.aborted) {
+      // Cancelled (not a lost claim): what never started will not start.
+      await em().transactional(async (tx) => {
+        if ((await getTicket(tx, row.ticket, true))?.lifecycle_state !== 'CANCELED') return;
+        for (const s of rows.values()) if (s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: 'not run: the ticket was cancelled' });
+      });
+      return;
+    }
     if (failure) {
       await em().transactional(async (tx) => {
         for (const s of rows.values()) if (s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: 'not run: an earlier step failed' });

@@ -1,5 +1,7 @@
 // The decision plane over gRPC (assemblies, frozen plans, replans) and the PEP
 // refusing a step outside the capability whitelist.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorMessage } from '../support/error-message.js';
@@ -102,5 +104,63 @@ describe('the PEP', () => {
     expect(Object.values(steps).filter((x) => x === 'RUNNING' || x === 'PENDING')).toEqual([]);
     const [plan] = await s.orm.em.fork().execute<{ plan: { whitelist: { name: string }[] } }[]>('SELECT plan FROM frozen_plans WHERE ticket = ?', [done.ticket]);
     expect(plan!.plan.whitelist.map((c) => c.name)).not.toContain('shell.exec');
+  });
+});
+
+describe('steps that hang', () => {
+  let gate: http.Server;
+  let gateUrl = '';
+  const calls: http.ServerResponse[] = [];
+
+  beforeAll(async () => {
+    // A tool that never answers until the test lets it.
+    gate = http.createServer(async (req, res) => {
+      for await (const _ of req);
+      calls.push(res);
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    gateUrl = `http://127.0.0.1:${(gate.address() as AddressInfo).port}`;
+    expect((await s.http('/v1/tools/register', { method: 'POST', json: { name: 'gate', kind: 'http', endpoint: gateUrl, timeout_ms: 60_000 } })).status).toBe(200);
+  });
+  afterAll(async () => {
+    gate.closeAllConnections();
+    await new Promise((r) => gate.close(r));
+  });
+
+  const withGate = async (version: string, timeoutMs: number) => {
+    const a = referenceAssembly();
+    a.version = version;
+    a.capabilities.push({ name: 'tool.gate', kind: 'TOOL' });
+    a.steps.push({ id: 'gate', label: 'Wait at the gate', tool_name: 'tool.gate', input: {}, dependencies: ['value_positions'], timeout_ms: timeoutMs });
+    a.steps.find((x: { id: string }) => x.id === 'highlights').dependencies.push('gate');
+    await register(a);
+  };
+
+  it('cancels a ticket in the middle of execute: the running step stops, the rest never start', async () => {
+    await withGate('1.3.0', 60_000);
+    const before = calls.length;
+    const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
+    const ticket = (await res.json()).task.ticket;
+    await expect.poll(() => calls.length, { timeout: 5000 }).toBe(before + 1);
+    const cancel = await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: { reason: 'no longer needed' } });
+    expect(await cancel.json()).toEqual({ ticket, status: 'CANCELED' });
+    await expect
+      .poll(async () => {
+        const poll = await (await s.http(`/v1/tickets/${ticket}`)).json();
+        return Object.fromEntries(poll.progress.steps.map((x: { step_id: string; status: string }) => [x.step_id, x.status]));
+      }, { timeout: 5000 })
+      .toMatchObject({ load_portfolio: 'SUCCEEDED', gate: 'FAILED', highlights: 'SKIPPED' });
+    const poll = await (await s.http(`/v1/tickets/${ticket}`)).json();
+    expect(poll).toMatchObject({ status: 'CANCELED' });
+    expect(poll.progress.steps.find((x: { step_id: string }) => x.step_id === 'gate').message).toMatch(/cancelled/);
+  });
+
+  it('fails a step that outlives its timeout_ms with a TIMEOUT error', async () => {
+    await withGate('1.4.0', 300);
+    const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
+    const done = await pollUntilDone(s.http, (await res.json()).task.ticket);
+    expect(done.status).toBe('FAILED');
+    expect(done.error).toMatchObject({ code: 'STEP_TIMEOUT', category: 'TIMEOUT', retryable: true });
+    expect(done.progress.steps.find((x: { step_id: string }) => x.step_id === 'gate').status).toBe('FAILED');
   });
 });
