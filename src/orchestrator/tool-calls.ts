@@ -693,12 +693,12 @@ const toApproval = (r: RawApproval): ApprovalRow => ({
   toolName: r.tool_name,
 });
 
-/** The execution id of another completed irreversible contract with this call's idempotency key, if any. */
+/** Another completed irreversible contract of the same session with this call's idempotency key, if any. */
 async function completedElsewhere(tx: EntityManager, toolCallId: string): Promise<string | undefined> {
   const [row] = await tx.execute<{ execution_id: string }[]>(
     `SELECT o.execution_id FROM tool_calls t
      JOIN execution_contracts c ON c.run_id = t.run_id AND c.subject_id = t.tool_call_id
-     JOIN execution_contracts o ON o.idempotency_key = c.idempotency_key AND o.execution_id <> c.execution_id
+     JOIN execution_contracts o ON o.idempotency_key = c.idempotency_key AND o.session_id = c.session_id AND o.execution_id <> c.execution_id
      WHERE t.tool_call_id = ? AND o.status = 'completed' AND o.irreversible LIMIT 1`,
     [toolCallId],
   );
