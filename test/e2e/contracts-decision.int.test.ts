@@ -142,6 +142,14 @@ describe('steps that hang', () => {
     const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
     const ticket = (await res.json()).task.ticket;
     await expect.poll(() => calls.length, { timeout: 5000 }).toBe(before + 1);
+    // While it hangs, the poll shows the running step and what is computed so far.
+    await expect.poll(async () => (await (await s.http(`/v1/tickets/${ticket}`)).json()).progress.steps.filter((x: { status: string }) => x.status === 'RUNNING').length, { timeout: 5000 }).toBe(1);
+    const running = await (await s.http(`/v1/tickets/${ticket}`)).json();
+    expect(running).toMatchObject({ status: 'RUNNING', ttl_seconds: 3, progress: { phase: 'execute', current_step: 'gate' } });
+    expect(running.progress.percent).toBeGreaterThan(15);
+    expect(running.progress.percent).toBeLessThan(85);
+    expect(Object.keys(running.partial_result)).toEqual(expect.arrayContaining(['overview', 'holdings']));
+    expect(running.result).toBeUndefined();
     const cancel = await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: { reason: 'no longer needed' } });
     expect(await cancel.json()).toEqual({ ticket, status: 'CANCELED' });
     await expect
