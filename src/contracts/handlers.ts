@@ -16,11 +16,11 @@ export function contractHandlers(service: ContractService): ContractHandlers {
   return {
     submitContract: async (req, ctx) => {
       requireKey(ctx.principal);
-      return toSubmitResponse(await service.submit(req.body ?? null));
+      return toSubmitResponse(await service.submit(req.body ?? null, ctx.signal));
     },
     pollTicket: async (req, ctx) => {
       requireKey(ctx.principal);
-      return toPollResponse(await service.poll(req.ticket, req.waitMs === 0 ? undefined : req.waitMs));
+      return toPollResponse(await service.poll(req.ticket, req.waitMs === 0 ? undefined : req.waitMs, ctx.signal));
     },
     cancelTicket: async (req, ctx) => {
       requireKey(ctx.principal);

@@ -43,7 +43,8 @@ export class ContractService {
     this.#log = opts.log.child({ component: 'contracts' });
   }
 
-  async submit(body: unknown): Promise<SubmitOutcome> {
+  /** `signal` ends a sync wait early when the caller goes away; the execution goes on. */
+  async submit(body: unknown, signal?: AbortSignal): Promise<SubmitOutcome> {
     const received = Date.now();
     const traceId = randomBytes(16).toString('hex');
     const contract = this.#contractOf(body, traceId);
@@ -61,7 +62,7 @@ export class ContractService {
     // An idempotent replay of a finished execution answers with its outcome, whatever the mode.
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
-    const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished);
+    const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished, signal);
     if (finished.lifecycle_state === 'SUCCEEDED') {
       const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
       return { kind: 'result', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, finished.trace_id) };
@@ -88,7 +89,7 @@ export class ContractService {
    * in one statement, and never advances, retries or replans. With a wait it
    * returns at the first change of the ticket (or at the deadline).
    */
-  async poll(ticket: string, waitMs?: number): Promise<Record<string, unknown>> {
+  async poll(ticket: string, waitMs?: number, signal?: AbortSignal): Promise<Record<string, unknown>> {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
     }
@@ -99,8 +100,8 @@ export class ContractService {
       const deadline = Date.now() + wait;
       // A notification may be for a change the first read already saw: wait on until something visible changes.
       const seen = JSON.stringify(view.document);
-      while (wait > 0 && !isFinished(view.row) && Date.now() < deadline) {
-        await watch.next(deadline);
+      while (wait > 0 && !isFinished(view.row) && Date.now() < deadline && !signal?.aborted) {
+        await watch.next(deadline, signal);
         view = await this.#read(ticket);
         if (JSON.stringify(view.document) !== seen) break;
       }
@@ -227,13 +228,13 @@ export class ContractService {
   }
 
   /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */
-  async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean): Promise<TicketRow> {
+  async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean, signal?: AbortSignal): Promise<TicketRow> {
     const watch = new TicketWatch(this.opts.bus, ticket);
     try {
       for (;;) {
         const row = (await getTicket(this.opts.orm.em.fork(), ticket))!;
-        if (done(row) || Date.now() >= deadline) return row;
-        await watch.next(deadline);
+        if (done(row) || Date.now() >= deadline || signal?.aborted) return row;
+        await watch.next(deadline, signal);
       }
     } finally {
       watch.close();

@@ -14,15 +14,18 @@ export class TicketWatch {
     });
   }
 
-  /** Resolves at the first change since the last call (at once if one already came), or at `deadline`. */
-  async next(deadline: number): Promise<void> {
-    if (!this.#changed) {
+  /** Resolves at the first change since the last call (at once if one already came), at `deadline`, or when `signal` aborts. */
+  async next(deadline: number, signal?: AbortSignal): Promise<void> {
+    if (!this.#changed && !signal?.aborted) {
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
-        this.#wake = () => {
+        const done = () => {
           clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
           resolve();
         };
+        const timer = setTimeout(done, Math.max(0, deadline - Date.now()));
+        signal?.addEventListener('abort', done);
+        this.#wake = done;
       });
       this.#wake = undefined;
     }
