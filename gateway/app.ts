@@ -7,6 +7,7 @@ import { fromGrpcError } from './errors.js';
 import websocket from '@fastify/websocket';
 import { agentRoutes } from './routes/agents.js';
 import { contractRoutes } from './routes/contracts.js';
+import { decisionRoutes } from './routes/decision.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
 import { llmRoutes } from './routes/llm.js';
@@ -73,6 +74,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   toolRoutes(app, opts.core);
   observerRoutes(app, opts.core);
   contractRoutes(app, opts.core);
+  decisionRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });

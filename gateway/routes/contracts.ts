@@ -2,7 +2,6 @@
 // long wait, cancel, and the packaged artifact. The core validates every body
 // against the contract's own JSON Schema; these routes only shape the wire.
 import type { FastifyInstance } from 'fastify';
-import type { Assembly } from '../../gen/abc/decision/v1/decision.js';
 import type { PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
@@ -67,25 +66,6 @@ export function pollJson(res: PollTicketResponse): Record<string, unknown> {
   };
 }
 
-const assemblyJson = (a: Assembly) => ({
-  assembly_id: a.assemblyId,
-  version: a.version,
-  intent: a.intent,
-  ...(a.contract && { contract: ref(a.contract) }),
-  description: a.description,
-  expected_latency_ms: a.expectedLatencyMs,
-  capabilities: a.capabilities.map((c) => ({ name: c.name, kind: strip('CAPABILITY_KIND', c.kind), ...(c.constraints && { constraints: c.constraints }) })),
-  steps: a.steps.map((s) => ({
-    id: s.id,
-    label: s.label,
-    tool_name: s.toolName,
-    ...(s.fallbackTool && { fallback_tool: s.fallbackTool }),
-    dependencies: s.dependencies,
-    ...(s.timeoutMs !== undefined && { timeout_ms: s.timeoutMs }),
-    ...(s.when && { when: { path: s.when.path, default_value: s.when.defaultValue } }),
-  })),
-});
-
 export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
   app.post<{ Body: Record<string, unknown> }>(
     '/v1/contracts::submit',
@@ -118,13 +98,4 @@ export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
     const res = await call(core.ingress.getArtifact.bind(core.ingress), { ticket: req.params.ticket }, req);
     return reply.type(res.mediaType).send(res.content);
   });
-
-  app.get<{ Querystring: { intent?: string } }>(
-    '/v1/assemblies',
-    { schema: { querystring: { type: 'object', additionalProperties: false, properties: { intent: { type: 'string', maxLength: 128 } } } } },
-    async (req) => {
-      const res = await call(core.decision.listAssemblies.bind(core.decision), { intent: req.query.intent ?? '' }, req);
-      return { assemblies: res.assemblies.map(assemblyJson) };
-    },
-  );
 }

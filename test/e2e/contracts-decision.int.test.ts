@@ -54,6 +54,40 @@ describe('assemblies', () => {
   });
 });
 
+describe('the decision plane over HTTP', () => {
+  const reader = {
+    assembly_id: 'portfolio_reader', version: '1.0.0', intent: 'read_portfolio', description: 'Loads and values a portfolio.',
+    capabilities: [{ name: 'portfolio.read', kind: 'DATA_SOURCE' }, { name: 'market.read', kind: 'DATA_SOURCE' }],
+    steps: [
+      { id: 'load', label: 'Load', tool_name: 'portfolio.read', input: { input: '$.input' }, dependencies: [] },
+      { id: 'value', label: 'Value', tool_name: 'market.read', input: { as_of: '$.context.as_of', currency: '$.context.currency' }, dependencies: ['load'], timeout_ms: 5000 },
+    ],
+  };
+
+  it('registers an assembly, lists it, and refuses a changed version', async () => {
+    const res = await s.http('/v1/assemblies', { method: 'POST', json: reader });
+    expect(res.status).toBe(201);
+    expect((await res.json()).assembly).toMatchObject({ assembly_id: 'portfolio_reader', steps: [{ id: 'load' }, { id: 'value', timeout_ms: 5000 }] });
+    const listed = await (await s.http('/v1/assemblies?intent=read_portfolio')).json();
+    expect(listed.assemblies.map((a: { version: string }) => a.version)).toEqual(['1.0.0']);
+    const changed = await s.http('/v1/assemblies', { method: 'POST', json: { ...reader, description: 'changed' } });
+    expect(changed.status).toBe(409);
+    expect((await changed.json()).error.code).toBe('ASSEMBLY_VERSION_EXISTS');
+    const bad = await s.http('/v1/assemblies', { method: 'POST', json: { ...reader, steps: [] } });
+    expect(bad.status).toBe(400);
+  });
+
+  it('compiles the same input into the same plan_hash', async () => {
+    const body = { intent: 'read_portfolio', context: { as_of: '2026-11-20', currency: 'USD' }, input: { portfolio_ref: { portfolio_id: 'pf-1' } } };
+    const a = (await (await s.http('/v1/plans', { method: 'POST', json: body })).json()).plan;
+    const b = (await (await s.http('/v1/plans', { method: 'POST', json: body })).json()).plan;
+    expect(a).toMatchObject({ assembly_id: 'portfolio_reader', assembly_version: '1.0.0', whitelist: [{ name: 'market.read' }, { name: 'portfolio.read' }] });
+    expect(a.steps[1].input).toEqual({ as_of: '2026-11-20', currency: 'USD' });
+    expect(b.plan_hash).toBe(a.plan_hash);
+    expect(b.plan_id).not.toBe(a.plan_id);
+  });
+});
+
 describe('frozen plans', () => {
   it('compiles the same input into the same plan_hash, stored immutably', async () => {
     const a = (await unary(decision.plan.bind(decision), planRequest() as never, withKey(s.key))).plan!;
