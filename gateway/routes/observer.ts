@@ -120,6 +120,11 @@ export function observerRoutes(app: FastifyInstance, core: CoreClients): void {
     return { views: res.views.map(consequenceJson), prompt_text: res.promptText };
   });
 
+  app.get<{ Params: { run_id: string } }>('/v1/runs/:run_id/consequences', { schema: { params: idParams('run_id') } }, async (req) => {
+    const res = await call(core.observer.getConsequenceViews.bind(core.observer), { sessionId: '', runId: req.params.run_id }, req);
+    return { views: res.views.map(consequenceJson), prompt_text: res.promptText };
+  });
+
   app.get<{ Querystring: { machine?: string } }>(
     '/api/execution/topology',
     { schema: { querystring: { type: 'object', additionalProperties: false, properties: { machine: { type: 'string', maxLength: 64 } } } } },

@@ -309,6 +309,8 @@ describe('the seed 004 worked example', () => {
     ]);
     expect(c.prompt_text).toMatch(/^\[SUCCESS ⚠️ IRREVERSIBLE\] email\.send → bob@example\.com: \{"ok":true/);
     expect(JSON.stringify(c)).not.toContain(send.idempotency_key);
+    // The same views for the run alone.
+    expect(await (await s.http(`/v1/runs/${run.runId}/consequences`)).json()).toEqual(c);
 
     // Metrics see the call and its approval wait.
     const toolStats = (await (await s.http('/v1/metrics/tools')).json()).tools.find((x: { tool_name: string }) => x.tool_name === 'email.send');
