@@ -135,7 +135,7 @@ export class ContractService {
 
   /** The packaged output of a succeeded ticket. */
   async artifact(ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
-    const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM contract_executions WHERE ticket = $1', [ticket]);
+    const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM contract_executions WHERE ticket = $1 AND expires_at > now()', [ticket]);
     const row = rows[0];
     if (!row) throw ticketNotFound(ticket);
     if (row.lifecycle_state !== 'SUCCEEDED' || row.artifact === null) {
@@ -219,7 +219,8 @@ export class ContractService {
               coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'label', s.label, 'status', s.status, 'message', s.message,
                                                            'started_at', s.started_at, 'ended_at', s.ended_at) ORDER BY s.position)
                         FROM contract_steps s WHERE s.ticket = c.ticket), '[]') AS steps
-       FROM contract_executions c WHERE c.ticket = $1`,
+       FROM contract_executions c
+       WHERE c.ticket = $1 AND (c.expires_at > now() OR c.lifecycle_state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED'))`,
       [ticket],
     );
     const row = rows[0];

@@ -180,3 +180,26 @@ const STEP_TO_CONTRACT: Record<string, ExecutionTrigger | undefined> = {
   'PENDING:skip': 'cancel',
 };
 
+
+/**
+ * Deletes finished tickets past their retention, with their steps and events
+ * (frozen plans and execution contracts stay: they are history). Returns how
+ * many went. A running ticket is never deleted.
+ */
+export async function deleteExpiredTickets(em: EntityManager, limit = 500): Promise<number> {
+  return em.transactional(async (tx) => {
+    const gone = await tx.execute<{ ticket: string }[]>(
+      `DELETE FROM contract_executions WHERE ticket IN (
+         SELECT ticket FROM contract_executions
+         WHERE expires_at < now() AND lifecycle_state IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+         ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
+       RETURNING ticket`,
+      [limit],
+    );
+    if (!gone.length) return 0;
+    const tickets = JSON.stringify(gone.map((g) => g.ticket));
+    await tx.execute('DELETE FROM contract_steps WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
+    await tx.execute('DELETE FROM ticket_events WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
+    return gone.length;
+  });
+}

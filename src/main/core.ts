@@ -27,6 +27,7 @@ import { ContractRegistry } from '../contracts/registry.js';
 import { ContractService } from '../contracts/service.js';
 import { Decision } from '../decision/decision.js';
 import { ContractEngine } from '../engine/engine.js';
+import { deleteExpiredTickets } from '../engine/ticket-store.js';
 import { grantedCapabilities } from '../engine/pep.js';
 import { loadMarketData } from '../portfolio/market.js';
 import { readOnlyPool } from '../store/read-only.js';
@@ -73,6 +74,8 @@ export interface ContractOptions {
   ticketRetentionMs?: number;
   llmModel?: string;
   stepConcurrency?: number;
+  /** How often finished tickets past their retention are deleted. */
+  retentionSweepMs?: number;
   /** Where contracts, assemblies and market data live; defaults to the package's own folders. */
   contractsDir?: string;
   assembliesDir?: string;
@@ -205,6 +208,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
             every(opts.timerSweepMs ?? 1000, () => toolCalls.sweep(), log, 'timer sweep'),
             every(PRESENCE_TTL_MS / 3, () => presence.refresh(), log, 'presence refresh'),
             every(Math.max(100, Math.floor((c.leaseMs ?? 15_000) / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
+            every(c.retentionSweepMs ?? 60_000, () => deleteExpiredTickets(opts.orm.em.fork()), log, 'ticket retention sweep'),
           );
         }
         return;

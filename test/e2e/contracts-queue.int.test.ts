@@ -101,6 +101,28 @@ describe('cancel', () => {
   });
 });
 
+describe('retention', () => {
+  it('forgets a finished ticket once its retention has passed, and frees its idempotency key', async () => {
+    const t = await startTestStack({ contracts: { workers: 0, ticketRetentionMs: 300, retentionSweepMs: 100 } });
+    try {
+      const body = request();
+      const res = await t.http('/v1/contracts:submit', { method: 'POST', json: body });
+      const ticket = (await res.json()).task.ticket;
+      await t.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
+      expect((await t.http(`/v1/tickets/${ticket}`)).status).toBe(200);
+      await expect.poll(async () => (await t.http(`/v1/tickets/${ticket}`)).status, { timeout: 5000 }).toBe(404);
+      // The sweep deletes the row, its steps and its events.
+      const left = async () => (await t.orm.em.fork().execute<{ n: number }[]>('SELECT (SELECT count(*) FROM ticket_events WHERE ticket = ?) + (SELECT count(*) FROM contract_executions WHERE ticket = ?) AS n', [ticket, ticket]))[0]!.n;
+      await expect.poll(async () => Number(await left()), { timeout: 5000 }).toBe(0);
+      // The key is free again: the same request makes a new ticket.
+      const again = await (await t.http('/v1/contracts:submit', { method: 'POST', json: body })).json();
+      expect(again.task.ticket).not.toBe(ticket);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe('long poll', () => {
   it('returns as soon as a worker makes progress', async () => {
     const ticket = await queued({ execution_preferences: { poll_long_wait_ms: 20000 } });
