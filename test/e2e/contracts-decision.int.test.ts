@@ -197,6 +197,22 @@ describe('steps that hang', () => {
     expect(poll.progress.steps.find((x: { step_id: string }) => x.step_id === 'gate').message).toMatch(/cancelled/);
   });
 
+  it('runs steps whose dependencies are met in parallel', async () => {
+    const a = referenceAssembly();
+    a.version = '1.3.5';
+    a.capabilities.push({ name: 'tool.gate', kind: 'TOOL' });
+    for (const id of ['gate_a', 'gate_b']) a.steps.push({ id, label: id, tool_name: 'tool.gate', input: { id }, dependencies: ['value_positions'], timeout_ms: 10_000 });
+    a.steps.find((x: { id: string }) => x.id === 'highlights').dependencies.push('gate_a', 'gate_b');
+    await register(a);
+    const before = calls.length;
+    const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request() });
+    const ticket = (await res.json()).task.ticket;
+    // Both gates are called while neither has answered: they run at once.
+    await expect.poll(() => calls.length, { timeout: 5000 }).toBe(before + 2);
+    for (const waiting of calls.slice(before)) waiting.writeHead(200, { 'content-type': 'application/json' }).end('{"open":true}');
+    expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
+  });
+
   it('fails a step that outlives its timeout_ms with a TIMEOUT error', async () => {
     await withGate('1.4.0', 300);
     const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
