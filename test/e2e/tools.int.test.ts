@@ -226,6 +226,25 @@ describe('approvals', () => {
     run.ws.close();
   });
 
+  it('warns when a resume finds execution contracts of the run still waiting', async () => {
+    const run = await liveRun();
+    const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 700, to: 'acct-3' } });
+    const asked = await run.ws.next('approval_required');
+    // An inconsistency the resumer must notice: a contract of this run waiting on nothing ABC knows.
+    await s.orm.em.fork().execute(
+      `INSERT INTO execution_contracts (execution_id, session_id, run_id, subject_id, action_type, action_summary, status) VALUES ('exe_orphan', ?, ?, 'nothing', 'ecs_request', 'orphan', 'waiting')`,
+      [run.sessionId, run.runId],
+    );
+    const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());
+    run.ws.send({ type: 'approval_decision', run_id: run.runId, approval_id: asked.approval_id, decision: 'approve' });
+    expect((await waiting).status).toBe('succeeded');
+    const [warning] = await readEvents(s.orm.em.fork(), { runId: run.runId, types: ['execution_alignment_warning'] }, '0', 10);
+    expect(warning!.payload).toMatchObject({ expected_waiting: 0, actual_waiting: 1 });
+    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
+    run.release();
+    run.ws.close();
+  });
+
   it('fails the call with rejected when the user rejects over HTTP', async () => {
     const run = await liveRun('bob');
     const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 900, to: 'x' } });
