@@ -1,5 +1,6 @@
 // API keys: minted once, stored only as SHA-256 hashes.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '../domain/hash.js';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -9,7 +10,7 @@ import type { Principal } from './principal.js';
 
 export type KeyPrincipal = Extract<Principal, { kind: 'key' }>;
 
-export const hashKey = (key: string) => createHash('sha256').update(key).digest('hex');
+export const hashKey = (key: string) => sha256(key);
 
 /** A new key: `abc_` and 32 random bytes, base64url. */
 export const mintKey = () => `abc_${randomBytes(32).toString('base64url')}`;

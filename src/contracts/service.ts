@@ -6,13 +6,13 @@ import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
-import { canonicalJson, sha256 } from '../decision/planner.js';
+import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
 import { appendTicketEvent, getTicket, transitionTicket, type StepRow, type TicketRow } from '../engine/ticket-store.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { EventBus } from '../store/event-bus.js';
+import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
 import type { ContractRegistry, ContractVersion, SchemaKind, Violation } from './registry.js';
@@ -128,6 +128,8 @@ export class ContractService {
       }
       const updated = await transitionTicket(tx, ticket, 'cancel', {}, 'caller');
       await appendTicketEvent(tx, ticket, 'ticket_canceled', { reason });
+      // Tells the worker executing it, on whichever core, to stop.
+      await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, ticket]);
       return updated;
     });
     return { ticket, status: row.status };
@@ -171,8 +173,8 @@ export class ContractService {
     return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
       const inserted = await tx.execute<TicketRow[]>(
         `INSERT INTO contract_executions (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
-           status, phase, lifecycle_state, percent, trace_id, expected_latency_ms, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'QUEUED', 5, ?, ?, now() + (? || ' milliseconds')::interval)
+           status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'QUEUED', ?, ?, now() + (? || ' milliseconds')::interval)
          ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
         [ticket, contract.contract_id, contract.version, correlation.request_id, correlation.session_id, correlation.idempotency_key, hash, JSON.stringify(request),
           preferencesOf(request).mode, traceId, expectedLatencyMs, this.opts.ticketRetentionMs],
@@ -254,7 +256,7 @@ export class ContractService {
 /** The hash idempotency compares: the request without its per-attempt correlation fields. */
 export function requestHash(request: Record<string, unknown>): string {
   const { request_id: _r, sent_at: _s, client_trace_id: _c, ...correlation } = request.correlation as Record<string, unknown>;
-  return sha256(canonicalJson({ ...request, correlation }));
+  return canonicalHash({ ...request, correlation });
 }
 
 const contractRef = (c: ContractVersion) => ({ contract_id: c.contract_id, version: c.version });

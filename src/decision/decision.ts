@@ -8,7 +8,8 @@ import { AbcError } from '../domain/errors.js';
 import { compareSemver } from '../contracts/registry.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
-import { AssemblyError, canonicalJson, checkAssembly, compilePlan, type AssemblyDef, type PlanBody, type PlanInput } from './planner.js';
+import { canonicalJson } from '../domain/hash.js';
+import { AssemblyError, checkAssembly, compilePlan, type AssemblyDef, type PlanBody, type PlanInput } from './planner.js';
 
 export interface FrozenPlanDoc extends PlanBody {
   plan_id: string;

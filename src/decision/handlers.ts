@@ -52,7 +52,19 @@ const fromCapability = (c: Capability): CapabilityDef => ({
 const blankStep = { description: '', toolName: '', expectedOutput: '', dependencies: [], label: '', skipped: false, skipReason: '', fallbackTool: '' };
 
 function toPlanStep(s: PlannedStep): PlanStep {
-  return { ...blankStep, id: s.id, label: s.label, description: s.description, toolName: s.tool_name, input: s.input, dependencies: s.dependencies, timeoutMs: s.timeout_ms, skipped: s.skipped, skipReason: s.skip_reason ?? '' };
+  return {
+    ...blankStep,
+    id: s.id,
+    label: s.label,
+    description: s.description,
+    toolName: s.tool_name,
+    fallbackTool: s.fallback_tool ?? '',
+    input: s.input,
+    dependencies: s.dependencies,
+    timeoutMs: s.timeout_ms,
+    skipped: s.skipped,
+    skipReason: s.skip_reason ?? '',
+  };
 }
 
 function toStepDef(s: StepDef): PlanStep {

@@ -1,7 +1,7 @@
 // The decision plane's compiler: intent + context + an assembly version → a
 // frozen plan with its capability whitelist (VCS) and plan_hash. Pure: the same
 // input and assembly version always give the same plan and hash.
-import { createHash } from 'node:crypto';
+import { canonicalHash } from '../domain/hash.js';
 
 export interface CapabilityDef {
   name: string;
@@ -47,6 +47,8 @@ export interface PlannedStep {
   label: string;
   description: string;
   tool_name: string;
+  /** A granted capability that takes over if `tool_name` fails (the deterministic path of an LLM step). */
+  fallback_tool?: string;
   input: Record<string, unknown>;
   dependencies: string[];
   timeout_ms: number;
@@ -120,12 +122,14 @@ export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: Re
   const doc = { context: input.context, input: input.input ?? {}, output_spec: input.output_spec ?? {} };
   const steps = assembly.steps.map((s): PlannedStep => {
     const condition = s.when ? (lookup(doc, s.when.path) ?? s.when.default_value ?? false) : true;
-    const tool = !allowed.has(s.tool_name) && s.fallback_tool && allowed.has(s.fallback_tool) ? s.fallback_tool : s.tool_name;
+    const fallback = s.fallback_tool && allowed.has(s.fallback_tool) ? s.fallback_tool : undefined;
+    const tool = !allowed.has(s.tool_name) && fallback ? fallback : s.tool_name;
     return {
       id: s.id,
       label: s.label ?? s.id,
       description: s.description ?? '',
       tool_name: tool,
+      ...(fallback && fallback !== tool && { fallback_tool: fallback }),
       input: bind(s.input ?? {}, doc) as Record<string, unknown>,
       dependencies: [...(s.dependencies ?? [])],
       timeout_ms: s.timeout_ms ?? DEFAULT_STEP_TIMEOUT_MS,
@@ -135,7 +139,7 @@ export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: Re
   });
   const contract = input.contract ? ` (${input.contract.contract_id}@${input.contract.version})` : '';
   const body: PlanBody = { assembly_id: assembly.assembly_id, assembly_version: assembly.version, goal: `${input.intent}${contract}`, steps, whitelist };
-  return { body, hash: sha256(canonicalJson(body)) };
+  return { body, hash: canonicalHash(body) };
 }
 
 /** Replaces `$.a.b` strings with the value at that path; absent paths drop the key. */
@@ -161,15 +165,3 @@ function lookup(doc: unknown, path: string): unknown {
   }
   return cur;
 }
-
-/** JSON with object keys sorted at every level: the input of plan_hash. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
-}
-
-export const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');

@@ -55,16 +55,15 @@ export class ContractEngine {
 
   /** Runs (or resumes) one ticket's lifecycle to a terminal state. */
   async execute(ticket: string, workerId: string): Promise<void> {
-    const em = () => this.opts.orm.em.fork();
-    const claimed = await this.#claim(ticket, workerId);
-    if (!claimed) return;
     const abort = new AbortController();
-    const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
-    const offWake = this.opts.bus.onWake(`ticket:${ticket}`, () => {
-      void getTicket(em(), ticket).then((row) => {
-        if (row?.lifecycle_state === 'CANCELED') abort.abort();
-      });
+    // Subscribed before the claim reads the row, so a cancel cannot slip between them.
+    const offCancel = this.opts.bus.onCancel(ticket, () => abort.abort());
+    const claimed = await this.#claim(ticket, workerId).catch((error: unknown) => {
+      offCancel();
+      throw error;
     });
+    if (!claimed) return offCancel();
+    const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
     try {
       await this.#advance(ticket, abort.signal);
     } catch (error) {
@@ -74,7 +73,7 @@ export class ContractEngine {
       await this.#fail(ticket, error instanceof StepFailed ? error.cause : error);
     } finally {
       letGo();
-      offWake();
+      offCancel();
       await this.queue.release(ticket, workerId);
     }
   }
@@ -168,9 +167,10 @@ export class ContractEngine {
     const em = () => this.opts.orm.em.fork();
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const pep = new Pep(new Set(plan.whitelist.map((c) => c.name)), Boolean(this.opts.llm));
-    const rows = new Map((await getSteps(em(), row.ticket)).map((s) => [s.step_id, s]));
-    const outputs: Outputs = {};
-    for (const s of rows.values()) if (s.status === 'SUCCEEDED') outputs[s.step_id] = s.output;
+    const steps = await getSteps(em(), row.ticket);
+    const rows = new Map(steps.map((s) => [s.step_id, s]));
+    // Finished steps are loaded, never re-run.
+    const outputs = outputsOf(steps);
     const state = (id: string) => rows.get(id)!.status;
     const running = new Map<string, Promise<void>>();
     let failure: unknown;
@@ -233,12 +233,12 @@ export class ContractEngine {
     const deps = Object.fromEntries(Object.entries(outputs).filter(([k]) => ancestors.has(k)));
     const ctx = { input: step.input, deps, em: () => this.opts.orm.em.fork(), market: this.opts.market, llm: this.opts.llm, signal };
     const call = (capability: string) => pep.execute({ ticket: row.ticket, stepId: step.id, capability, timeoutMs: step.timeout_ms }, ctx);
-    const fallback = (await this.opts.decision.get(plan.assembly_id, plan.assembly_version))?.steps.find((s) => s.id === step.id)?.fallback_tool;
+    const fallback = step.fallback_tool;
     try {
       return { value: await call(step.tool_name) };
     } catch (error) {
       const e = AbcError.from(error);
-      if (!fallback || fallback === step.tool_name || e.payload.category === 'COMPLIANCE' || signal.aborted || !pep.whitelist.has(fallback)) throw error;
+      if (!fallback || e.payload.category === 'COMPLIANCE' || signal.aborted) throw error;
       this.#log.warn({ ticket: row.ticket, step: step.id, err: error }, 'step failed; using its fallback capability');
       const reason = error instanceof AbcError ? e.payload.message : String((error as Error).message ?? error).slice(0, 200);
       return { value: await call(fallback), note: `${step.tool_name} failed (${reason}); ${fallback} was used` };
@@ -247,9 +247,10 @@ export class ContractEngine {
 
   /** aggregate: the result document from the step outputs. */
   async #aggregate(row: TicketRow): Promise<void> {
-    const outputs = await this.#outputs(row.ticket);
-    const { result, warnings } = aggregate(row.request, outputs);
-    const notes = (await getSteps(this.opts.orm.em.fork(), row.ticket)).filter((s) => s.status === 'SUCCEEDED' && s.message).map((s) => `${s.step_id}: ${s.message}`);
+    const done = (await getSteps(this.opts.orm.em.fork(), row.ticket)).filter((s) => s.status === 'SUCCEEDED');
+    const { result, warnings } = aggregate(row.request, outputsOf(done));
+    // A step that finished by another path (its fallback) says so.
+    const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
     await this.opts.orm.em.fork().transactional((tx) => transitionTicket(tx, row.ticket, 'aggregated', { result, warnings: [...warnings, ...notes] }));
   }
 
@@ -261,15 +262,10 @@ export class ContractEngine {
       this.#log.error({ ticket: row.ticket, violations: check.violations }, 'result breaks the contract result schema');
       throw new AbcError('INTERNAL', { code: 'RESULT_SCHEMA_VIOLATION', message: 'the result did not satisfy the contract result schema', retryable: false, details: { violations: check.violations.slice(0, 5) } });
     }
-    const artifact = render(row.request, row.result!, await this.#outputs(row.ticket));
+    const artifact = render(row.request, row.result!, outputsOf(await getSteps(this.opts.orm.em.fork(), row.ticket)));
     await this.opts.orm.em.fork().transactional((tx) =>
       transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null }),
     );
-  }
-
-  async #outputs(ticket: string): Promise<Outputs> {
-    const steps: StepRow[] = await getSteps(this.opts.orm.em.fork(), ticket);
-    return Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
   }
 
   /** Records a failure as the ticket's error (unless it already finished, e.g. was cancelled). */
@@ -322,6 +318,9 @@ export function errorDocument(e: AbcError, traceId: string): Record<string, unkn
     trace_id: p.traceId ?? traceId,
   };
 }
+
+/** Outputs of the succeeded steps, by step id. */
+const outputsOf = (steps: StepRow[]): Outputs => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
 function ancestorsOf(plan: FrozenPlanDoc, id: string): Set<string> {
   const seen = new Set<string>();

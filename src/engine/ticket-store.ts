@@ -32,7 +32,6 @@ export interface TicketRow {
   status: string;
   phase: Phase;
   lifecycle_state: LifecycleState;
-  percent: number;
   plan_id: string | null;
   assembly_id: string | null;
   assembly_version: string | null;

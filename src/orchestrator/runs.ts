@@ -1,5 +1,6 @@
 // Runs: start, execute against the agent, cancel, read, watch (seed 001 §4.1, §6, §8.1).
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { sha256 } from '../domain/hash.js';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
@@ -446,7 +447,7 @@ function ignoreIfEnded(error: unknown): void {
 class CancelAbort extends Error {}
 class ShutdownAbort extends Error {}
 
-export const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
+export const hashToken = (token: string) => sha256(token);
 /** States in which a run has an executor holding a lease. */
 const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
 const newRunToken = () => `abcrun_${randomBytes(24).toString('base64url')}`;

@@ -1,7 +1,7 @@
 // Tool calls and approvals (seed 001 §4.3, §4.5, §7.2, §8.2, §8.3). This is the
 // only writer of their state: every hop goes through its machine's table and
 // commits with its §9 event. Timers are deadline columns swept with SKIP LOCKED.
-import { createHash } from 'node:crypto';
+import { canonicalHash } from '../domain/hash.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
@@ -109,13 +109,6 @@ export interface ToolCallsOptions {
   idempotencyTtlMs: number;
 }
 
-/** SHA-256 of canonical JSON (keys sorted), so equal args hash equally. */
-export function argsHash(args: unknown): string {
-  const canonical = (v: unknown): unknown =>
-    Array.isArray(v) ? v.map(canonical) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])])) : v;
-  return createHash('sha256').update(JSON.stringify(canonical(args))).digest('hex');
-}
-
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
 export class ToolCalls {
@@ -150,7 +143,7 @@ export class ToolCalls {
     if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');
     if (req.timeoutMs !== undefined && (!Number.isInteger(req.timeoutMs) || req.timeoutMs <= 0)) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
 
-    const hash = argsHash({ tool: tool.name, args: req.args });
+    const hash = canonicalHash({ tool: tool.name, args: req.args });
     const key = req.idempotencyKey || `${req.runId}:${tool.name}:${hash}`;
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
@@ -336,7 +329,7 @@ export class ToolCalls {
     const [approval] = await tx.execute<{ expires_at: Date }[]>(
       `INSERT INTO approvals (approval_id, run_id, tool_call_id, status, expires_at, session_id, args_summary, args_hash)
        VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?) RETURNING expires_at`,
-      [approvalId, runId, id, this.#opts.approvalTimeoutMs, sessionId, summary, argsHash(args)],
+      [approvalId, runId, id, this.#opts.approvalTimeoutMs, sessionId, summary, canonicalHash(args)],
     );
     await openContract(tx, {
       sessionId,
@@ -429,7 +422,7 @@ export class ToolCalls {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
       }
       const current = await this.get(approval.toolCallId, tx);
-      if (argsHash(current.args) !== approval.argsHash) {
+      if (canonicalHash(current.args) !== approval.argsHash) {
         throw new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
       }
       return this.#settle(tx, approval, decision, `user:${userId}`, reason);

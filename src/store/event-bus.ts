@@ -5,6 +5,7 @@ import pg from 'pg';
 import type { Logger } from '../log.js';
 import { EVENTS_CHANNEL } from './event-log.js';
 
+/** Payload: the id of a run or ticket just cancelled. */
 export const CANCEL_CHANNEL = 'abc_run_cancel';
 /** Payload: a ticket whose execution row changed. */
 export const TICKETS_CHANNEL = 'abc_tickets';
@@ -81,10 +82,10 @@ export class EventBus {
     };
   }
 
-  /** Calls `fn` when a cancel of `runId` is announced by any process. */
-  onCancel(runId: string, fn: () => void): () => void {
-    this.#cancels.on(runId, fn);
-    return () => this.#cancels.off(runId, fn);
+  /** Calls `fn` when a cancel of `id` (a run or a ticket) is announced by any process. */
+  onCancel(id: string, fn: () => void): () => void {
+    this.#cancels.on(id, fn);
+    return () => this.#cancels.off(id, fn);
   }
 
   async close(): Promise<void> {

@@ -3,8 +3,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
-import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { startTestStack, type TestStack } from '../support/gateway.js';
+import { liveRun } from '../support/live-run.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -33,21 +34,10 @@ afterAll(async () => {
 });
 
 it('refuses to send again under an idempotency key that already completed', async () => {
-  let release!: () => void;
-  const held = new Promise<void>((r) => (release = r));
-  agent.behave(async (inv, res) => {
-    sse(res, 'delta', { text: 'sending' });
-    await Promise.race([held, inv.closed]);
-    sse(res, 'done', { usage: {} });
-    res.end();
-  });
-  const ws = await new WsClient(s.url).open();
-  ws.send({ type: 'hello', api_key: s.key, user_id: 'u1' });
-  ws.send({ type: 'agent_invoke', session_id: `sess_align_${Date.now()}`, agent_id: 'mailer', message: { role: 'user', content: 'invite bob' } });
-  const delta = await ws.next('delta');
-  const token = String(agent.invocations.at(-1)!.headers['x-abc-run-token']);
+  const run = await liveRun(s, agent, { agentId: 'mailer', content: 'invite bob' });
+  const token = run.token;
   const send = () =>
-    s.http('/v1/tools/email.send:invoke', { method: 'POST', key: token, json: { run_id: delta.run_id, args: { to: 'bob@example.com' }, idempotency_key: 'email:send:a1b2c3d4' } }).then((r) => r.json());
+    s.http('/v1/tools/email.send:invoke', { method: 'POST', key: token, json: { run_id: run.runId, args: { to: 'bob@example.com' }, idempotency_key: 'email:send:a1b2c3d4' } }).then((r) => r.json());
 
   const first = await send();
   const wait = (id: string) => s.http(`/v1/tool_calls/${id}:wait?timeout_ms=5000`, { method: 'POST', key: token }).then((r) => r.json());
@@ -60,8 +50,8 @@ it('refuses to send again under an idempotency key that already completed', asyn
   expect(refused).toMatchObject({ status: 'failed', error: { code: 'already_completed' } });
   expect(sends).toBe(1);
 
-  const c = await (await s.http(`/api/execution/${delta.session_id}/consequences`)).json();
+  const c = await (await s.http(`/api/execution/${run.sessionId}/consequences`)).json();
   expect(c.views.map((v: { consequence_label: string; has_side_effects: boolean }) => [v.consequence_label, v.has_side_effects])).toEqual([['SUCCESS', true], ['FAILED', false]]);
-  release();
-  ws.close();
+  run.release();
+  run.ws.close();
 });

@@ -6,9 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { readEvents } from '../../src/store/event-log.js';
-import { sse, startFakeAgent, type FakeAgent, type Invocation } from '../support/fake-agent.js';
+import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 import { readSse } from '../support/sse.js';
+import { liveRun as startLiveRun } from '../support/live-run.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -68,23 +69,7 @@ beforeEach(() => {
 });
 
 /** A run whose agent holds until released; returns its ids, its token and an open IM client. */
-async function liveRun(userId = 'u1'): Promise<{ runId: string; sessionId: string; token: string; ws: WsClient; inv: Invocation; release: () => void }> {
-  let release!: () => void;
-  const held = new Promise<void>((r) => (release = r));
-  agent.behave(async (inv, res) => {
-    sse(res, 'delta', { text: 'working' });
-    await Promise.race([held, inv.closed]);
-    sse(res, 'done', { usage: {} });
-    res.end();
-  });
-  const ws = await new WsClient(s.url).open();
-  ws.send({ type: 'hello', api_key: s.key, user_id: userId });
-  const sessionId = `sess_tools_${Date.now()}_${Math.random().toString(36).slice(2, 6)}`;
-  ws.send({ type: 'agent_invoke', session_id: sessionId, agent_id: 'worker', message: { role: 'user', content: 'pay' } });
-  const delta = await ws.next('delta');
-  const inv = agent.invocations.at(-1)!;
-  return { runId: delta.run_id, sessionId, token: String(inv.headers['x-abc-run-token']), ws, inv, release };
-}
+const liveRun = (userId = 'u1') => startLiveRun(s, agent, { agentId: 'worker', userId, content: 'pay' });
 
 const invoke = (token: string, tool: string, body: Record<string, unknown>) =>
   s.http(`/v1/tools/${tool}:invoke`, { method: 'POST', json: body, key: token }).then(async (r) => ({ status: r.status, body: await r.json() }));

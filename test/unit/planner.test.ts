@@ -1,7 +1,8 @@
 // The decision plane's compiler is pure: same input and assembly version, same plan and plan_hash.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { AssemblyError, canonicalJson, checkAssembly, compilePlan, topoOrder, type AssemblyDef } from '../../src/decision/planner.js';
+import { canonicalJson } from '../../src/domain/hash.js';
+import { AssemblyError, checkAssembly, compilePlan, topoOrder, type AssemblyDef } from '../../src/decision/planner.js';
 
 const assembly = JSON.parse(readFileSync('assemblies/analyze_portfolio/1.0.0.json', 'utf8')) as AssemblyDef;
 const granted = new Set(['portfolio.read', 'market.read', 'analytics.allocation', 'analytics.risk', 'analytics.performance', 'advice.rules', 'report.highlights']);
@@ -50,7 +51,9 @@ describe('compilePlan', () => {
     expect(body.whitelist.map((c) => c.name)).toEqual([...granted].sort());
     expect(body.steps.find((s) => s.id === 'highlights')!.tool_name).toBe('report.highlights');
     const withLlm = compilePlan(assembly, input(), new Set([...granted, 'llm.summarize'])).body;
-    expect(withLlm.steps.find((s) => s.id === 'highlights')!.tool_name).toBe('llm.summarize');
+    expect(withLlm.steps.find((s) => s.id === 'highlights')).toMatchObject({ tool_name: 'llm.summarize', fallback_tool: 'report.highlights' });
+    // Without the LLM the deterministic path is the step itself, with nothing to fall back to.
+    expect(body.steps.find((s) => s.id === 'highlights')!.fallback_tool).toBeUndefined();
   });
 
   it('keeps an ungranted capability without fallback in the plan, for the PEP to refuse', () => {

@@ -60,9 +60,6 @@ export const ContractExecution = defineEntity({
     status: p.string().length(16),
     phase: p.string().length(32),
     lifecycleState: p.string().length(32).default('INIT'),
-    percent: p.integer().default(0),
-    currentStep: p.string().length(128).nullable(),
-    steps: p.json<Record<string, unknown>[]>().nullable(),
     planId: p.string().length(64).nullable(),
     // json, not jsonb: the documents go back to callers in the order they were built.
     partialResult: p.json<Record<string, unknown>>().columnType('json').nullable(),

@@ -18,9 +18,12 @@ export class Migration20261122070906 extends Migration {
     this.addSql("create trigger \"frozen_plans_immutable\" BEFORE UPDATE OR DELETE on \"frozen_plans\" for each ROW execute function \"frozen_plans_frozen_plans_immutable_fn\"()");
     // json keeps the caller-facing documents in the order they were built (the schema diff treats json and jsonb alike).
     this.addSql("alter table \"contract_executions\" alter column \"partial_result\" type json using \"partial_result\"::json, alter column \"result\" type json using \"result\"::json, alter column \"error\" type json using \"error\"::json");
+    // Progress is derived when a ticket is read; these foundation columns were never written.
+    this.addSql("alter table \"contract_executions\" drop column \"percent\", drop column \"current_step\", drop column \"steps\"");
   }
 
   override async down(): Promise<void> {
+    this.addSql("alter table \"contract_executions\" add \"percent\" int not null default 0, add \"current_step\" varchar(128) null, add \"steps\" jsonb null");
     this.addSql("alter table \"contract_executions\" alter column \"partial_result\" type jsonb using \"partial_result\"::jsonb, alter column \"result\" type jsonb using \"result\"::jsonb, alter column \"error\" type jsonb using \"error\"::jsonb");
     this.addSql("drop table if exists \"contract_steps\" cascade");
     this.addSql("drop table if exists \"portfolios\" cascade");
