@@ -5,11 +5,13 @@ import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
-import { compareSemver } from '../contracts/registry.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { canonicalJson } from '../domain/hash.js';
 import { AssemblyError, checkAssembly, compilePlan, type AssemblyDef, type PlanBody, type PlanInput } from './planner.js';
+
+/** Versions are MAJOR.MINOR.PATCH (checkAssembly), so they order as integer arrays. */
+const SEMVER_ORDER = "string_to_array(version, '.')::int[]";
 
 export interface FrozenPlanDoc extends PlanBody {
   plan_id: string;
@@ -81,17 +83,20 @@ export class Decision {
 
   async list(intent?: string): Promise<AssemblyDef[]> {
     const rows = await this.em().execute<{ definition: AssemblyDef }[]>(
-      `SELECT definition FROM assemblies ${intent ? 'WHERE intent = ?' : ''} ORDER BY assembly_id, created_at`,
+      `SELECT definition FROM assemblies ${intent ? 'WHERE intent = ?' : ''} ORDER BY assembly_id, ${SEMVER_ORDER}`,
       intent ? [intent] : [],
     );
-    return rows.map((r) => r.definition).sort((a, b) => a.assembly_id.localeCompare(b.assembly_id) || compareSemver(a.version, b.version));
+    return rows.map((r) => r.definition);
   }
 
-  /** The assembly for an intent: a pinned version, else the highest version. */
+  /** The assembly for an intent: a pinned version, else the highest version (one row read). */
   async resolve(intent: string, version?: string): Promise<AssemblyDef> {
-    const candidates = (await this.list(intent)).filter((a) => !version || a.version === version);
-    const chosen = candidates.at(-1);
-    if (!chosen) {
+    const [row] = await this.em().execute<{ definition: AssemblyDef }[]>(
+      `SELECT definition FROM assemblies WHERE intent = ? ${version ? 'AND version = ?' : ''}
+       ORDER BY ${SEMVER_ORDER} DESC, assembly_id DESC LIMIT 1`,
+      version ? [intent, version] : [intent],
+    );
+    if (!row) {
       throw new AbcError('FAILED_PRECONDITION', {
         code: 'NO_ASSEMBLY',
         category: 'EXECUTION',
@@ -99,7 +104,7 @@ export class Decision {
         retryable: false,
       });
     }
-    return chosen;
+    return row.definition;
   }
 
   /** Compiles and stores a frozen plan. */

@@ -88,17 +88,22 @@ export async function getSteps(em: EntityManager, ticket: string): Promise<StepR
   return em.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? ORDER BY position', [ticket]);
 }
 
-/** Appends one progress event and wakes every poller of the ticket (after commit). */
-export async function appendTicketEvent(tx: EntityManager, ticket: string, type: string, payload: Record<string, unknown>): Promise<void> {
+/** Appends progress events in order and wakes every poller of the ticket (after commit). */
+export async function appendTicketEvents(tx: EntityManager, ticket: string, events: { type: string; payload: Record<string, unknown> }[]): Promise<void> {
+  if (!events.length) return;
   // The ticket row lock orders the events of parallel steps (gap-free seq).
   await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
   await tx.execute(
     `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
-     SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?::jsonb FROM ticket_events WHERE ticket = ?`,
-    [ticket, Date.now(), type, JSON.stringify(payload), ticket],
+     SELECT ?, base.seq + e.n, ?, e.type, e.payload
+     FROM (SELECT coalesce(max(seq), 0) AS seq FROM ticket_events WHERE ticket = ?) base,
+          jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)`,
+    [ticket, Date.now(), ticket, JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e })))],
   );
   await tx.execute(`SELECT pg_notify('${TICKETS_CHANNEL}', ?)`, [ticket]);
 }
+
+export const appendTicketEvent = (tx: EntityManager, ticket: string, type: string, payload: Record<string, unknown>) => appendTicketEvents(tx, ticket, [{ type, payload }]);
 
 /**
  * Moves a ticket's lifecycle by `trigger` inside `tx` (the row is locked).
@@ -158,15 +163,16 @@ export async function transitionStep(
      WHERE ticket = ? AND step_id = ? RETURNING *`,
     [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, trigger, trigger, ticket, stepId],
   );
-  await appendTicketEvent(tx, ticket, 'step_transition', { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) });
+  const events: { type: string; payload: Record<string, unknown> }[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }];
   if (mirrored) {
     const actor = trigger === 'skip' || !updated!.capability.startsWith('tool.') ? 'graph_runner' : 'tool_node';
     const state = await moveContract(tx, { ticket, subjectId: stepId }, mirrored, actor, {
       ...(to === 'SUCCEEDED' && { result: summariseOutcome(patch.output ?? null) }),
       ...((to === 'FAILED' || to === 'SKIPPED') && patch.message && { errorMessage: patch.message }),
     });
-    if (state) await appendTicketEvent(tx, ticket, 'execution_state', { ...state });
+    if (state) events.push({ type: 'execution_state', payload: { ...state } });
   }
+  await appendTicketEvents(tx, ticket, events);
   return updated!;
 }
 
