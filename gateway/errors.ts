@@ -48,15 +48,7 @@ export function fromGrpcError(error: unknown): HttpError {
   const raw = e.metadata?.get('abc-error-bin')[0];
   const payload = Buffer.isBuffer(raw) ? ErrorMessage.decode(raw) : undefined;
   const body: ErrorBody = payload
-    ? {
-        code: payload.code,
-        category: payload.category.replace(/^ERROR_CATEGORY_/, ''),
-        message: payload.message,
-        retryable: payload.retryable,
-        ...(payload.retryAfterSeconds !== undefined && { retry_after_seconds: payload.retryAfterSeconds }),
-        ...(payload.details && { details: payload.details }),
-        ...(payload.traceId && { trace_id: payload.traceId }),
-      }
+    ? errorBody(payload)
     : code === 14
       ? { code: 'core_unavailable', category: 'INTERNAL', message: 'the ABC core is unreachable', retryable: true }
       : { code: 'internal_error', category: 'INTERNAL', message: 'internal error', retryable: true };
@@ -64,3 +56,16 @@ export function fromGrpcError(error: unknown): HttpError {
 }
 
 export const categoryName = (c: ErrorCategory) => c.replace(/^ERROR_CATEGORY_/, '');
+
+/** The seed error shape of an `abc.common.v1.Error`. */
+export function errorBody(e: ErrorMessage): ErrorBody {
+  return {
+    code: e.code,
+    category: categoryName(e.category),
+    message: e.message,
+    retryable: e.retryable,
+    ...(e.retryAfterSeconds !== undefined && { retry_after_seconds: e.retryAfterSeconds }),
+    ...(e.details && { details: e.details }),
+    ...(e.traceId && { trace_id: e.traceId }),
+  };
+}

@@ -4,11 +4,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { CoreClients } from '../core-client.js';
+import { errorBody } from '../errors.js';
 import { call } from '../grpc-call.js';
+import { plainEnum } from '../mappers.js';
 
 const ticketParams = { type: 'object', required: ['ticket'], properties: { ticket: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
 
-const strip = (prefix: string, value: string) => value.replace(new RegExp(`^${prefix}_`), '');
 const ref = (c: { contractId: string; version: string } | undefined) => ({ contract_id: c?.contractId ?? '', version: c?.version ?? '' });
 const correlation = (c: { requestId: string; sessionId: string } | undefined) => ({ request_id: c?.requestId ?? '', session_id: c?.sessionId ?? '' });
 
@@ -22,7 +23,7 @@ export function submitJson(res: SubmitContractResponse): Record<string, unknown>
     kind: 'task',
     contract: ref(o.value.contract),
     correlation: correlation(o.value.correlation),
-    task: { ticket: t.ticket, status: strip('TICKET_STATUS', t.status), ttl_seconds: t.ttlSeconds, poll_hint_ms: t.pollHintMs },
+    task: { ticket: t.ticket, status: plainEnum(t.status, 'TICKET_STATUS'), ttl_seconds: t.ttlSeconds, poll_hint_ms: t.pollHintMs },
   };
 }
 
@@ -33,17 +34,17 @@ export function pollJson(res: PollTicketResponse): Record<string, unknown> {
     contract: ref(res.contract),
     ticket: res.ticket,
     ...(res.nextTicket && { next_ticket: res.nextTicket }),
-    status: strip('TICKET_STATUS', res.status),
+    status: plainEnum(res.status, 'TICKET_STATUS'),
     ttl_seconds: res.ttlSeconds,
     progress: {
-      phase: strip('LIFECYCLE_PHASE', p.phase).toLowerCase(),
+      phase: plainEnum(p.phase, 'LIFECYCLE_PHASE').toLowerCase(),
       percent: p.percent,
       ...(p.currentStep && { current_step: p.currentStep }),
       ...(p.steps.length > 0 && {
         steps: p.steps.map((s) => ({
           step_id: s.stepId,
           label: s.label,
-          status: strip('STEP_STATUS', s.status),
+          status: plainEnum(s.status, 'STEP_STATUS'),
           ...(s.startedAt && { started_at: s.startedAt }),
           ...(s.endedAt && { ended_at: s.endedAt }),
           ...(s.message && { message: s.message }),
@@ -52,17 +53,7 @@ export function pollJson(res: PollTicketResponse): Record<string, unknown> {
     },
     ...(res.partialResult && { partial_result: res.partialResult }),
     ...(res.result && { result: res.result }),
-    ...(e && {
-      error: {
-        code: e.code,
-        category: strip('ERROR_CATEGORY', e.category),
-        message: e.message,
-        retryable: e.retryable,
-        ...(e.retryAfterSeconds !== undefined && { retry_after_seconds: e.retryAfterSeconds }),
-        ...(e.details && { details: e.details }),
-        ...(e.traceId && { trace_id: e.traceId }),
-      },
-    }),
+    ...(e && { error: errorBody(e) }),
   };
 }
 
@@ -90,7 +81,7 @@ export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
     { schema: { params: ticketParams, body: { type: ['object', 'null'], additionalProperties: false, properties: { reason: { type: 'string', maxLength: 1000 } } } } },
     async (req) => {
       const res = await call(core.ingress.cancelTicket.bind(core.ingress), { ticket: req.params.ticket, reason: req.body?.reason ?? '' }, req);
-      return { ticket: res.ticket, status: strip('TICKET_STATUS', res.status) };
+      return { ticket: res.ticket, status: plainEnum(res.status, 'TICKET_STATUS') };
     },
   );
 

@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import { CapabilityKind, type Assembly, type FrozenPlan, type PlanStep } from '../../gen/abc/decision/v1/decision.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
+import { plainEnum } from '../mappers.js';
 
-const strip = (prefix: string, value: string) => value.replace(new RegExp(`^${prefix}_`), '');
 
 const stepSchema = {
   type: 'object',
@@ -92,7 +92,7 @@ const stepJson = (s: PlanStep) => ({
   ...(s.skipped && { skipped: true, skip_reason: s.skipReason }),
 });
 
-const capabilityJson = (c: Assembly['capabilities'][number]) => ({ name: c.name, kind: strip('CAPABILITY_KIND', c.kind), ...(c.constraints && { constraints: c.constraints }) });
+const capabilityJson = (c: Assembly['capabilities'][number]) => ({ name: c.name, kind: plainEnum(c.kind, 'CAPABILITY_KIND'), ...(c.constraints && { constraints: c.constraints }) });
 
 export const assemblyJson = (a: Assembly) => ({
   assembly_id: a.assemblyId,

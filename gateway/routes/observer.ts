@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ExecutionConsequenceView, ExecutionSnapshot, StateMachineTopology, TransitionRecord } from '../../gen/abc/observer/v1/views.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
+import { plainEnum } from '../mappers.js';
 
 const topologyJson = (t: StateMachineTopology) => ({
   machine: t.machine,
@@ -14,7 +15,7 @@ const topologyJson = (t: StateMachineTopology) => ({
   initial_status: t.initialStatus,
 });
 
-const status = (s: string) => s.replace(/^EXECUTION_STATUS_/, '').toLowerCase();
+const status = (s: string) => plainEnum(s, 'EXECUTION_STATUS').toLowerCase();
 const nullable = <T>(v: T | undefined) => (v === undefined ? null : v);
 
 const snapshotJson = (s: ExecutionSnapshot) => ({
