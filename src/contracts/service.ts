@@ -13,10 +13,10 @@ import { appendTicketEvent, getTicket, transitionTicket, type StepRow, type Tick
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
+import { WakeWatch } from '../store/wake-watch.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
 import type { ContractRegistry, ContractVersion, SchemaKind, Violation } from './registry.js';
-import { TicketWatch } from './ticket-watch.js';
 
 /** The longest a poll may wait for a change (seed 000: poll_long_wait_ms ≤ 30000). */
 export const MAX_POLL_WAIT_MS = 30_000;
@@ -93,7 +93,7 @@ export class ContractService {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
     }
-    const watch = new TicketWatch(this.opts.bus, ticket);
+    const watch = new WakeWatch(this.opts.bus, `ticket:${ticket}`);
     try {
       let view = await this.#read(ticket);
       const wait = waitMs ?? preferencesOf(view.row.request).poll_long_wait_ms;
@@ -232,7 +232,7 @@ export class ContractService {
 
   /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */
   async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean, signal?: AbortSignal): Promise<TicketRow> {
-    const watch = new TicketWatch(this.opts.bus, ticket);
+    const watch = new WakeWatch(this.opts.bus, `ticket:${ticket}`);
     try {
       for (;;) {
         const row = (await getTicket(this.opts.orm.em.fork(), ticket))!;

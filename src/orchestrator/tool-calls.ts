@@ -12,6 +12,7 @@ import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-run
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import type { EventBus } from '../store/event-bus.js';
+import { WakeWatch } from '../store/wake-watch.js';
 import { appendEvents, type NewEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import type { Principal } from '../access/principal.js';
@@ -514,30 +515,17 @@ export class ToolCalls {
     let call = await this.get(toolCallId);
     if (TERMINAL.has(call.status)) return call;
     const deadline = Date.now() + timeoutMs;
-    let wake: (() => void) | undefined;
-    let dirty = false;
-    const off = this.#opts.bus.onWake(`run:${call.runId}`, () => {
-      dirty = true;
-      wake?.();
-    });
-    const onAbort = () => wake?.();
-    signal.addEventListener('abort', onAbort);
+    const watch = new WakeWatch(this.#opts.bus, `run:${call.runId}`);
     try {
+      // Read again now that the watch is on: a change just before it is not missed.
+      call = await this.get(toolCallId);
       while (!TERMINAL.has(call.status) && Date.now() < deadline && !signal.aborted) {
-        if (!dirty) {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-            setTimeout(resolve, deadline - Date.now());
-          });
-          wake = undefined;
-        }
-        dirty = false;
+        await watch.next(deadline, signal);
         call = await this.get(toolCallId);
       }
       return call;
     } finally {
-      off();
-      signal.removeEventListener('abort', onAbort);
+      watch.close();
     }
   }
 

@@ -1,14 +1,15 @@
-// Waiting for a ticket to change: subscribe first, then read, so a change that
+// Waiting for something to change: subscribe first, then read, so a change that
 // commits between the read and the wait is never missed.
-import type { EventBus } from '../store/event-bus.js';
+import type { EventBus } from './event-bus.js';
 
-export class TicketWatch {
+export class WakeWatch {
   #changed = false;
   #wake: (() => void) | undefined;
   readonly #off: () => void;
 
-  constructor(bus: EventBus, ticket: string) {
-    this.#off = bus.onWake(`ticket:${ticket}`, () => {
+  /** `key` as for EventBus.onWake: `run:ID`, `session:ID` or `ticket:ID`. */
+  constructor(bus: EventBus, key: string) {
+    this.#off = bus.onWake(key, () => {
       this.#changed = true;
       this.#wake?.();
     });
