@@ -8,7 +8,7 @@ import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import { newId } from '../ids.js';
-import { moveContract, openContract } from '../store/execution-contracts.js';
+import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
@@ -112,6 +112,8 @@ export class Runs {
         });
         await this.#takeLease(tx, runId);
         await appendMessage(tx, { sessionId: cmd.sessionId, role: 'user', content: cmd.message.content, runId });
+        // Before the start, so whatever the caller records (a parent's agent_call contract) sees the run start.
+        await cmd.onCreated?.(tx, runId);
         const { events } = await transitionRun(tx, this.#log, runId, 'start', [
           { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
           {
@@ -119,7 +121,6 @@ export class Runs {
             payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null },
           },
         ]);
-        await cmd.onCreated?.(tx, runId);
         return events[0]!;
       });
     } catch (error) {
@@ -186,9 +187,6 @@ export class Runs {
         await appendEvents(tx, parent.runId, [{ type: 'agent_called_child', payload: { child_run_id: childId, agent_id: call.agentId, depth: chain.length + 1 } }]);
         const asked = call.message.content.length > 60 ? `${call.message.content.slice(0, 59)}…` : call.message.content;
         await openContract(tx, { sessionId: parent.sessionId, runId: parent.runId, subjectId: childId, actionType: 'agent_call', actionSummary: `${call.agentId} → ${asked}`, irreversible: false });
-        // The child started just before this callback; its contract starts with it.
-        const started = await moveContract(tx, { runId: parent.runId, subjectId: childId }, 'start', 'graph_runner');
-        await appendEvents(tx, childId, [{ type: 'execution_state', payload: { ...started } }]);
       },
     });
   }
