@@ -7,6 +7,7 @@ import { fromGrpcError } from './errors.js';
 import websocket from '@fastify/websocket';
 import { agentRoutes } from './routes/agents.js';
 import { contractRoutes } from './routes/contracts.js';
+import { engineRoutes } from './routes/engine.js';
 import { decisionRoutes } from './routes/decision.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
@@ -74,6 +75,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   toolRoutes(app, opts.core);
   observerRoutes(app, opts.core);
   contractRoutes(app, opts.core);
+  engineRoutes(app, opts.core);
   decisionRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {

@@ -20,6 +20,7 @@ const stepSchema = {
     dependencies: { type: 'array', items: { type: 'string' }, maxItems: 100 },
     timeout_ms: { type: 'integer', minimum: 1 },
     expected_output: { type: 'string' },
+    output_schema: { type: 'object' },
     when: { type: 'object', required: ['path'], additionalProperties: false, properties: { path: { type: 'string' }, default_value: { type: 'boolean' } } },
   },
 } as const;
@@ -46,6 +47,8 @@ const assemblySchema = {
       },
     },
     steps: { type: 'array', minItems: 1, maxItems: 200, items: stepSchema },
+    // Seed 002 engine policy and role bindings; the core checks its full schema.
+    engine: { type: 'object' },
   },
 } as const;
 
@@ -71,11 +74,13 @@ function assemblyFromJson(a: Json): Assembly {
         dependencies: s.dependencies ?? [],
         timeoutMs: s.timeout_ms,
         expectedOutput: s.expected_output ?? '',
+        outputSchema: s.output_schema,
         skipped: false,
         skipReason: '',
         when: s.when && { path: s.when.path, defaultValue: s.when.default_value ?? false },
       }),
     ),
+    engine: a.engine,
   };
 }
 
@@ -89,6 +94,7 @@ const stepJson = (s: PlanStep) => ({
   dependencies: s.dependencies,
   ...(s.timeoutMs !== undefined && { timeout_ms: s.timeoutMs }),
   ...(s.when && { when: { path: s.when.path, default_value: s.when.defaultValue } }),
+  ...(s.outputSchema && { output_schema: s.outputSchema }),
   ...(s.skipped && { skipped: true, skip_reason: s.skipReason }),
 });
 
@@ -103,6 +109,7 @@ export const assemblyJson = (a: Assembly) => ({
   expected_latency_ms: a.expectedLatencyMs,
   capabilities: a.capabilities.map(capabilityJson),
   steps: a.steps.map(stepJson),
+  ...(a.engine && { engine: a.engine }),
 });
 
 const planJson = (p: FrozenPlan) => ({

@@ -4,11 +4,14 @@ import type { ErrorCategory } from '../../gen/abc/common/v1/error.js';
 import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ingress/v1/contract.js';
 import type { IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import { requireKey } from '../access/principal.js';
+import { invalidRequest } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf } from '../grpc/mappers.js';
 import type { ContractService } from './service.js';
 
-type ContractHandlers = Pick<ServiceHandlers<typeof IngressServiceService>, 'submitContract' | 'pollTicket' | 'cancelTicket' | 'getArtifact'>;
+type ContractHandlers = Pick<ServiceHandlers<typeof IngressServiceService>, 'submitContract' | 'pollTicket' | 'cancelTicket' | 'getArtifact' | 'submitHumanFeedback'>;
+
+const HUMAN_ACTIONS = { HUMAN_ACTION_CONTINUE: 'continue', HUMAN_ACTION_REPLAN: 'replan', HUMAN_ACTION_REJECT: 'reject' } as const;
 
 type Doc = Record<string, any>;
 
@@ -20,7 +23,17 @@ export function contractHandlers(service: ContractService): ContractHandlers {
     },
     pollTicket: async (req, ctx) => {
       requireKey(ctx.principal);
-      return toPollResponse(await service.poll(req.ticket, req.waitMs === 0 ? undefined : req.waitMs, ctx.signal));
+      const view = await service.poll(req.ticket, req.waitMs === 0 ? undefined : req.waitMs, ctx.signal);
+      return { ...toPollResponse(view.document), lifecycleState: view.lifecycleState };
+    },
+    submitHumanFeedback: async (req, ctx) => {
+      const principal = requireKey(ctx.principal);
+      if (!req.ticket) throw invalidRequest('ticket is required', 'ticket');
+      const action = HUMAN_ACTIONS[req.action as keyof typeof HUMAN_ACTIONS];
+      if (!action) throw invalidRequest('action must be continue, replan or reject', 'action');
+      if (req.feedback.length > 10_000) throw invalidRequest('feedback is longer than 10000 characters', 'feedback');
+      const row = await service.opts.engine.submitHumanFeedback(req.ticket, { action, feedback: req.feedback, actor: principal.keyId, ...(req.data && { data: req.data }) });
+      return { ticket: row.ticket, status: enumOf<TicketStatus>('TICKET_STATUS', row.status), lifecycleState: row.lifecycle_state };
     },
     cancelTicket: async (req, ctx) => {
       requireKey(ctx.principal);
@@ -57,7 +70,7 @@ function toSubmitResponse(out: { kind: 'result' | 'task'; ticket: string; docume
   };
 }
 
-function toPollResponse(d: Doc): PollTicketResponse {
+function toPollResponse(d: Doc): Omit<PollTicketResponse, 'lifecycleState'> {
   const p = d.progress;
   return {
     contract: ref(d.contract),

@@ -42,7 +42,7 @@ export function pollDocument(row: TicketRow, steps: StepRow[], now: number): Rec
   const prefs = preferencesOf(row.request);
   const done = steps.filter((s) => s.status === 'SUCCEEDED' || s.status === 'SKIPPED' || s.status === 'FAILED').length;
   const current = steps.find((s) => s.status === 'RUNNING');
-  const progress: Record<string, unknown> = { phase: row.phase, percent: row.lifecycle_state === 'SUCCEEDED' ? 100 : percentOf(row.phase, done, steps.length) };
+  const progress: Record<string, unknown> = { phase: row.phase, percent: row.lifecycle_state === 'COMPLETED' ? 100 : percentOf(row.phase, done, steps.length) };
   if (prefs.progress_granularity !== 'none' && current) progress.current_step = current.step_id;
   if (prefs.progress_granularity === 'step') {
     progress.steps = steps.map((s) => ({

@@ -9,7 +9,7 @@ import { AbcError } from '../domain/errors.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
-import { appendTicketEvent, getTicket, transitionTicket, type StepRow, type TicketRow } from '../engine/ticket-store.js';
+import { appendTicketEvent, getTicket, type StepRow, type TicketRow } from '../engine/ticket-store.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
@@ -63,7 +63,7 @@ export class ContractService {
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
     const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished, signal);
-    if (finished.lifecycle_state === 'SUCCEEDED') {
+    if (finished.lifecycle_state === 'COMPLETED') {
       const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
       return { kind: 'result', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, finished.trace_id) };
     }
@@ -89,7 +89,7 @@ export class ContractService {
    * in one statement, and never advances, retries or replans. With a wait it
    * returns at the first change of the ticket (or at the deadline).
    */
-  async poll(ticket: string, waitMs?: number, signal?: AbortSignal): Promise<Record<string, unknown>> {
+  async poll(ticket: string, waitMs?: number, signal?: AbortSignal): Promise<{ document: Record<string, unknown>; lifecycleState: string }> {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
     }
@@ -106,7 +106,7 @@ export class ContractService {
         if (JSON.stringify(view.document) !== seen) break;
       }
       const contract = this.opts.contracts.get(view.row.contract_id, view.row.contract_version)!;
-      return this.#checked(contract, 'poll-response', view.document, view.row.trace_id);
+      return { document: this.#checked(contract, 'poll-response', view.document, view.row.trace_id), lifecycleState: view.row.lifecycle_state };
     } finally {
       watch.close();
     }
@@ -126,7 +126,7 @@ export class ContractService {
           details: { ticket, status: current.status },
         });
       }
-      const updated = await transitionTicket(tx, ticket, 'cancel', {}, 'caller');
+      const updated = await this.opts.engine.cancel(tx, ticket);
       await appendTicketEvent(tx, ticket, 'ticket_canceled', { reason });
       // Tells the worker executing it, on whichever core, to stop.
       await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, ticket]);
@@ -140,7 +140,7 @@ export class ContractService {
     const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM contract_executions WHERE ticket = $1 AND expires_at > now()', [ticket]);
     const row = rows[0];
     if (!row) throw ticketNotFound(ticket);
-    if (row.lifecycle_state !== 'SUCCEEDED' || row.artifact === null) {
+    if (row.lifecycle_state !== 'COMPLETED' || row.artifact === null) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'ARTIFACT_NOT_READY', category: 'VALIDATION', message: `ticket ${ticket} is ${row.status}; the artifact exists once it has SUCCEEDED`, retryable: row.status === 'QUEUED' || row.status === 'RUNNING', traceId: row.trace_id });
     }
     return { ticket, mediaType: row.artifact_media_type ?? 'application/json', content: row.artifact };
@@ -174,7 +174,7 @@ export class ContractService {
       const inserted = await tx.execute<TicketRow[]>(
         `INSERT INTO contract_executions (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
            status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'QUEUED', ?, ?, now() + (? || ' milliseconds')::interval)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
          ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
         [ticket, contract.contract_id, contract.version, correlation.request_id, correlation.session_id, correlation.idempotency_key, hash, JSON.stringify(request),
           preferencesOf(request).mode, traceId, expectedLatencyMs, this.opts.ticketRetentionMs],
@@ -222,7 +222,7 @@ export class ContractService {
                                                            'started_at', s.started_at, 'ended_at', s.ended_at) ORDER BY s.position)
                         FROM contract_steps s WHERE s.ticket = c.ticket), '[]') AS steps
        FROM contract_executions c
-       WHERE c.ticket = $1 AND (c.expires_at > now() OR c.lifecycle_state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED'))`,
+       WHERE c.ticket = $1 AND (c.expires_at > now() OR c.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED'))`,
       [ticket],
     );
     const row = rows[0];

@@ -7,8 +7,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
+import { Ajv } from 'ajv';
 import { canonicalJson } from '../domain/hash.js';
-import { AssemblyError, checkAssembly, compilePlan, type AssemblyDef, type PlanBody, type PlanInput } from './planner.js';
+import { ENGINE_SETTINGS_SCHEMA } from '../domain/engine-policy.js';
+import { AssemblyError, bodyOf, checkAssembly, compilePlan, mergeLocal, type AssemblyDef, type PlanBody, type PlanInput } from './planner.js';
+
+const checkEngineSection = new Ajv({ strict: false, allErrors: false }).compile(ENGINE_SETTINGS_SCHEMA);
 
 /** Versions are MAJOR.MINOR.PATCH (checkAssembly), so they order as integer arrays. */
 const SEMVER_ORDER = "string_to_array(version, '.')::int[]";
@@ -56,6 +60,10 @@ export class Decision {
   async register(def: AssemblyDef): Promise<AssemblyDef> {
     try {
       checkAssembly(def);
+      if (def.engine !== undefined && !checkEngineSection(def.engine)) {
+        const e = checkEngineSection.errors![0]!;
+        throw new AssemblyError(`engine${e.instancePath.replaceAll('/', '.')} ${e.message}`, `/assembly/engine${e.instancePath}`);
+      }
     } catch (error) {
       if (error instanceof AssemblyError) throw new AbcError('INVALID_ARGUMENT', { code: 'INVALID_ASSEMBLY', message: error.message, details: { pointer: error.pointer } });
       throw error;
@@ -110,9 +118,13 @@ export class Decision {
   /** Compiles and stores a frozen plan. */
   async plan(req: PlanRequest, tx?: EntityManager): Promise<FrozenPlanDoc> {
     const assembly = await this.resolve(req.intent, req.assemblyVersion);
-    const { body, hash } = compilePlan(assembly, req, await this.granted());
-    const input: PlanInput = { intent: req.intent, context: req.context, ...(req.contract && { contract: req.contract }), ...(req.input && { input: req.input }), ...(req.output_spec && { output_spec: req.output_spec }) };
-    return this.#store(tx ?? this.em(), body, hash, req.executionId, { input });
+    const { body, hash } = await this.compile(assembly, req);
+    return this.freeze(body, hash, req.executionId, { input: planInput(req) }, undefined, tx);
+  }
+
+  /** Compiles without storing; `avoid` names capabilities to replace by their fallbacks. */
+  async compile(assembly: AssemblyDef, input: PlanInput, avoid: ReadonlySet<string> = new Set()): Promise<{ body: PlanBody; hash: string }> {
+    return compilePlan(assembly, input, await this.granted(), avoid);
   }
 
   /**
@@ -120,21 +132,35 @@ export class Decision {
    * same assembly version; GLOBAL recompiles from the original input with the
    * latest assembly version.
    */
-  async replan(planId: string, scope: 'LOCAL' | 'GLOBAL', failedStepId: string, reason: Record<string, unknown> | undefined): Promise<FrozenPlanDoc> {
-    const previous = await this.getPlan(planId);
+  /**
+   * A successor plan after a failure; `avoid` names capabilities that failed.
+   * LOCAL recompiles the same assembly version and changes only the failed
+   * step and what depends on it; GLOBAL recompiles everything from the
+   * original input with the latest assembly version.
+   */
+  async replan(
+    planId: string,
+    scope: 'LOCAL' | 'GLOBAL',
+    failedStepId: string,
+    reason: Record<string, unknown> | undefined,
+    avoid: ReadonlySet<string> = new Set(),
+    tx: EntityManager = this.em(),
+  ): Promise<FrozenPlanDoc> {
+    const previous = await this.getPlan(planId, tx);
     if (!previous) throw new AbcError('NOT_FOUND', { code: 'PLAN_NOT_FOUND', message: `plan ${planId} does not exist`, retryable: false });
     const input = previous.metadata.input as PlanInput | undefined;
-    const replan = { scope, failed_step_id: failedStepId, ...(reason && { error: reason }) };
+    const replan = { scope, failed_step_id: failedStepId, ...(reason && { error: reason }), ...(avoid.size && { avoid: [...avoid].sort() }) };
+    const executionId = previous.metadata.execution_id as string | undefined;
     if (scope === 'GLOBAL' && input) {
-      const assembly = await this.resolve(input.intent);
-      const { body, hash } = compilePlan(assembly, input, await this.granted());
-      return this.#store(this.em(), body, hash, previous.metadata.execution_id as string | undefined, { ...previous.metadata, replan }, planId);
+      const { body, hash } = await this.compile(await this.resolve(input.intent), input, avoid);
+      return this.freeze(body, hash, executionId, { ...previous.metadata, replan }, planId, tx);
     }
     if (failedStepId && !previous.steps.some((s) => s.id === failedStepId)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'UNKNOWN_STEP', message: `plan ${planId} has no step ${failedStepId}`, details: { pointer: '/failed_step_id' } });
     }
-    const body: PlanBody = { assembly_id: previous.assembly_id, assembly_version: previous.assembly_version, goal: previous.goal, steps: previous.steps, whitelist: previous.whitelist };
-    return this.#store(this.em(), body, previous.plan_hash, previous.metadata.execution_id as string | undefined, { ...previous.metadata, replan }, planId);
+    const assembly = input && failedStepId ? await this.get(previous.assembly_id, previous.assembly_version) : undefined;
+    const { body, hash } = assembly && input ? mergeLocal(previous, (await this.compile(assembly, input, avoid)).body, failedStepId) : { body: bodyOf(previous), hash: previous.plan_hash };
+    return this.freeze(body, hash, executionId, { ...previous.metadata, replan }, planId, tx);
   }
 
   async getPlan(planId: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc | undefined> {
@@ -142,7 +168,8 @@ export class Decision {
     return row?.plan;
   }
 
-  async #store(em: EntityManager, body: PlanBody, hash: string, executionId: string | undefined, metadata: Record<string, unknown>, replaces?: string): Promise<FrozenPlanDoc> {
+  /** Stores a plan; it is immutable from here on. */
+  async freeze(body: PlanBody, hash: string, executionId: string | undefined, metadata: Record<string, unknown>, replaces?: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc> {
     const doc: FrozenPlanDoc = {
       ...body,
       plan_id: newId('plan'),
@@ -158,3 +185,11 @@ export class Decision {
     return doc;
   }
 }
+
+export const planInput = (req: PlanInput): PlanInput => ({
+  intent: req.intent,
+  context: req.context,
+  ...(req.contract && { contract: req.contract }),
+  ...(req.input && { input: req.input }),
+  ...(req.output_spec && { output_spec: req.output_spec }),
+});

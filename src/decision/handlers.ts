@@ -62,6 +62,7 @@ function toPlanStep(s: PlannedStep): PlanStep {
     input: s.input,
     dependencies: s.dependencies,
     timeoutMs: s.timeout_ms,
+    outputSchema: s.output_schema,
     skipped: s.skipped,
     skipReason: s.skip_reason ?? '',
   };
@@ -79,6 +80,7 @@ function toStepDef(s: StepDef): PlanStep {
     dependencies: s.dependencies ?? [],
     timeoutMs: s.timeout_ms,
     expectedOutput: s.expected_output ?? '',
+    outputSchema: s.output_schema,
     when: s.when && { path: s.when.path, defaultValue: s.when.default_value ?? false },
   };
 }
@@ -94,6 +96,7 @@ function fromStepDef(s: PlanStep): StepDef {
     dependencies: s.dependencies,
     ...(s.timeoutMs !== undefined && { timeout_ms: s.timeoutMs }),
     ...(s.expectedOutput && { expected_output: s.expectedOutput }),
+    ...(s.outputSchema && { output_schema: s.outputSchema }),
     ...(s.when && { when: { path: s.when.path, default_value: s.when.defaultValue } }),
   };
 }
@@ -108,6 +111,7 @@ export function toAssembly(a: AssemblyDef): Assembly {
     steps: a.steps.map(toStepDef),
     capabilities: a.capabilities.map(toCapability),
     expectedLatencyMs: a.expected_latency_ms ?? 0,
+    engine: a.engine,
   };
 }
 
@@ -121,6 +125,7 @@ function fromAssembly(a: Assembly): AssemblyDef {
     expected_latency_ms: a.expectedLatencyMs,
     capabilities: a.capabilities.map(fromCapability),
     steps: a.steps.map(fromStepDef),
+    ...(a.engine && { engine: a.engine }),
   };
 }
 

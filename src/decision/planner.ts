@@ -20,6 +20,8 @@ export interface StepDef {
   dependencies?: string[];
   timeout_ms?: number;
   expected_output?: string;
+  /** The step's output must satisfy this (STEP_REVIEW). */
+  output_schema?: Record<string, unknown>;
   when?: { path: string; default_value?: boolean };
 }
 
@@ -32,6 +34,8 @@ export interface AssemblyDef {
   expected_latency_ms?: number;
   capabilities: CapabilityDef[];
   steps: StepDef[];
+  /** Seed 002 engine policy and role bindings for executions of this assembly (engine/policy.ts). */
+  engine?: Record<string, unknown>;
 }
 
 export interface PlanInput {
@@ -52,8 +56,11 @@ export interface PlannedStep {
   input: Record<string, unknown>;
   dependencies: string[];
   timeout_ms: number;
+  output_schema?: Record<string, unknown>;
   skipped: boolean;
   skip_reason?: string;
+  /** Set when the planner chose the fallback because the primary capability is avoided. */
+  avoided?: string;
 }
 
 export interface PlanBody {
@@ -116,14 +123,16 @@ export function topoOrder(steps: { id: string; dependencies: string[] }[]): stri
  * to its `fallback_tool` when that is granted, and otherwise keeps its
  * capability, so the PEP refuses it at execution with COMPLIANCE.
  */
-export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: ReadonlySet<string>): { body: PlanBody; hash: string } {
+export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: ReadonlySet<string>, avoid: ReadonlySet<string> = new Set()): { body: PlanBody; hash: string } {
   const whitelist = assembly.capabilities.filter((c) => granted.has(c.name)).sort((a, b) => a.name.localeCompare(b.name));
   const allowed = new Set(whitelist.map((c) => c.name));
   const doc = { context: input.context, input: input.input ?? {}, output_spec: input.output_spec ?? {} };
   const steps = assembly.steps.map((s): PlannedStep => {
     const condition = s.when ? (lookup(doc, s.when.path) ?? s.when.default_value ?? false) : true;
     const fallback = s.fallback_tool && allowed.has(s.fallback_tool) ? s.fallback_tool : undefined;
-    const tool = !allowed.has(s.tool_name) && fallback ? fallback : s.tool_name;
+    // An avoided capability (it failed before) gives way to its fallback, when there is one.
+    const avoided = fallback && allowed.has(s.tool_name) && avoid.has(s.tool_name) ? s.tool_name : undefined;
+    const tool = (!allowed.has(s.tool_name) || avoided) && fallback ? fallback : s.tool_name;
     return {
       id: s.id,
       label: s.label ?? s.id,
@@ -133,12 +142,44 @@ export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: Re
       input: bind(s.input ?? {}, doc) as Record<string, unknown>,
       dependencies: [...(s.dependencies ?? [])],
       timeout_ms: s.timeout_ms ?? DEFAULT_STEP_TIMEOUT_MS,
+      ...(s.output_schema && { output_schema: s.output_schema }),
       skipped: condition !== true,
+      ...(avoided && { avoided }),
       ...(condition !== true && { skip_reason: `${s.when!.path} is ${JSON.stringify(condition)}` }),
     };
   });
   const contract = input.contract ? ` (${input.contract.contract_id}@${input.contract.version})` : '';
   const body: PlanBody = { assembly_id: assembly.assembly_id, assembly_version: assembly.version, goal: `${input.intent}${contract}`, steps, whitelist };
+  return { body, hash: canonicalHash(body) };
+}
+
+/** The content of a plan, without its identity. */
+export const bodyOf = (p: PlanBody): PlanBody => ({ assembly_id: p.assembly_id, assembly_version: p.assembly_version, goal: p.goal, steps: p.steps, whitelist: p.whitelist });
+
+/** A step and every step that depends on it, directly or not. */
+export function descendants(steps: { id: string; dependencies: string[] }[], id: string): Set<string> {
+  const out = new Set([id]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const s of steps) {
+      if (!out.has(s.id) && s.dependencies.some((d) => out.has(d))) {
+        out.add(s.id);
+        grew = true;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * A LOCAL replan: the previous plan with only the failed step and its
+ * dependants taken from a fresh compile (which may avoid failed capabilities).
+ */
+export function mergeLocal(previous: PlanBody, fresh: PlanBody, failedStepId: string): { body: PlanBody; hash: string } {
+  const subtree = descendants(previous.steps, failedStepId);
+  const byId = new Map(fresh.steps.map((s) => [s.id, s]));
+  const steps = previous.steps.map((s) => (subtree.has(s.id) && byId.has(s.id) ? byId.get(s.id)! : s));
+  const body = { ...bodyOf(previous), steps };
   return { body, hash: canonicalHash(body) };
 }
 

@@ -1,20 +1,36 @@
-// The contract engine: runs each ticket's lifecycle (resolve_context → plan →
-// execute → aggregate → package) for the queue. It advances state only through
-// ticket-store, executes steps only through the PEP, and never retries or
-// replans on its own.
+// The execution engine (seed 002) on contract executions. It alone moves the
+// lifecycle, through ticket-store, one transition per decision; agents only
+// read frozen state and answer; every step runs through the PEP after the
+// policy's role × tool check. Failures become StructuredErrors that the policy
+// turns into RETRY, REPLAN (LOCAL or GLOBAL), ROLLBACK, WAIT_HUMAN or HALT.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
+import { planInput } from '../decision/decision.js';
+import type { PlanBody, PlanInput } from '../decision/planner.js';
+import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
+import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
+import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
+import type { LlmAccess } from '../execution/capabilities.js';
 import type { MarketData } from '../portfolio/market.js';
 import type { Logger } from '../log.js';
 import type { EventBus } from '../store/event-bus.js';
+import { moveContract, openContract } from '../store/execution-contracts.js';
 import type { Orm } from '../store/orm.js';
-import { aggregate, partialResult, render } from './analyze-portfolio.js';
-import { openContract } from '../store/execution-contracts.js';
-import { Pep, TOOL_CAPABILITY_PREFIX } from './pep.js';
+import { aggregate, render } from './analyze-portfolio.js';
+import { Memory } from './memory.js';
 import { ContractQueue } from './queue.js';
-import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketRow } from './ticket-store.js';
+import { recordOf, withError, type ExecRecord, type HumanFeedback } from './record.js';
+import type { EngineContextView, PlannerData } from './roles/agent.js';
+import { builtinAgents } from './roles/builtin.js';
+import { Roles, type RoleRun } from './roles/index.js';
+import { createSnapshot, restoreSnapshot } from './snapshots.js';
+import { runBatch } from './steps.js';
+import { syncSteps } from './sync-steps.js';
+import { toStructured } from './structured.js';
+import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from './ticket-store.js';
+import { descendants } from '../decision/planner.js';
 
 export interface EngineOptions {
   orm: Orm;
@@ -23,25 +39,39 @@ export interface EngineOptions {
   decision: Decision;
   contracts: ContractRegistry;
   market: MarketData;
-  llm?: { baseUrl: string; apiKey?: string; model: string };
+  llm?: LlmAccess;
   /** Queue workers in this process; 0 only enqueues. */
   concurrency: number;
-  /** Steps of one ticket that may run at once. */
+  /** Default for steps of one execution that may run at once (max_active_steps). */
   stepConcurrency: number;
   /** How long a worker's claim on a ticket lasts without renewal. */
   leaseMs: number;
   pollIntervalMs?: number;
+  /** Defaults under every assembly's `engine` section. */
+  settings?: Partial<EngineSettings>;
+  agentIdleTimeoutMs?: number;
 }
 
-type Outputs = Record<string, unknown>;
+const FINISHED = ['COMPLETED', 'FAILED', 'CANCELED'];
+const CATEGORIES = ['VALIDATION', 'AUTH', 'DATA_SOURCE', 'EXECUTION', 'TIMEOUT', 'COMPLIANCE', 'INTERNAL'];
 
 export class ContractEngine {
   readonly queue: ContractQueue;
+  readonly memory: Memory;
+  readonly roles: Roles;
   readonly #log: Logger;
+  readonly #em: () => EntityManager;
 
   constructor(readonly opts: EngineOptions) {
-    this.#log = opts.log.child({ component: 'contract-engine' });
+    this.#log = opts.log.child({ component: 'engine' });
+    this.#em = () => opts.orm.em.fork();
     this.queue = new ContractQueue({ orm: opts.orm, log: this.#log, concurrency: opts.concurrency, leaseMs: opts.leaseMs, pollIntervalMs: opts.pollIntervalMs });
+    this.memory = new Memory(this.#em);
+    this.roles = new Roles(builtinAgents({ em: this.#em, contracts: opts.contracts, decision: opts.decision, memory: this.memory }), {
+      em: this.#em,
+      llm: opts.llm,
+      agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 60_000,
+    });
   }
 
   /** Installs the queue and starts its workers on this engine. */
@@ -53,7 +83,7 @@ export class ContractEngine {
     return this.queue.close();
   }
 
-  /** Runs (or resumes) one ticket's lifecycle to a terminal state. */
+  /** Runs (or resumes) one ticket's lifecycle until it finishes or waits for a human. */
   async execute(ticket: string, workerId: string): Promise<void> {
     const abort = new AbortController();
     // Subscribed before the claim reads the row, so a cancel cannot slip between them.
@@ -67,10 +97,10 @@ export class ContractEngine {
     try {
       await this.#advance(ticket, abort.signal);
     } catch (error) {
-      // The database failing under the orchestrator is the queue's to retry:
-      // the next attempt resumes from the last committed transition.
-      if (!(error instanceof StepFailed) && isInfrastructure(error)) throw error;
-      await this.#fail(ticket, error instanceof StepFailed ? error.cause : error);
+      // The database failing under the engine is the queue's to retry: the
+      // next attempt resumes from the last committed transition.
+      if (isInfrastructure(error)) throw error;
+      await this.#fail(ticket, error);
     } finally {
       letGo();
       offCancel();
@@ -79,221 +109,533 @@ export class ContractEngine {
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
-    return this.opts.orm.em.fork().transactional(async (tx) => {
+    return this.#em().transactional(async (tx) => {
       const row = await getTicket(tx, ticket, true);
-      if (!row || ['SUCCEEDED', 'FAILED', 'CANCELED'].includes(row.lifecycle_state)) return undefined;
+      if (!row || FINISHED.includes(row.lifecycle_state)) return undefined;
       await this.queue.claim(tx, ticket, workerId);
-      if (row.lifecycle_state === 'QUEUED') return transitionTicket(tx, ticket, 'start', {}, 'worker');
+      if (row.lifecycle_state === 'INIT') return transitionTicket(tx, ticket, 'start', {}, 'worker');
       return row;
     });
   }
 
   async #advance(ticket: string, signal: AbortSignal): Promise<void> {
-    const orm = this.opts.orm;
     for (;;) {
       if (signal.aborted) return;
-      const row = (await getTicket(orm.em.fork(), ticket))!;
+      const row = (await getTicket(this.#em(), ticket))!;
+      const rec = recordOf(row);
       switch (row.lifecycle_state) {
-        case 'RESOLVING_CONTEXT':
-          await this.#resolveContext(row);
+        case 'CONTEXT_BUILD':
+          await this.#buildContext(row, rec);
           break;
-        case 'PLANNING':
-          await this.#plan(row);
+        case 'PLAN_GENERATION':
+          await this.#generatePlan(row, rec);
           break;
-        case 'EXECUTING':
-          await this.#executeSteps(row, signal);
+        case 'PLAN_CHECK':
+          await this.#checkPlan(row, rec);
           break;
-        case 'AGGREGATING':
-          await this.#aggregate(row);
+        case 'REPLAN':
+          await this.#replan(row, rec);
+          break;
+        case 'EXECUTION_PREPARE':
+          await this.#prepare(row, rec);
+          break;
+        case 'STEP_EXECUTION':
+          await this.#executeBatch(row, rec, signal);
+          break;
+        case 'STEP_REVIEW':
+          await this.#reviewBatch(row, rec);
+          break;
+        case 'ROLLBACK':
+          await this.#rollback(row, rec);
+          break;
+        case 'GLOBAL_REVIEW':
+          await this.#reviewResult(row, rec);
           break;
         case 'PACKAGING':
-          await this.#package(row);
+          await this.#package(row, rec);
           break;
+        case 'WAIT_HUMAN':
+          return this.#checkHumanDeadline(row, rec);
         default:
           return;
       }
     }
   }
 
-  /** resolve_context: the contract and the assembly that will plan it. */
-  async #resolveContext(row: TicketRow): Promise<void> {
-    const contract = this.opts.contracts.get(row.contract_id, row.contract_version);
-    if (!contract) throw new AbcError('FAILED_PRECONDITION', { code: 'UNKNOWN_CONTRACT', category: 'VALIDATION', message: `contract ${row.contract_id}@${row.contract_version} is no longer registered`, retryable: false });
-    const assembly = await this.opts.decision.resolve(contract.intent, row.assembly_version ?? undefined);
-    await this.opts.orm.em.fork().transactional((tx) =>
-      transitionTicket(tx, row.ticket, 'context_resolved', { assembly_id: assembly.assembly_id, assembly_version: assembly.version }),
-    );
+  // ---- the phases --------------------------------------------------------
+
+  /** CONTEXT_BUILD: the contract, the assembly, the policy settings, and what memory says about the intent. */
+  async #buildContext(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const run = await this.#role('CONTEXT_BUILDER', row, rec, null, []);
+    if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
+    const data = run.output.data as { assembly: { assembly_id: string; version: string; engine?: Partial<EngineSettings> }; failure_counts: Record<string, number>; similar_successes: unknown[]; avoid: string[] };
+    const next: ExecRecord = {
+      ...rec,
+      settings: settingsOf(data.assembly.engine, { max_active_steps: this.opts.stepConcurrency, ...this.opts.settings }),
+      avoid: [...new Set([...rec.avoid, ...data.avoid])].sort(),
+      hints: { failure_counts: data.failure_counts, similar_successes: data.similar_successes },
+    };
+    await this.#move(row.ticket, 'context_built', next, { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, { trace: [decisionEvent(run)] });
   }
 
-  /** plan: a frozen plan from the decision plane, and one PENDING (or SKIPPED) row per step, in one transaction. */
-  async #plan(row: TicketRow): Promise<void> {
-    const req = row.request as { intent: string; contract: { contract_id: string; version: string }; context: Record<string, unknown>; input?: Record<string, unknown>; output_spec: Record<string, unknown> };
-    await this.opts.orm.em.fork().transactional(async (tx) => {
-      const plan = await this.opts.decision.plan(
-        { intent: req.intent, contract: req.contract, context: req.context, input: req.input, output_spec: req.output_spec, executionId: row.ticket, assemblyVersion: row.assembly_version ?? undefined },
+  /** PLAN_GENERATION: the planner's plan, frozen by the decision plane. */
+  async #generatePlan(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const run = await this.#role('PLANNER', row, rec, null, []);
+    if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
+    const { body, hash } = plannerBody(run.output.data);
+    await this.#em().transactional(async (tx) => {
+      const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body) }, undefined, tx);
+      await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
+    });
+  }
+
+  /** PLAN_CHECK: the critic's verdict; a repairable plan is replanned around its culprits. */
+  async #checkPlan(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
+    const run = await this.#role('PLAN_CRITIC', row, rec, plan, []);
+    if (run.output.success) return this.#move(row.ticket, 'plan_approved', rec, {}, { trace: [decisionEvent(run)] });
+    const error = run.output.errors[0] ?? toStructured(new Error('the plan critic rejected the plan'));
+    const policy = this.#policy(row, rec, { kind: 'failure', step_id: null, error });
+    const trace = [decisionEvent(run), errorEvent(error), policyEvent(policy)];
+    if (policy.action !== 'REPLAN' && policy.action !== 'RETRY') return this.#halt(row, rec, error, trace, policy.reason);
+    const culprits = (error.metadata.avoid as string[] | undefined) ?? [];
+    const next: ExecRecord = {
+      ...withError(rec, error),
+      iteration: rec.iteration + 1,
+      consecutive_failures: rec.consecutive_failures + 1,
+      avoid: [...new Set([...rec.avoid, ...culprits])].sort(),
+      replan: { scope: policy.scope ?? 'GLOBAL', failed_step_id: null },
+    };
+    await this.#move(row.ticket, 'plan_rejected', next, {}, { trace, reason: policy.reason });
+  }
+
+  /** REPLAN: a successor plan (LOCAL: the failed subtree; GLOBAL: everything, latest assembly), frozen. */
+  async #replan(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const previous = (await this.opts.decision.getPlan(row.plan_id!))!;
+    const run = await this.#role('PLANNER', row, rec, previous, []);
+    if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
+    const { body, hash } = plannerBody(run.output.data);
+    const replan = rec.replan ?? { scope: 'GLOBAL' as const, failed_step_id: null };
+    const steps = await getSteps(this.#em(), row.ticket);
+    const failed = steps.filter((s) => s.status === 'FAILED').map((s) => s.step_id);
+    const roots = [...new Set([...(replan.failed_step_id ? [replan.failed_step_id] : []), ...failed])];
+    const reset = replan.scope === 'GLOBAL' ? body.steps.map((s) => s.id) : [...new Set(roots.flatMap((id) => [...descendants(body.steps, id)]))];
+    const next: ExecRecord = {
+      ...rec,
+      replan: null,
+      reset_steps: reset,
+      ...(replan.scope === 'LOCAL' && replan.failed_step_id
+        ? { local_replans: { ...rec.local_replans, [replan.failed_step_id]: (rec.local_replans[replan.failed_step_id] ?? 0) + 1 } }
+        : { global_replans: rec.global_replans + 1 }),
+    };
+    await this.#em().transactional(async (tx) => {
+      const plan = await this.opts.decision.freeze(body, hash, row.ticket, { ...previous.metadata, replan: { ...replan, avoid: rec.avoid }, avoided: avoidedOf(body) }, previous.plan_id, tx);
+      await transitionTicket(tx, row.ticket, 'replanned', { plan_id: plan.plan_id, engine: { ...next } }, 'engine', {
+        trace: [decisionEvent(run), { type: 'PLAN_REPLACED', payload: { scope: replan.scope, from_plan_id: previous.plan_id, to_plan_id: plan.plan_id, reset_steps: reset, avoid: rec.avoid } }],
+        reason: `${replan.scope} replan`,
+      });
+    });
+  }
+
+  /** EXECUTION_PREPARE: step rows match the plan, and a snapshot marks where a GLOBAL rollback returns. */
+  async #prepare(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
+    await this.#em().transactional(async (tx) => {
+      await syncSteps(tx, row, plan, rec.reset_steps);
+      const snapshot = await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec);
+      await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot, base_snapshot_id: snapshot } });
+    });
+  }
+
+  /** STEP_EXECUTION: the next batch of ready steps, in parallel; or the end of the plan; or a wait for a human. */
+  async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<void> {
+    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
+    const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
+    const outcome = await runBatch({
+      row,
+      rec,
+      plan,
+      settings,
+      signal,
+      em: this.#em,
+      market: this.opts.market,
+      llm: this.opts.llm,
+      log: this.#log,
+      memory: this.memory,
+      global: this.#global(row, rec),
+      executor: (_step, view, ctx) => this.#role('STEP_EXECUTOR', row, rec, plan, view, ctx),
+    });
+    if (outcome.kind === 'aborted') return;
+    if (outcome.kind === 'done') return this.#move(row.ticket, 'all_steps_done', { ...rec, batch: null });
+    if (outcome.kind === 'stuck') return this.#halt(row, rec, outcome.error, []);
+    if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason }, [policyEvent(outcome.policy)]);
+    await this.#move(row.ticket, 'steps_settled', { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) });
+  }
+
+  /** STEP_REVIEW: each step of the batch against its schema and the confidence threshold; failures go to the policy. */
+  async #reviewBatch(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
+    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
+    const steps = await getSteps(this.#em(), row.ticket);
+    const settings = rec.settings ?? DEFAULT_SETTINGS;
+    const trace: TicketEventInput[] = [];
+    let problem: { stepId: string; error?: StructuredError; confidence?: number } | undefined;
+    for (const id of batch.steps) {
+      const step = steps.find((s) => s.step_id === id)!;
+      if (step.status === 'FAILED') {
+        problem ??= { stepId: id, error: batch.failures[id] ?? toStructured(new Error(step.message ?? 'the step failed'), { step_id: id }) };
+        continue;
+      }
+      if (step.status !== 'SUCCEEDED') continue;
+      const planned = plan.steps.find((s) => s.id === id)!;
+      const ctx: StepContext = { step_id: id, tool_input: planned.input, tool_output: step.output, validation_flags: {}, ...(step.started_at && { start_time: new Date(step.started_at).toISOString() }), ...(step.ended_at && { end_time: new Date(step.ended_at).toISOString() }) };
+      const run = await this.#role('REVIEWER', row, rec, plan, steps, ctx);
+      trace.push(decisionEvent(run, id));
+      if (!run.output.success) problem ??= { stepId: id, error: run.output.errors[0] ?? toStructured(new Error('the reviewer rejected the output'), { step_id: id }) };
+      else if (run.output.confidence < settings.confidence_threshold && !rec.approved_steps.includes(id)) problem ??= { stepId: id, confidence: run.output.confidence };
+    }
+    // The step contexts of the batch end here.
+    for (const id of batch.steps) await this.memory.clear('EPHEMERAL', `${row.ticket}:${id}`);
+    if (!problem) {
+      await this.#em().transactional(async (tx) => {
+        const snapshot = await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec);
+        await transitionTicket(tx, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: 0, snapshot_id: snapshot } }, 'engine', { trace });
+      });
+      return;
+    }
+    const input = problem.error ? ({ kind: 'failure', step_id: problem.stepId, error: problem.error } as const) : ({ kind: 'low_confidence', step_id: problem.stepId, confidence: problem.confidence! } as const);
+    const policy = this.#policy(row, rec, input);
+    const error = problem.error ?? toStructured(new AbcError('FAILED_PRECONDITION', { code: 'LOW_CONFIDENCE', category: 'EXECUTION', message: policy.reason ?? 'low confidence', retryable: false }), { step_id: problem.stepId });
+    trace.push(errorEvent(error), policyEvent(policy));
+    const capability = plan.steps.find((s) => s.id === problem!.stepId)?.tool_name ?? 'unknown';
+    await this.memory.recordFailurePattern({ intent: String(requestOf(row).intent), capability, code: error.code, message: error.message.slice(0, 200), ...(error.suggested_action && { suggested_action: error.suggested_action }) });
+    const failed: ExecRecord = { ...withError(rec, error), consecutive_failures: rec.consecutive_failures + 1, batch: null };
+    switch (policy.action) {
+      case 'RETRY': {
+        const retried = steps.filter((s) => batch.steps.includes(s.step_id) && s.status === 'FAILED');
+        const attempts = { ...rec.attempts };
+        for (const s of retried) attempts[s.step_id] = (attempts[s.step_id] ?? 0) + 1;
+        await this.#em().transactional(async (tx) => {
+          for (const s of retried) await transitionStep(tx, row.ticket, s.step_id, 'retry', { message: `retry ${attempts[s.step_id]}: ${batch.failures[s.step_id]?.message ?? s.message ?? ''}`.slice(0, 500) });
+          await transitionTicket(tx, row.ticket, 'retry', { engine: { ...failed, attempts, iteration: rec.iteration + 1 } }, 'engine', { trace, reason: policy.reason });
+        });
+        return;
+      }
+      case 'REPLAN': {
+        const avoid = error.retryable ? rec.avoid : [...new Set([...rec.avoid, capability])].sort();
+        return this.#move(row.ticket, 'replan', { ...failed, iteration: rec.iteration + 1, avoid, replan: { scope: policy.scope ?? 'LOCAL', failed_step_id: problem.stepId } }, {}, { trace, reason: policy.reason });
+      }
+      case 'ROLLBACK':
+        return this.#move(row.ticket, 'rollback', { ...failed, iteration: rec.iteration + 1, rollback: { scope: policy.scope ?? 'LOCAL', failed_step_id: problem.stepId } }, {}, { trace, reason: policy.reason });
+      case 'WAIT_HUMAN':
+        return this.#awaitHuman(row, failed, { kind: 'low_confidence', stepId: problem.stepId, reason: policy.reason ?? 'low confidence' }, trace);
+      default:
+        return this.#halt(row, rec, error, trace, policy.reason);
+    }
+  }
+
+  /**
+   * ROLLBACK: back to a snapshot (LOCAL: the last reviewed batch; GLOBAL: the
+   * prepared plan). Steps that succeeded since are put back, except those with
+   * side effects: they are kept, never replayed.
+   */
+  async #rollback(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const scope = rec.rollback?.scope ?? 'LOCAL';
+    const snapshotId = scope === 'GLOBAL' ? rec.base_snapshot_id : rec.snapshot_id;
+    const snapshot = snapshotId ? await restoreSnapshot(this.#em(), snapshotId) : undefined;
+    if (!snapshot) return this.#halt(row, rec, toStructured(new AbcError('FAILED_PRECONDITION', { code: 'NO_SNAPSHOT', category: 'EXECUTION', message: `no ${scope} snapshot to roll back to`, retryable: false })), []);
+    await this.#em().transactional(async (tx) => {
+      const reset: string[] = [];
+      const kept: string[] = [];
+      for (const step of await getSteps(tx, row.ticket)) {
+        const then = snapshot.steps[step.step_id]?.status ?? 'PENDING';
+        if (step.status === then || step.status === 'PENDING' || then !== 'PENDING') continue;
+        if (step.status === 'SUCCEEDED' && step.side_effect) {
+          kept.push(step.step_id);
+          continue;
+        }
+        if (step.status === 'RUNNING') continue;
+        await transitionStep(tx, row.ticket, step.step_id, 'reset', { message: `rolled back to ${snapshot.label}` });
+        reset.push(step.step_id);
+      }
+      const next: ExecRecord = { ...rec, ...snapshot.record, rollback: null, batch: null, snapshot_id: snapshotId };
+      await transitionTicket(tx, row.ticket, 'restored', { engine: { ...next } }, 'engine', {
+        trace: [{ type: 'SNAPSHOT_RESTORED', payload: { snapshot_id: snapshotId, label: snapshot.label, scope, reset_steps: reset, kept_steps: kept, kept_reason: 'side effects already happened; never replayed' } }],
+        reason: `${scope} rollback to ${snapshot.label}`,
+      });
+    });
+  }
+
+  /** GLOBAL_REVIEW: the aggregate against the contract's result schema (and a configured reviewer's confidence). */
+  async #reviewResult(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const steps = await getSteps(this.#em(), row.ticket);
+    const done = steps.filter((s) => s.status === 'SUCCEEDED');
+    const { result, warnings } = aggregate(row.request, outputsOf(done));
+    // A step that finished by another path (its fallback) says so.
+    const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
+    const patch: TicketPatch = { result, warnings: [...warnings, ...notes] };
+    if (rec.accepted_result) return this.#move(row.ticket, 'review_passed', rec, patch, { reason: 'a human accepted the result' });
+    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
+    const run = await this.#role('REVIEWER', row, rec, plan, steps, undefined, result);
+    const trace = [decisionEvent(run)];
+    const settings = rec.settings ?? DEFAULT_SETTINGS;
+    if (run.output.success && run.output.confidence >= settings.confidence_threshold) return this.#move(row.ticket, 'review_passed', rec, patch, { trace });
+    if (!run.output.success) {
+      const error = run.output.errors[0]!;
+      if (error.code === 'RESULT_SCHEMA_VIOLATION') this.#log.error({ ticket: row.ticket, violations: error.metadata.violations }, 'result breaks the contract result schema');
+      const policy = this.#policy(row, rec, { kind: 'failure', step_id: null, error });
+      trace.push(errorEvent(error), policyEvent(policy));
+      if (policy.action === 'REPLAN' || policy.action === 'RETRY') {
+        return this.#move(row.ticket, 'replan', { ...withError(rec, error), consecutive_failures: rec.consecutive_failures + 1, iteration: rec.iteration + 1, replan: { scope: 'GLOBAL', failed_step_id: null } }, {}, { trace, reason: policy.reason });
+      }
+      return this.#halt(row, rec, error, trace, policy.reason);
+    }
+    const policy = this.#policy(row, rec, { kind: 'low_confidence', step_id: null, confidence: run.output.confidence });
+    trace.push(policyEvent(policy));
+    if (policy.action === 'WAIT_HUMAN') return this.#awaitHuman(row, { ...rec, consecutive_failures: rec.consecutive_failures + 1 }, { kind: 'result', stepId: null, reason: policy.reason ?? 'low confidence' }, trace);
+    if (policy.action === 'REPLAN') return this.#move(row.ticket, 'replan', { ...rec, consecutive_failures: rec.consecutive_failures + 1, iteration: rec.iteration + 1, replan: { scope: 'GLOBAL', failed_step_id: null } }, {}, { trace, reason: policy.reason });
+    return this.#halt(row, rec, toStructured(new AbcError('FAILED_PRECONDITION', { code: 'LOW_CONFIDENCE', category: 'EXECUTION', message: policy.reason ?? 'low confidence', retryable: false })), trace, policy.reason);
+  }
+
+  /** PACKAGING: the artifact, and the success remembered (GLOBAL) for later planners. */
+  async #package(row: TicketRow, rec: ExecRecord): Promise<void> {
+    const steps = await getSteps(this.#em(), row.ticket);
+    const artifact = render(row.request, row.result!, outputsOf(steps));
+    const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id) : undefined;
+    const intent = String(requestOf(row).intent);
+    await this.#em().transactional(async (tx) => {
+      await this.memory.store(
+        `success:${intent}:${row.ticket}`,
+        {
+          type: 'success',
+          intent,
+          ticket: row.ticket,
+          assembly: `${row.assembly_id}@${row.assembly_version}`,
+          plan_id: row.plan_id,
+          capabilities: plan?.steps.filter((s) => !s.skipped).map((s) => s.tool_name) ?? [],
+          iterations: rec.iteration,
+          duration_ms: Date.now() - new Date(row.created_at).getTime(),
+        },
+        'GLOBAL',
+        'global',
+        ['success', intent],
         tx,
       );
-      await tx.execute(
-        `INSERT INTO contract_steps (ticket, step_id, position, label, capability, status, message)
-         SELECT ?, s.step_id, s.position, s.label, s.capability, 'PENDING', NULL
-         FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text)`,
-        [row.ticket, JSON.stringify(plan.steps.map((s, i) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name })))],
-      );
-      // Each step is a seed-004 execution contract too; a tool with side effects makes it irreversible.
-      const effects = await sideEffects(tx, plan.steps.map((s) => s.tool_name));
-      for (const s of plan.steps) {
-        await openContract(tx, {
-          sessionId: row.session_id,
-          ticket: row.ticket,
-          subjectId: s.id,
-          actionType: 'contract_step',
-          actionSummary: `${s.tool_name} → ${s.label}`,
-          irreversible: effects.has(s.tool_name),
-          idempotencyKey: `${row.ticket}:${s.id}`,
-          timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
-        });
-      }
-      for (const s of plan.steps.filter((x) => x.skipped)) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
-      await transitionTicket(tx, row.ticket, 'planned', { plan_id: plan.plan_id }, 'decision');
+      await transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
+    });
+  }
+
+  // ---- WAIT_HUMAN ----------------------------------------------------------
+
+  /** Suspends the execution for a human: a waiting execution contract, a deadline, and a queue job at the deadline. */
+  async #awaitHuman(row: TicketRow, rec: ExecRecord, ask: { kind: 'step_approval' | 'low_confidence' | 'result'; stepId: string | null; reason: string }, trace: TicketEventInput[]): Promise<void> {
+    const settings = rec.settings ?? DEFAULT_SETTINGS;
+    const deadline = new Date(Date.now() + settings.human_timeout_ms);
+    await this.#em().transactional(async (tx) => {
+      const subject = `human:${rec.feedback.length + 1}:${ask.stepId ?? 'result'}`;
+      const executionId = await openContract(tx, { sessionId: row.session_id, ticket: row.ticket, subjectId: subject, actionType: 'human_input', actionSummary: `human input → ${ask.reason}`, irreversible: false, timeoutSeconds: Math.ceil(settings.human_timeout_ms / 1000) });
+      const started = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'start', 'graph_runner');
+      const waiting = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'suspend', 'ecs_node');
+      if (ask.kind === 'step_approval' && ask.stepId) await transitionStep(tx, row.ticket, ask.stepId, 'await_human', { message: `waiting for human approval: ${ask.reason}` });
+      const human = { kind: ask.kind, reason: ask.reason, step_id: ask.stepId, requested_at: new Date().toISOString(), deadline: deadline.toISOString(), execution_id: executionId };
+      await transitionTicket(tx, row.ticket, 'human_required', { engine: { ...rec, human }, human_deadline: deadline }, 'engine', {
+        trace: [...trace, { type: 'HUMAN_INTERACTION', payload: { direction: 'requested', ...human } }, ...[started, waiting].filter(Boolean).map((s) => ({ type: 'execution_state', payload: { ...s } }))],
+        reason: ask.reason,
+      });
+      // The deadline is a queue job: whichever worker is alive then times the wait out.
+      await this.queue.enqueue(tx, row.ticket, deadline);
+    });
+  }
+
+  /** A worker met a waiting execution: past its deadline it fails; before, the deadline job is put back. */
+  async #checkHumanDeadline(row: TicketRow, rec: ExecRecord): Promise<void> {
+    await this.#em().transactional(async (tx) => {
+      const current = (await getTicket(tx, row.ticket, true))!;
+      if (current.lifecycle_state !== 'WAIT_HUMAN') return;
+      const deadline = current.human_deadline ? new Date(current.human_deadline) : new Date(0);
+      if (deadline.getTime() > Date.now()) return this.queue.enqueue(tx, row.ticket, deadline);
+      const human = rec.human;
+      const moved = human && (await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'fail', 'graph_runner', { errorMessage: 'no human answered before the deadline' }));
+      const error = new AbcError('DEADLINE_EXCEEDED', { code: 'HUMAN_TIMEOUT', category: 'TIMEOUT', message: `no human input before ${deadline.toISOString()}: ${human?.reason ?? ''}`.trim(), retryable: false, details: { deadline: deadline.toISOString() } });
+      await transitionTicket(tx, row.ticket, 'human_timeout', { error: errorDocument(error, row.trace_id), engine: { ...rec, human: null }, human_deadline: null }, 'system', {
+        trace: [{ type: 'HUMAN_INTERACTION', payload: { direction: 'timed_out', ...human } }, errorEvent(toStructured(error)), ...(moved ? [{ type: 'execution_state', payload: { ...moved } }] : [])],
+        reason: 'the human wait timed out',
+      });
     });
   }
 
   /**
-   * execute: the plan's DAG. Steps whose dependencies are done run in parallel
-   * (up to stepConcurrency). Finished steps are loaded, never re-run. On a
-   * failure no new step starts, running siblings finish, and the rest are skipped.
+   * submit_human_feedback: continues a WAIT_HUMAN execution (continue, replan
+   * or reject). Durable: the feedback, the transition and the queue job that
+   * resumes it commit together.
    */
-  async #executeSteps(row: TicketRow, signal: AbortSignal): Promise<void> {
-    const em = () => this.opts.orm.em.fork();
-    const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
-    const pep = new Pep(new Set(plan.whitelist.map((c) => c.name)), Boolean(this.opts.llm));
-    const steps = await getSteps(em(), row.ticket);
-    const rows = new Map(steps.map((s) => [s.step_id, s]));
-    // Finished steps are loaded, never re-run.
-    const outputs = outputsOf(steps);
-    const state = (id: string) => rows.get(id)!.status;
-    const running = new Map<string, Promise<void>>();
-    let failure: unknown;
-
-    const runStep = async (id: string) => {
-      const step = plan.steps.find((s) => s.id === id)!;
-      const resumed = state(id) === 'RUNNING';
-      rows.set(id, await em().transactional((tx) => transitionStep(tx, row.ticket, id, resumed ? 'restart' : 'start')));
-      try {
-        const output = await this.#runWithFallback(pep, row, plan, step, outputs, signal);
-        outputs[id] = output.value;
-        rows.set(
-          id,
-          await em().transactional(async (tx) => {
-            const done = await transitionStep(tx, row.ticket, id, 'succeed', { output: output.value, ...(output.note && { message: output.note }) });
-            const partial = partialResult(row.request, outputs);
-            if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), row.ticket]);
-            return done;
-          }),
-        );
-      } catch (error) {
-        failure ??= error;
-        const message = AbcError.from(error).payload.message;
-        rows.set(id, await em().transactional((tx) => transitionStep(tx, row.ticket, id, 'fail', { message })));
+  async submitHumanFeedback(ticket: string, input: Omit<HumanFeedback, 'at'>): Promise<TicketRow> {
+    return this.#em().transactional(async (tx) => {
+      const row = await getTicket(tx, ticket, true);
+      if (!row) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', category: 'VALIDATION', message: `ticket ${ticket} does not exist`, retryable: false });
+      if (row.lifecycle_state !== 'WAIT_HUMAN') {
+        throw new AbcError('FAILED_PRECONDITION', {
+          code: 'NOT_WAITING_FOR_HUMAN',
+          category: 'VALIDATION',
+          message: `ticket ${ticket} is ${row.lifecycle_state}, not waiting for human input`,
+          retryable: false,
+          details: { ticket, lifecycle_state: row.lifecycle_state },
+        });
       }
-    };
-
-    for (;;) {
-      if (!failure && !signal.aborted) {
-        const ready = [...rows.values()]
-          .filter((s) => (s.status === 'PENDING' || (s.status === 'RUNNING' && !running.has(s.step_id))) && !running.has(s.step_id))
-          .filter((s) => plan.steps.find((p) => p.id === s.step_id)!.dependencies.every((d) => ['SUCCEEDED', 'SKIPPED'].includes(state(d))));
-        for (const s of ready.slice(0, Math.max(0, this.opts.stepConcurrency - running.size))) {
-          running.set(s.step_id, runStep(s.step_id).finally(() => running.delete(s.step_id)));
-        }
+      const rec = recordOf(row);
+      const human = rec.human;
+      const feedback: HumanFeedback = { ...input, at: new Date().toISOString() };
+      const next: ExecRecord = { ...rec, human: null, feedback: [...rec.feedback, feedback] };
+      if (input.action === 'continue' && human?.kind === 'step_approval' && human.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
+      if (input.action === 'continue' && human?.kind === 'low_confidence' && human.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
+      if (input.action === 'continue' && human?.kind === 'result') next.accepted_result = true;
+      if (input.action === 'replan') next.replan = { scope: 'GLOBAL', failed_step_id: human?.step_id ?? null };
+      await this.memory.store(`human_feedback:${next.feedback.length}`, { ...feedback, request: human }, 'SESSION', ticket, ['human_feedback'], tx);
+      const subject = subjectOf(rec);
+      const moves = input.action === 'reject'
+        ? [await moveContract(tx, { ticket, subjectId: subject }, 'reject', 'human')]
+        : [await moveContract(tx, { ticket, subjectId: subject }, 'resume', 'human'), await moveContract(tx, { ticket, subjectId: subject }, 'succeed', 'ecs_node', { result: input.feedback.slice(0, 200) })];
+      const trace: TicketEventInput[] = [{ type: 'HUMAN_INTERACTION', payload: { direction: 'answered', action: input.action, actor: input.actor, feedback: input.feedback, request: human } }, ...moves.filter(Boolean).map((m) => ({ type: 'execution_state', payload: { ...m } }))];
+      if (input.action === 'reject') {
+        const error = new AbcError('FAILED_PRECONDITION', { code: 'HUMAN_REJECTED', category: 'EXECUTION', message: `rejected by ${input.actor}${input.feedback ? `: ${input.feedback}` : ''}`, retryable: false });
+        return transitionTicket(tx, ticket, 'human_reject', { error: errorDocument(error, row.trace_id), engine: { ...next }, human_deadline: null }, 'human', { trace, reason: 'a human rejected' });
       }
-      if (running.size === 0) break;
-      await Promise.race(running.values());
-    }
-    if (signal.aborted) {
-      // Cancelled (not a lost claim): what never started will not start.
-      await em().transactional(async (tx) => {
-        if ((await getTicket(tx, row.ticket, true))?.lifecycle_state !== 'CANCELED') return;
-        for (const s of rows.values()) if (s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: 'not run: the ticket was cancelled' });
-      });
-      return;
-    }
-    if (failure) {
-      await em().transactional(async (tx) => {
-        for (const s of rows.values()) if (s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: 'not run: an earlier step failed' });
-      });
-      throw new StepFailed(failure);
-    }
-    await em().transactional((tx) => transitionTicket(tx, row.ticket, 'executed'));
+      const updated = await transitionTicket(tx, ticket, input.action === 'replan' ? 'human_replan' : 'human_continue', { engine: { ...next }, human_deadline: null }, 'human', { trace, reason: `a human asked to ${input.action}` });
+      await this.queue.enqueue(tx, ticket);
+      return updated;
+    });
   }
 
-  /** Runs a step on its capability; an allowed fallback capability takes over if it fails. */
-  async #runWithFallback(pep: Pep, row: TicketRow, plan: FrozenPlanDoc, step: FrozenPlanDoc['steps'][number], outputs: Outputs, signal: AbortSignal): Promise<{ value: unknown; note?: string }> {
-    const ancestors = ancestorsOf(plan, step.id);
-    const deps = Object.fromEntries(Object.entries(outputs).filter(([k]) => ancestors.has(k)));
-    const ctx = { input: step.input, deps, em: () => this.opts.orm.em.fork(), market: this.opts.market, llm: this.opts.llm, signal };
-    const call = (capability: string) => pep.execute({ ticket: row.ticket, stepId: step.id, capability, timeoutMs: step.timeout_ms }, ctx);
-    const fallback = step.fallback_tool;
+  /** Cancels an unfinished execution; the worker running it stops its steps. */
+  async cancel(tx: EntityManager, ticket: string): Promise<TicketRow> {
+    return transitionTicket(tx, ticket, 'cancel', { human_deadline: null }, 'caller');
+  }
+
+  // ---- helpers ---------------------------------------------------------------
+
+  #global(row: TicketRow, rec: ExecRecord): GlobalState {
+    const req = requestOf(row);
+    const contract = req.contract as { contract_id: string; version: string } | undefined;
+    return frozen({
+      execution_id: row.ticket,
+      original_goal: `${String(req.intent)}${contract ? ` (${contract.contract_id}@${contract.version})` : ''}`,
+      lifecycle_state: row.lifecycle_state,
+      iteration_count: rec.iteration,
+      trace_id: row.trace_id,
+      created_at: new Date(row.created_at).toISOString(),
+    });
+  }
+
+  /** The read-only context an agent sees. */
+  async #view(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc | null, steps: StepRow[], resultCandidate?: unknown): Promise<EngineContextView> {
+    const assembly = row.assembly_id && row.assembly_version ? ((await this.opts.decision.get(row.assembly_id, row.assembly_version)) ?? null) : null;
+    return frozen({
+      current_plan: plan && { plan_id: plan.plan_id, plan_hash: plan.plan_hash, assembly_id: plan.assembly_id, assembly_version: plan.assembly_version, steps: plan.steps, whitelist: plan.whitelist.map((c) => c.name) },
+      active_steps: Object.fromEntries(steps.map((s) => [s.step_id, s.status])),
+      current_batch_id: rec.batch?.id ?? null,
+      replan_scope: rec.replan?.scope ?? null,
+      intermediate_results: outputsOf(steps),
+      errors: rec.errors.map((e) => `${e.code}: ${e.message}`),
+      snapshot_id: rec.snapshot_id,
+      request: row.request,
+      assembly,
+      avoid: rec.avoid,
+      replan: rec.replan,
+      memory_hints: rec.hints,
+      human_feedback: rec.feedback.map((f) => ({ action: f.action, feedback: f.feedback, at: f.at })),
+      ...(resultCandidate !== undefined && { result_candidate: resultCandidate }),
+    });
+  }
+
+  async #role(role: AgentRole, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc | null, steps: StepRow[], step?: StepContext, resultCandidate?: unknown): Promise<RoleRun> {
+    const view = await this.#view(row, rec, plan, steps, resultCandidate);
     try {
-      return { value: await call(step.tool_name) };
+      return await this.roles.run(role, rec.settings?.roles[role], this.#global(row, rec), view, step && frozen(step));
     } catch (error) {
-      const e = AbcError.from(error);
-      if (!fallback || e.payload.category === 'COMPLIANCE' || signal.aborted) throw error;
-      this.#log.warn({ ticket: row.ticket, step: step.id, err: error }, 'step failed; using its fallback capability');
-      const reason = error instanceof AbcError ? e.payload.message : String((error as Error).message ?? error).slice(0, 200);
-      return { value: await call(fallback), note: `${step.tool_name} failed (${reason}); ${fallback} was used` };
+      if (isInfrastructure(error) || AbcError.from(error).payload.category !== 'INTERNAL') throw error;
+      // An agent's bug is a failed answer, not a crash of the engine.
+      this.#log.error({ err: error, role, ticket: row.ticket }, 'agent failed');
+      return { output: { success: false, confidence: 0, errors: [toStructured(error, { role })], role }, agents: [`builtin.${role.toLowerCase()}`] };
     }
   }
 
-  /** aggregate: the result document from the step outputs. */
-  async #aggregate(row: TicketRow): Promise<void> {
-    const done = (await getSteps(this.opts.orm.em.fork(), row.ticket)).filter((s) => s.status === 'SUCCEEDED');
-    const { result, warnings } = aggregate(row.request, outputsOf(done));
-    // A step that finished by another path (its fallback) says so.
-    const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
-    await this.opts.orm.em.fork().transactional((tx) => transitionTicket(tx, row.ticket, 'aggregated', { result, warnings: [...warnings, ...notes] }));
+  #policy(row: TicketRow, rec: ExecRecord, input: Parameters<typeof evaluateTransition>[3]): PolicyDecision {
+    return evaluateTransition(this.#global(row, rec), rec, rec.settings ?? DEFAULT_SETTINGS, input);
   }
 
-  /** package: the result must satisfy the contract's result schema; then the artifact is rendered. */
-  async #package(row: TicketRow): Promise<void> {
-    const contract = this.opts.contracts.get(row.contract_id, row.contract_version)!;
-    const check = this.opts.contracts.validateResponse(contract, 'result', row.result);
-    if (!check.ok) {
-      this.#log.error({ ticket: row.ticket, violations: check.violations }, 'result breaks the contract result schema');
-      throw new AbcError('INTERNAL', { code: 'RESULT_SCHEMA_VIOLATION', message: 'the result did not satisfy the contract result schema', retryable: false, details: { violations: check.violations.slice(0, 5) } });
-    }
-    const artifact = render(row.request, row.result!, outputsOf(await getSteps(this.opts.orm.em.fork(), row.ticket)));
-    await this.opts.orm.em.fork().transactional((tx) =>
-      transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null }),
-    );
+  async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string } = {}): Promise<void> {
+    await this.#em().transactional((tx) => transitionTicket(tx, ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts));
   }
 
-  /** Records a failure as the ticket's error (unless it already finished, e.g. was cancelled). */
+  /** HALT: the execution fails with the error that stopped it. */
+  async #halt(row: TicketRow, rec: ExecRecord, error: StructuredError, trace: TicketEventInput[], reason?: string): Promise<void> {
+    const { category = 'EXECUTION', ...details } = error.metadata as { category?: string };
+    const doc = {
+      code: error.code,
+      category: CATEGORIES.includes(category) ? category : 'EXECUTION',
+      message: error.message,
+      retryable: error.retryable,
+      details: { ...details, severity: error.severity, ...(reason && { halt_reason: reason }) },
+      trace_id: row.trace_id,
+    };
+    await this.#em().transactional(async (tx) => {
+      await skipPending(tx, row.ticket);
+      await transitionTicket(tx, row.ticket, 'halt', { error: doc, engine: { ...withError(rec, error) } }, 'engine', { trace: trace.some((t) => t.type === 'ERROR_OCCURRED') ? trace : [...trace, errorEvent(error)], reason: reason ?? error.code });
+    });
+  }
+
+  /** An exception that escaped a phase: recorded as a StructuredError, and the execution fails (unless it already finished). */
   async #fail(ticket: string, thrown: unknown): Promise<void> {
     const e = AbcError.from(thrown);
-    if (e.payload.category === 'INTERNAL') this.#log.error({ err: thrown, ticket }, 'ticket failed');
-    await this.opts.orm.em.fork().transactional(async (tx) => {
+    if (e.payload.category === 'INTERNAL') this.#log.error({ err: thrown, ticket }, 'execution failed');
+    await this.#em().transactional(async (tx) => {
       const row = await getTicket(tx, ticket, true);
-      if (!row || ['SUCCEEDED', 'FAILED', 'CANCELED'].includes(row.lifecycle_state)) return;
-      await transitionTicket(tx, ticket, 'fail', { error: errorDocument(e, row.trace_id) }, e.payload.category === 'COMPLIANCE' ? 'pep' : 'orchestrator');
+      if (!row || FINISHED.includes(row.lifecycle_state)) return;
+      await skipPending(tx, ticket);
+      await transitionTicket(tx, ticket, 'halt', { error: errorDocument(e, row.trace_id), engine: { ...withError(recordOf(row), toStructured(thrown)) } }, 'engine', {
+        trace: [errorEvent(toStructured(thrown))],
+        reason: e.payload.code,
+      });
     });
   }
 }
 
-/** The capabilities among `capabilities` that are registered tools with side effects. */
-async function sideEffects(tx: EntityManager, capabilities: string[]): Promise<Set<string>> {
-  const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
-  if (!tools.length) return new Set();
-  const rows = await tx.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(tools)]);
-  return new Set(rows.map((r) => `${TOOL_CAPABILITY_PREFIX}${r.tool_name}`));
+/** What never started will not start. */
+async function skipPending(tx: EntityManager, ticket: string): Promise<void> {
+  for (const s of await getSteps(tx, ticket)) if (s.status === 'PENDING') await transitionStep(tx, ticket, s.step_id, 'skip', { message: 'not run: the execution halted' });
 }
 
-/** A plan step failed: the ticket fails with the step's error. */
-class StepFailed extends Error {
-  constructor(override readonly cause: unknown) {
-    super('a plan step failed');
-  }
+/** The planner's data as a plan body. */
+function plannerBody(data: unknown): PlannerData {
+  const d = data as Partial<PlannerData> | undefined;
+  if (d?.body && d.hash) return d as PlannerData;
+  throw new AbcError('INTERNAL', { code: 'PLANNER_BAD_OUTPUT', category: 'EXECUTION', message: 'the planner answered no plan', retryable: true });
 }
+
+export const avoidedOf = (body: PlanBody) => body.steps.filter((s) => s.avoided).map((s) => ({ step_id: s.id, avoided: s.avoided, used: s.tool_name }));
+
+const subjectOf = (rec: ExecRecord) => `human:${rec.feedback.length + 1}:${rec.human?.step_id ?? 'result'}`;
+
+const requestOf = (row: TicketRow) => row.request as Record<string, unknown> & { intent: string };
+
+function decisionEvent(run: RoleRun, stepId?: string): TicketEventInput {
+  const o = run.output;
+  return {
+    type: 'AGENT_DECISION',
+    payload: {
+      role: o.role,
+      agents: run.agents,
+      success: o.success,
+      confidence: o.confidence,
+      ...(stepId && { step_id: stepId }),
+      ...(o.errors.length && { errors: o.errors.map((e) => ({ code: e.code, message: e.message, suggested_action: e.suggested_action })) }),
+      ...(run.llm_calls?.length && { llm_calls: run.llm_calls }),
+    },
+  };
+}
+
+const errorEvent = (e: StructuredError): TicketEventInput => ({ type: 'ERROR_OCCURRED', payload: { ...e } });
+const policyEvent = (p: PolicyDecision): TicketEventInput => ({ type: 'POLICY_EVALUATION', payload: { ...p } });
 
 /**
  * Errors of the database connection or of concurrency (lost connection, admin
@@ -320,13 +662,5 @@ export function errorDocument(e: AbcError, traceId: string): Record<string, unkn
 }
 
 /** Outputs of the succeeded steps, by step id. */
-const outputsOf = (steps: StepRow[]): Outputs => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
+export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
-function ancestorsOf(plan: FrozenPlanDoc, id: string): Set<string> {
-  const seen = new Set<string>();
-  const visit = (x: string) => {
-    for (const d of plan.steps.find((s) => s.id === x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
-  };
-  visit(id);
-  return seen;
-}

@@ -3,7 +3,8 @@
 // runs on its execution unit within the step's timeout.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
-import { BUILTIN_CAPABILITIES, EXECUTION_UNITS, type UnitContext } from '../execution/capabilities.js';
+import type { ToolFacts } from '../domain/engine-types.js';
+import { BUILTIN_CAPABILITIES, EXECUTION_UNITS, UNIT_META, type UnitContext } from '../execution/capabilities.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../orchestrator/tool-store.js';
 
@@ -14,6 +15,17 @@ export async function grantedCapabilities(em: EntityManager, llmConfigured: bool
   const granted = new Set(BUILTIN_CAPABILITIES.filter((c) => llmConfigured || !c.startsWith('llm.')));
   for (const tool of await listTools(em)) if (tool.kind !== 'client') granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
   return granted;
+}
+
+/** A capability's tool metadata (permission, side effect, schemas), or undefined if nothing serves it. */
+export async function toolFacts(em: EntityManager, capability: string): Promise<ToolFacts | undefined> {
+  if (capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
+    const tool = await getTool(em, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
+    if (!tool || tool.kind === 'client') return undefined;
+    return { name: capability, permission_level: tool.permissionLevel, side_effect: tool.sideEffect, input_schema: tool.inputSchema, output_schema: tool.outputSchema };
+  }
+  const meta = UNIT_META[capability];
+  return meta && { name: capability, permission_level: meta.permission_level, side_effect: meta.side_effect, input_schema: null, output_schema: meta.output_schema };
 }
 
 export interface StepCall {
@@ -69,7 +81,15 @@ export class Pep {
       try {
         return await runServerTool({ tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
       } catch (error) {
-        if (error instanceof ToolFailure) throw new AbcError('INTERNAL', { code: error.code.toUpperCase(), category: 'EXECUTION', message: error.message, retryable: error.code === 'tool_timeout' });
+        if (error instanceof ToolFailure) {
+          throw new AbcError('INTERNAL', {
+            code: error.code.toUpperCase(),
+            category: 'EXECUTION',
+            message: error.message,
+            retryable: error.code === 'tool_timeout' || error.detail?.retryable === true,
+            ...(error.detail && { details: { tool_error: error.detail } }),
+          });
+        }
         throw error;
       }
     }

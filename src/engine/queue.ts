@@ -57,9 +57,19 @@ export class ContractQueue {
     });
   }
 
-  /** Enqueues a ticket's execution inside the caller's transaction (so it commits with the ticket). */
-  async enqueue(tx: EntityManager, ticket: string): Promise<void> {
-    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?)`, [EXECUTE_TASK, ticket, ticket]);
+  /**
+   * Enqueues a ticket's execution inside the caller's transaction (so it
+   * commits with the ticket), now or at `runAt`. The job key is the ticket: a
+   * later enqueue replaces a job still waiting (a human wait's timeout job is
+   * replaced by the feedback's).
+   */
+  async enqueue(tx: EntityManager, ticket: string, runAt?: Date): Promise<void> {
+    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?, run_at := coalesce(?::timestamptz, now()))`, [
+      EXECUTE_TASK,
+      ticket,
+      ticket,
+      runAt?.toISOString() ?? null,
+    ]);
   }
 
   /** Takes (or takes over) the claim on a ticket, inside `tx`. */
@@ -100,7 +110,7 @@ export class ContractQueue {
     return this.opts.orm.em.fork().transactional(async (tx) => {
       const stale = await tx.execute<{ ticket: string; lease_owner: string }[]>(
         `SELECT ticket, lease_owner FROM contract_executions
-         WHERE lease_expires_at < now() AND lifecycle_state NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+         WHERE lease_expires_at < now() AND status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
          FOR UPDATE SKIP LOCKED LIMIT 100`,
       );
       if (!stale.length) return 0;

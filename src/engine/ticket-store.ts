@@ -16,7 +16,7 @@ import {
 import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
-import { moveContract, summariseOutcome } from '../store/execution-contracts.js';
+import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { TICKETS_CHANNEL } from '../store/event-bus.js';
 
 export interface TicketRow {
@@ -44,6 +44,9 @@ export interface TicketRow {
   artifact: string | null;
   artifact_media_type: string | null;
   trace_id: string;
+  /** The engine's execution record (counters, batch, human request, ...). */
+  engine: Record<string, unknown>;
+  human_deadline: Date | null;
   lease_owner: string | null;
   created_at: Date;
   updated_at: Date;
@@ -56,6 +59,7 @@ export interface StepRow {
   position: number;
   label: string;
   capability: string;
+  side_effect: boolean;
   status: StepState;
   output: unknown;
   message: string | null;
@@ -74,10 +78,13 @@ export interface TicketPatch {
   warnings?: string[];
   artifact?: string;
   artifact_media_type?: string;
+  engine?: Record<string, unknown>;
+  human_deadline?: Date | null;
 }
 
-const PATCH_COLUMNS: (keyof TicketPatch)[] = ['plan_id', 'assembly_id', 'assembly_version', 'partial_result', 'result', 'error', 'warnings', 'artifact', 'artifact_media_type'];
+const PATCH_COLUMNS: (keyof TicketPatch)[] = ['plan_id', 'assembly_id', 'assembly_version', 'partial_result', 'result', 'error', 'warnings', 'artifact', 'artifact_media_type', 'engine', 'human_deadline'];
 const JSON_COLUMNS = new Set<keyof TicketPatch>(['partial_result', 'result', 'error', 'warnings']);
+const JSONB_COLUMNS = new Set<keyof TicketPatch>(['engine']);
 
 export async function getTicket(em: EntityManager, ticket: string, lock = false): Promise<TicketRow | undefined> {
   const [row] = await em.execute<TicketRow[]>(`SELECT * FROM contract_executions WHERE ticket = ? ${lock ? 'FOR UPDATE' : ''}`, [ticket]);
@@ -88,8 +95,13 @@ export async function getSteps(em: EntityManager, ticket: string): Promise<StepR
   return em.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? ORDER BY position', [ticket]);
 }
 
-/** Appends progress events in order and wakes every poller of the ticket (after commit). */
-export async function appendTicketEvents(tx: EntityManager, ticket: string, events: { type: string; payload: Record<string, unknown> }[]): Promise<void> {
+export interface TicketEventInput {
+  type: string;
+  payload: Record<string, unknown>;
+}
+
+/** Appends progress and trace events in order and wakes every poller of the ticket (after commit). */
+export async function appendTicketEvents(tx: EntityManager, ticket: string, events: TicketEventInput[]): Promise<void> {
   if (!events.length) return;
   // The ticket row lock orders the events of parallel steps (gap-free seq).
   await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
@@ -109,7 +121,14 @@ export const appendTicketEvent = (tx: EntityManager, ticket: string, type: strin
  * Moves a ticket's lifecycle by `trigger` inside `tx` (the row is locked).
  * Throws ILLEGAL_TRANSITION for a move the table does not allow.
  */
-export async function transitionTicket(tx: EntityManager, ticket: string, trigger: LifecycleTrigger, patch: TicketPatch = {}, actor = 'orchestrator'): Promise<TicketRow> {
+export async function transitionTicket(
+  tx: EntityManager,
+  ticket: string,
+  trigger: LifecycleTrigger,
+  patch: TicketPatch = {},
+  actor = 'engine',
+  opts: { reason?: string; trace?: TicketEventInput[] } = {},
+): Promise<TicketRow> {
   const row = await getTicket(tx, ticket, true);
   if (!row) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
   const next = transition(CONTRACT_LIFECYCLE_MACHINE, row.lifecycle_state, trigger);
@@ -127,13 +146,18 @@ export async function transitionTicket(tx: EntityManager, ticket: string, trigge
   const params: unknown[] = [to, statusOf(to), phase];
   for (const column of PATCH_COLUMNS) {
     if (patch[column] === undefined) continue;
-    sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::json' : ''}`);
-    params.push(JSON_COLUMNS.has(column) ? JSON.stringify(patch[column]) : patch[column]);
+    const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
+    sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::json' : JSONB_COLUMNS.has(column) ? '::jsonb' : ''}`);
+    params.push(json ? JSON.stringify(patch[column]) : patch[column]);
   }
   if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');
   if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
   const [updated] = await tx.execute<TicketRow[]>(`UPDATE contract_executions SET ${sets.join(', ')} WHERE ticket = ? RETURNING *`, [...params, ticket]);
-  await appendTicketEvent(tx, ticket, 'lifecycle_transition', { from: row.lifecycle_state, to, trigger, actor, phase, status: statusOf(to) });
+  // Seed 002's STATE_TRANSITION trace event, in the transaction of the move.
+  await appendTicketEvents(tx, ticket, [
+    ...(opts.trace ?? []),
+    { type: 'STATE_TRANSITION', payload: { from: row.lifecycle_state, to, trigger, actor, phase, status: statusOf(to), ...(opts.reason && { reason: opts.reason }) } },
+  ]);
   return updated!;
 }
 
@@ -143,7 +167,7 @@ export async function transitionStep(
   ticket: string,
   stepId: string,
   trigger: StepTrigger,
-  patch: { output?: unknown; message?: string; capability?: string } = {},
+  patch: { output?: unknown; message?: string; capability?: string; trace?: TicketEventInput[] } = {},
 ): Promise<StepRow> {
   const [row] = await tx.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? AND step_id = ? FOR UPDATE', [ticket, stepId]);
   if (!row) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
@@ -152,6 +176,8 @@ export async function transitionStep(
     throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `contract_step cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
   }
   const to = next.value;
+  // A step put back runs again as a new attempt: a new execution contract.
+  if (trigger === 'retry' || trigger === 'reset') await reopenContract(tx, ticket, row, patch.capability ?? row.capability);
   const mirrored = STEP_TO_CONTRACT[`${row.status}:${trigger}`];
   const [updated] = await tx.execute<StepRow[]>(
     `UPDATE contract_steps SET status = ?,
@@ -163,7 +189,7 @@ export async function transitionStep(
      WHERE ticket = ? AND step_id = ? RETURNING *`,
     [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, trigger, trigger, ticket, stepId],
   );
-  const events: { type: string; payload: Record<string, unknown> }[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }];
+  const events: TicketEventInput[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }, ...(patch.trace ?? [])];
   if (mirrored) {
     const actor = trigger === 'skip' || !updated!.capability.startsWith('tool.') ? 'graph_runner' : 'tool_node';
     const state = await moveContract(tx, { ticket, subjectId: stepId }, mirrored, actor, {
@@ -174,6 +200,29 @@ export async function transitionStep(
   }
   await appendTicketEvents(tx, ticket, events);
   return updated!;
+}
+
+/** Opens the execution contract of a step's next attempt. */
+async function reopenContract(tx: EntityManager, ticket: string, step: StepRow, capability: string): Promise<void> {
+  const [t] = await tx.execute<{ session_id: string; attempts: number }[]>(
+    `SELECT c.session_id, (SELECT count(*)::int FROM execution_contracts e WHERE e.ticket = c.ticket AND e.subject_id = ?) AS attempts
+     FROM contract_executions c WHERE c.ticket = ?`,
+    [step.step_id, ticket],
+  );
+  const [previous] = await tx.execute<{ timeout_seconds: number | null }[]>(
+    'SELECT timeout_seconds FROM execution_contracts WHERE ticket = ? AND subject_id = ? ORDER BY created_at DESC LIMIT 1',
+    [ticket, step.step_id],
+  );
+  await openContract(tx, {
+    sessionId: t!.session_id,
+    ticket,
+    subjectId: step.step_id,
+    actionType: 'contract_step',
+    actionSummary: `${capability} → ${step.label}`,
+    irreversible: step.side_effect,
+    idempotencyKey: `${ticket}:${step.step_id}:${t!.attempts + 1}`,
+    ...(previous?.timeout_seconds && { timeoutSeconds: previous.timeout_seconds }),
+  });
 }
 
 /** Each step hop and the seed-004 execution contract move it mirrors (a restart is not a move). */
@@ -196,7 +245,7 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
     const gone = await tx.execute<{ ticket: string }[]>(
       `DELETE FROM contract_executions WHERE ticket IN (
          SELECT ticket FROM contract_executions
-         WHERE expires_at < now() AND lifecycle_state IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+         WHERE expires_at < now() AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED')
          ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
        RETURNING ticket`,
       [limit],

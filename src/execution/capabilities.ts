@@ -4,6 +4,7 @@
 import OpenAI from 'openai';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
+import type { PermissionLevel } from '../domain/policy.js';
 import { routerBase } from './llm-upstream.js';
 import { allocation, attribution, performance, risk, topPositions, type RiskReport } from '../portfolio/analytics.js';
 import { recommend, type Recommendation } from '../portfolio/advice.js';
@@ -12,14 +13,46 @@ import { DETAIL, highlights, type DetailLevel } from '../portfolio/report.js';
 import { loadPortfolio } from '../portfolio/store.js';
 import { valuePositions, type PositionInput, type Valuation } from '../portfolio/valuation.js';
 
+/** What the policy and the reviewer know of a built-in unit, as of any tool (seed 002 BaseTool). */
+export interface UnitMeta {
+  version: string;
+  permission_level: PermissionLevel;
+  side_effect: boolean;
+  timeout_ms: number;
+  output_schema: Record<string, unknown>;
+}
+
+const object = (required: string[]): Record<string, unknown> => ({ type: 'object', required, properties: Object.fromEntries(required.map((r) => [r, {}])) });
+
+export const UNIT_META: Record<string, UnitMeta> = {
+  'portfolio.read': { version: '1.0.0', permission_level: 'INTERNAL', side_effect: false, timeout_ms: 5000, output_schema: object(['source', 'positions']) },
+  'market.read': { version: '1.0.0', permission_level: 'INTERNAL', side_effect: false, timeout_ms: 5000, output_schema: object(['as_of', 'currency', 'total', 'positions', 'unvalued']) },
+  'analytics.allocation': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 5000, output_schema: object(['allocation', 'top_positions', 'sectors']) },
+  'analytics.risk': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 10_000, output_schema: object(['metrics', 'notes']) },
+  'analytics.performance': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 10_000, output_schema: object(['periods', 'attribution']) },
+  'advice.rules': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 5000, output_schema: object(['recommendations']) },
+  'report.highlights': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 5000, output_schema: object(['highlights', 'source']) },
+  'llm.summarize': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 20_000, output_schema: object(['highlights', 'source']) },
+};
+
 export interface UnitContext {
   input: Record<string, unknown>;
   /** Outputs of the step's dependencies by step id (absent when skipped). */
   deps: Record<string, unknown>;
   em: () => EntityManager;
   market: MarketData;
-  llm?: { baseUrl: string; apiKey?: string; model: string };
+  llm?: LlmAccess;
+  /** Receives the record of each LLM call the unit makes. */
+  onLlmCall?: (record: Record<string, unknown>) => void;
   signal: AbortSignal;
+}
+
+/** The LLM through ABC's own proxy path: `viaProxy` gives the `openai` SDK a fetch into the core's proxy. */
+export interface LlmAccess {
+  baseUrl: string;
+  apiKey?: string;
+  model: string;
+  viaProxy?: (onCall?: (record: Record<string, unknown>) => void) => typeof fetch;
 }
 
 export type ExecutionUnit = (ctx: UnitContext) => Promise<unknown>;
@@ -67,7 +100,7 @@ export const EXECUTION_UNITS: Record<string, ExecutionUnit> = {
   'report.highlights': async (ctx) => ({ highlights: deterministicHighlights(ctx), source: 'rules' }),
   'llm.summarize': async (ctx) => {
     if (!ctx.llm) throw new AbcError('FAILED_PRECONDITION', { code: 'LLM_NOT_CONFIGURED', category: 'COMPLIANCE', message: 'no LLM router is configured', retryable: false });
-    const client = new OpenAI({ baseURL: routerBase(ctx.llm.baseUrl), apiKey: ctx.llm.apiKey ?? 'unused', maxRetries: 1, timeout: 15_000 });
+    const client = new OpenAI({ baseURL: routerBase(ctx.llm.baseUrl), apiKey: ctx.llm.apiKey ?? 'unused', maxRetries: 1, timeout: 15_000, ...(ctx.llm.viaProxy && { fetch: ctx.llm.viaProxy(ctx.onLlmCall) }) });
     const facts = deterministicHighlights(ctx);
     const n = DETAIL[(ctx.input.detail_level as DetailLevel) ?? 'standard'].highlights;
     const completion = await client.chat.completions.create(

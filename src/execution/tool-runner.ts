@@ -8,10 +8,18 @@ import { BUILTIN_TOOLS } from './builtin-tools.js';
 export type ToolFailureCode = 'tool_failed' | 'tool_timeout' | 'invalid_output' | 'invalid_args';
 
 export class ToolFailure extends Error {
-  constructor(readonly code: ToolFailureCode, message: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: ToolFailureCode,
+    message: string,
+    options?: { cause?: unknown; detail?: Record<string, unknown> },
+  ) {
     super(message, options);
+    /** The tool's own error object (`{error: {...}}` in a non-2xx JSON answer), if it sent one. */
+    this.detail = options?.detail;
     this.name = 'ToolFailure';
   }
+
+  readonly detail: Record<string, unknown> | undefined;
 }
 
 const ajv = new Ajv({ strict: false, allErrors: false, useDefaults: true });
@@ -78,10 +86,20 @@ async function runWebhook(req: RunRequest, signal: AbortSignal): Promise<unknown
     signal,
   });
   const text = await res.text();
-  if (!res.ok) throw new ToolFailure('tool_failed', `${req.tool.name} answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`);
+  if (!res.ok) throw new ToolFailure('tool_failed', `${req.tool.name} answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`, { detail: errorObject(text) });
   try {
     return text ? JSON.parse(text) : null;
   } catch {
     throw new ToolFailure('invalid_output', `${req.tool.name} answered a body that is not JSON`);
+  }
+}
+
+/** `{error: {...}}` from a failed webhook's JSON body, if that is what it sent. */
+function errorObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const body = JSON.parse(text) as { error?: unknown };
+    return body?.error && typeof body.error === 'object' && !Array.isArray(body.error) ? (body.error as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -27,6 +27,7 @@ import { ContractRegistry } from '../contracts/registry.js';
 import { ContractService } from '../contracts/service.js';
 import { Decision } from '../decision/decision.js';
 import { ContractEngine } from '../engine/engine.js';
+import type { EngineSettings } from '../domain/engine-policy.js';
 import { deleteExpiredTickets } from '../engine/ticket-store.js';
 import { grantedCapabilities } from '../engine/pep.js';
 import { loadMarketData } from '../portfolio/market.js';
@@ -74,6 +75,8 @@ export interface ContractOptions {
   ticketRetentionMs?: number;
   llmModel?: string;
   stepConcurrency?: number;
+  /** Engine policy defaults under every assembly's `engine` section (seed 002). */
+  engine?: Partial<EngineSettings>;
   /** How often finished tickets past their retention are deleted. */
   retentionSweepMs?: number;
   /** Where contracts, assemblies and market data live; defaults to the package's own folders. */
@@ -139,7 +142,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
   };
   const c = opts.contracts ?? {};
-  const llmStep = opts.llm?.routerUrl ? { baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, model: c.llmModel ?? 'gpt-4o-mini' } : undefined;
+  // LLM plan steps and LLM-backed engine roles go through the proxy's own upstream path.
+  const llmStep = opts.llm?.routerUrl
+    ? { baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, model: c.llmModel ?? 'gpt-4o-mini', viaProxy: (onCall?: (r: Record<string, unknown>) => void) => llm.internalFetch(onCall) }
+    : undefined;
   const decision = new Decision(() => opts.orm.em.fork(), () => grantedCapabilities(opts.orm.em.fork(), Boolean(llmStep)));
   const contracts = ContractRegistry.load(c.contractsDir ?? path.join(PACKAGE_ROOT, 'contracts'));
   const engine = new ContractEngine({
@@ -153,6 +159,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     concurrency: c.workers ?? 4,
     stepConcurrency: c.stepConcurrency ?? 4,
     leaseMs: c.leaseMs ?? 15_000,
+    agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
+    ...(c.engine && { settings: c.engine }),
   });
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });

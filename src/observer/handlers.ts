@@ -9,7 +9,10 @@ import { toConsequenceMessage, toSnapshotMessage, toTransitionMessage } from './
 import { consequenceViews, renderConsequences, snapshot, timeline } from './views.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { runMetrics, toolMetrics } from './metrics.js';
-import { toEventMessage } from '../grpc/mappers.js';
+import { enumOf, toEventMessage } from '../grpc/mappers.js';
+import type { MemoryScope as MemoryScopeMessage } from '../../gen/abc/observer/v1/engine.js';
+import { MEMORY_SCOPES, type MemoryScope } from '../domain/engine-types.js';
+import { readExecutionContext, readTrace, searchMemory } from './engine-reads.js';
 import type { EventBus } from '../store/event-bus.js';
 import { readEvents, type EventFilter } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
@@ -104,6 +107,40 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
         tools: tools.map((t) => ({
           toolName: t.tool_name, total: t.total, succeeded: t.succeeded, failed: t.failed, successRate: t.success_rate, p95DurationMs: t.p95_duration_ms, p95ApprovalWaitMs: t.p95_approval_wait_ms,
         })),
+      };
+    },
+    /** An execution's trace in order (seed 002 get_trace). */
+    async getTrace(req, ctx) {
+      requireKey(ctx.principal);
+      if (!req.ticket) throw invalidRequest('ticket is required', 'ticket');
+      const trace = await readTrace(readOnly, req.ticket, req.types.filter(Boolean));
+      if (!trace) throw notFound('ticket', req.ticket);
+      return { ticket: req.ticket, traceId: trace.trace_id, events: trace.events.map((e) => ({ seq: e.seq, ts: Number(e.ts), type: e.type, payload: e.payload ?? undefined })) };
+    },
+    /** An execution's GlobalState, ExecutionContext, snapshots and pending human request. */
+    async getExecutionContext(req, ctx) {
+      requireKey(ctx.principal);
+      if (!req.ticket) throw invalidRequest('ticket is required', 'ticket');
+      const view = await readExecutionContext(readOnly, req.ticket);
+      if (!view) throw notFound('ticket', req.ticket);
+      return {
+        globalState: view.global_state,
+        executionContext: view.execution_context,
+        snapshots: view.snapshots.map((s) => ({ snapshotId: s.snapshot_id, lifecycleState: s.lifecycle_state, label: s.label ?? '', createdAt: s.created_at })),
+        humanRequest: view.human_request ?? undefined,
+      };
+    },
+    /** Full-text search of engine memory in one scope. */
+    async searchMemory(req, ctx) {
+      requireKey(ctx.principal);
+      const scope = req.scope.replace(/^MEMORY_SCOPE_/, '') as MemoryScope;
+      if (!MEMORY_SCOPES.includes(scope)) throw invalidRequest('scope must be EPHEMERAL, SESSION or GLOBAL', 'scope');
+      if (scope !== 'GLOBAL' && !req.scopeId) throw invalidRequest(`scope_id is required for ${scope}`, 'scope_id');
+      if (!req.query.trim()) throw invalidRequest('query is required', 'query');
+      if (req.limit < 0 || req.limit > 100) throw invalidRequest('limit must be 1-100', 'limit');
+      const entries = await searchMemory(readOnly, scope, req.scopeId, req.query, req.limit || 20);
+      return {
+        entries: entries.map((e) => ({ scope: enumOf<MemoryScopeMessage>('MEMORY_SCOPE', e.scope), scopeId: e.scope_id, key: e.key, value: e.value, tags: e.tags, createdAt: e.created_at, rank: e.rank ?? 0 })),
       };
     },
     async listEvents(req, ctx) {

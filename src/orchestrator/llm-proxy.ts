@@ -163,21 +163,33 @@ export class LlmProxy {
     this.#log.warn({ requestId: call.requestId, model: a.model, attempt: a.attempt, error: a.error.message }, 'LLM call failed before the first byte; retrying');
   }
 
+  /**
+   * A `fetch` for the `openai` SDK inside the core (LLM-backed engine roles and
+   * plan steps): the proxy's own upstream path, with its retries and fallbacks.
+   * Each call's record goes to `onCall` instead of a run's event log.
+   */
+  internalFetch(onCall?: (record: Record<string, unknown>) => void): typeof fetch {
+    return async (_url, init) => {
+      const body = Buffer.from(typeof init?.body === 'string' ? init.body : '{}');
+      const json = parseBody(body);
+      const call: Call = { requestId: newId('llm'), runId: null, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+      try {
+        const res = await this.#upstream().complete(body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
+        call.servedBy = res.model;
+        call.usage = usageOf(res.body);
+        onCall?.(callRecord(call, null));
+        return new Response(res.body, { status: res.status, headers: res.headers });
+      } catch (error) {
+        onCall?.(callRecord(call, error));
+        if (error instanceof UpstreamError && error.kind === 'http' && error.body) return new Response(error.body, { status: error.status, headers: error.headers });
+        throw error;
+      }
+    };
+  }
+
   /** Records llm_call_done off the response path; close() waits for it. */
   #finish(call: Call, writer: EventWriter | null, error: unknown): void {
-    const payload = {
-      request_id: call.requestId,
-      model: call.model,
-      served_by: call.servedBy,
-      stream: call.stream,
-      latency_ms: Date.now() - call.started,
-      ttft_ms: call.ttftMs,
-      prompt_tokens: call.usage?.prompt_tokens ?? null,
-      completion_tokens: call.usage?.completion_tokens ?? null,
-      total_tokens: call.usage?.total_tokens ?? null,
-      attempts: call.attempts,
-      error: error ? errorSummary(error) : null,
-    };
+    const payload = callRecord(call, error);
     if (!writer) {
       this.#log.debug({ llm_call: payload }, 'llm call');
       return;
@@ -191,6 +203,23 @@ export class LlmProxy {
       if (entry && --entry.users === 0) this.#writers.delete(call.runId!);
     });
   }
+}
+
+/** The llm_call_done payload of a call. */
+function callRecord(call: Call, error: unknown): Record<string, unknown> {
+  return {
+    request_id: call.requestId,
+    model: call.model,
+    served_by: call.servedBy,
+    stream: call.stream,
+    latency_ms: Date.now() - call.started,
+    ttft_ms: call.ttftMs,
+    prompt_tokens: call.usage?.prompt_tokens ?? null,
+    completion_tokens: call.usage?.completion_tokens ?? null,
+    total_tokens: call.usage?.total_tokens ?? null,
+    attempts: call.attempts,
+    error: error ? errorSummary(error) : null,
+  };
 }
 
 function startedPayload(call: Call): Record<string, unknown> {

@@ -70,7 +70,8 @@ export async function moveContract(
     `SELECT c.execution_id, c.status, c.action_summary, c.irreversible,
             (SELECT count(*)::int FROM execution_transitions t WHERE t.execution_id = c.execution_id) AS transitions
      FROM execution_contracts c
-     WHERE c.subject_id = ? AND ${where.ticket ? 'c.ticket = ?' : 'c.run_id = ?'} FOR UPDATE OF c`,
+     WHERE c.subject_id = ? AND ${where.ticket ? 'c.ticket = ?' : 'c.run_id = ?'}
+     ORDER BY c.created_at DESC LIMIT 1 FOR UPDATE OF c`,
     [where.subjectId, where.ticket ?? where.runId],
   );
   if (!row) return undefined;

@@ -121,7 +121,7 @@ describe('frozen plans', () => {
 });
 
 describe('the PEP', () => {
-  it('fails a step whose capability is outside the whitelist with COMPLIANCE, letting running siblings finish', async () => {
+  it('refuses a plan with a capability outside the whitelist at PLAN_CHECK, with COMPLIANCE, before any step runs', async () => {
     const a = referenceAssembly();
     a.version = '1.2.0';
     a.capabilities.push({ name: 'shell.exec', kind: 'TOOL' });
@@ -132,10 +132,11 @@ describe('the PEP', () => {
     const done = await pollUntilDone(s.http, (await res.json()).task.ticket);
     expect(done.status).toBe('FAILED');
     expect(done.error).toMatchObject({ code: 'CAPABILITY_NOT_WHITELISTED', category: 'COMPLIANCE', retryable: false, details: { capability: 'shell.exec' } });
-    const steps = Object.fromEntries(done.progress.steps.map((x: { step_id: string; status: string }) => [x.step_id, x.status]));
-    expect(steps.export).toBe('FAILED');
-    expect(steps.load_portfolio).toBe('SUCCEEDED');
-    expect(Object.values(steps).filter((x) => x === 'RUNNING' || x === 'PENDING')).toEqual([]);
+    // The plan critic stopped it: nothing ran.
+    expect(done.progress.phase).toBe('plan');
+    expect(done.progress.steps ?? []).toEqual([]);
+    const trace = await (await s.http(`/v1/tickets/${done.ticket}/trace`)).json();
+    expect(trace.events.filter((e: { type: string }) => e.type === 'AGENT_DECISION').map((e: { payload: { role: string; success: boolean } }) => [e.payload.role, e.payload.success])).toContainEqual(['PLAN_CRITIC', false]);
     const [plan] = await s.orm.em.fork().execute<{ plan: { whitelist: { name: string }[] } }[]>('SELECT plan FROM frozen_plans WHERE ticket = ?', [done.ticket]);
     expect(plan!.plan.whitelist.map((c) => c.name)).not.toContain('shell.exec');
   });

@@ -71,6 +71,10 @@ export const ContractExecution = defineEntity({
     artifactMediaType: p.string().length(64).nullable(),
     warnings: p.json<string[]>().nullable(),
     traceId: p.string().length(32),
+    /** Seed 002's execution record: loop counters, the current batch, replan and rollback scope, a pending human request. */
+    engine: p.json<Record<string, unknown>>().defaultRaw(`'{}'::jsonb`),
+    /** When a WAIT_HUMAN execution times out. */
+    humanDeadline: p.datetime().nullable(),
     /** The queue worker executing the ticket, and until when its claim holds. */
     leaseOwner: p.string().length(64).nullable(),
     leaseExpiresAt: p.datetime().nullable(),
@@ -93,6 +97,8 @@ export const ContractStep = defineEntity({
     position: p.integer(),
     label: p.string().length(256),
     capability: p.string().length(128),
+    /** The capability has side effects: a rollback keeps the step once it succeeded, never re-runs it. */
+    sideEffect: p.boolean().default(false),
     status: p.string().length(16),
     output: p.json<unknown>().nullable(),
     message: p.text().nullable(),
@@ -207,7 +213,11 @@ export const Snapshot = defineEntity({
 export const Memory = defineEntity({
   name: 'Memory',
   tableName: 'memory',
-  indexes: [{ properties: ['scope', 'scopeId', 'key'], name: 'idx_memory_scope_key' }],
+  uniques: [{ properties: ['scope', 'scopeId', 'key'], name: 'uq_memory_scope_key' }],
+  indexes: [
+    // Full-text search (seed 002 Memory.search); engine/memory.ts queries the same expression.
+    { name: 'idx_memory_search', expression: `create index "idx_memory_search" on "memory" using gin (to_tsvector('simple', key || ' ' || coalesce(value::text, '')))` },
+  ],
   properties: {
     memoryId: p.string().length(64).primary(),
     scope: p.string().length(16),

@@ -4,6 +4,7 @@ import { Migration20261122045205 } from './Migration20261122045205_run_leases.js
 import { Migration20261122050609 } from './Migration20261122050609_tool_call_timers.js';
 import { Migration20261122051450 } from './Migration20261122051450_client_presence.js';
 import { Migration20261122070906 } from './Migration20261122070906_contract_executions.js';
+import { Migration20261122075812 } from './Migration20261122075812_engine_lifecycle.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -11,4 +12,5 @@ export const migrations = [
   { name: 'Migration20261122050609_tool_call_timers', class: Migration20261122050609 },
   { name: 'Migration20261122051450_client_presence', class: Migration20261122051450 },
   { name: 'Migration20261122070906_contract_executions', class: Migration20261122070906 },
+  { name: 'Migration20261122075812_engine_lifecycle', class: Migration20261122075812 },
 ];

@@ -216,6 +216,8 @@ export interface Assembly {
   steps: PlanStep[];
   capabilities: Capability[];
   expectedLatencyMs: number;
+  /** Seed 002 engine policy and role bindings for executions of this assembly. */
+  engine?: { [key: string]: any } | undefined;
 }
 
 /** PlanRequest is the intent and context of a contract execution. */
@@ -1042,6 +1044,7 @@ function createBaseAssembly(): Assembly {
     steps: [],
     capabilities: [],
     expectedLatencyMs: 0,
+    engine: undefined,
   };
 }
 
@@ -1070,6 +1073,9 @@ export const Assembly: MessageFns<Assembly> = {
     }
     if (message.expectedLatencyMs !== 0) {
       writer.uint32(64).int64(message.expectedLatencyMs);
+    }
+    if (message.engine !== undefined) {
+      Struct.encode(Struct.wrap(message.engine), writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -1151,6 +1157,14 @@ export const Assembly: MessageFns<Assembly> = {
             message.expectedLatencyMs = longToNumber(reader.int64());
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.engine = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1183,6 +1197,7 @@ export const Assembly: MessageFns<Assembly> = {
         : isSet(object.expected_latency_ms)
         ? globalThis.Number(object.expected_latency_ms)
         : 0,
+      engine: isObject(object.engine) ? object.engine : undefined,
     };
   },
 
@@ -1212,6 +1227,9 @@ export const Assembly: MessageFns<Assembly> = {
     if (message.expectedLatencyMs !== 0) {
       obj.expectedLatencyMs = Math.round(message.expectedLatencyMs);
     }
+    if (message.engine !== undefined) {
+      obj.engine = message.engine;
+    }
     return obj;
   },
 
@@ -1230,6 +1248,7 @@ export const Assembly: MessageFns<Assembly> = {
     message.steps = object.steps?.map((e) => PlanStep.fromPartial(e)) || [];
     message.capabilities = object.capabilities?.map((e) => Capability.fromPartial(e)) || [];
     message.expectedLatencyMs = object.expectedLatencyMs ?? 0;
+    message.engine = object.engine ?? undefined;
     return message;
   },
 };

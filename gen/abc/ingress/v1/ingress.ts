@@ -49,6 +49,66 @@ import {
   ToolResult,
 } from "./im.js";
 
+/** HumanAction is what a human decides for a waiting execution. */
+export enum HumanAction {
+  HUMAN_ACTION_UNSPECIFIED = "HUMAN_ACTION_UNSPECIFIED",
+  /** HUMAN_ACTION_CONTINUE - Go on: approve the held step, accept the reviewed output or result. */
+  HUMAN_ACTION_CONTINUE = "HUMAN_ACTION_CONTINUE",
+  /** HUMAN_ACTION_REPLAN - Plan again (GLOBAL), with the feedback on record. */
+  HUMAN_ACTION_REPLAN = "HUMAN_ACTION_REPLAN",
+  /** HUMAN_ACTION_REJECT - Stop: the execution fails with HUMAN_REJECTED. */
+  HUMAN_ACTION_REJECT = "HUMAN_ACTION_REJECT",
+}
+
+export function humanActionFromJSON(object: any): HumanAction {
+  switch (object) {
+    case 0:
+    case "HUMAN_ACTION_UNSPECIFIED":
+      return HumanAction.HUMAN_ACTION_UNSPECIFIED;
+    case 1:
+    case "HUMAN_ACTION_CONTINUE":
+      return HumanAction.HUMAN_ACTION_CONTINUE;
+    case 2:
+    case "HUMAN_ACTION_REPLAN":
+      return HumanAction.HUMAN_ACTION_REPLAN;
+    case 3:
+    case "HUMAN_ACTION_REJECT":
+      return HumanAction.HUMAN_ACTION_REJECT;
+    default:
+      throw new globalThis.Error("Unrecognized enum value " + object + " for enum HumanAction");
+  }
+}
+
+export function humanActionToJSON(object: HumanAction): string {
+  switch (object) {
+    case HumanAction.HUMAN_ACTION_UNSPECIFIED:
+      return "HUMAN_ACTION_UNSPECIFIED";
+    case HumanAction.HUMAN_ACTION_CONTINUE:
+      return "HUMAN_ACTION_CONTINUE";
+    case HumanAction.HUMAN_ACTION_REPLAN:
+      return "HUMAN_ACTION_REPLAN";
+    case HumanAction.HUMAN_ACTION_REJECT:
+      return "HUMAN_ACTION_REJECT";
+    default:
+      throw new globalThis.Error("Unrecognized enum value " + object + " for enum HumanAction");
+  }
+}
+
+export function humanActionToNumber(object: HumanAction): number {
+  switch (object) {
+    case HumanAction.HUMAN_ACTION_UNSPECIFIED:
+      return 0;
+    case HumanAction.HUMAN_ACTION_CONTINUE:
+      return 1;
+    case HumanAction.HUMAN_ACTION_REPLAN:
+      return 2;
+    case HumanAction.HUMAN_ACTION_REJECT:
+      return 3;
+    default:
+      throw new globalThis.Error("Unrecognized enum value " + object + " for enum HumanAction");
+  }
+}
+
 /** ConnectRequest is one client frame: the common fields of seed 001 §5.1 and one body. */
 export interface ConnectRequest {
   ts: number;
@@ -121,7 +181,11 @@ export interface PollTicketResponse {
   progress?: Progress | undefined;
   partialResult?: { [key: string]: any } | undefined;
   result?: { [key: string]: any } | undefined;
-  error?: Error | undefined;
+  error?:
+    | Error
+    | undefined;
+  /** The seed 002 lifecycle state (WAIT_HUMAN shows a wait for a human). */
+  lifecycleState: string;
 }
 
 /** CancelTicketRequest names the ticket to cancel. */
@@ -147,6 +211,23 @@ export interface GetArtifactResponse {
 export interface CancelTicketResponse {
   ticket: string;
   status: TicketStatus;
+}
+
+/** SubmitHumanFeedbackRequest answers a WAIT_HUMAN execution. */
+export interface SubmitHumanFeedbackRequest {
+  ticket: string;
+  action: HumanAction;
+  feedback: string;
+  /** Optional structured input for the record. */
+  data?: { [key: string]: any } | undefined;
+}
+
+/** SubmitHumanFeedbackResponse is the execution after the feedback. */
+export interface SubmitHumanFeedbackResponse {
+  ticket: string;
+  status: TicketStatus;
+  /** The seed 002 lifecycle state the execution moved to. */
+  lifecycleState: string;
 }
 
 function createBaseConnectRequest(): ConnectRequest {
@@ -1029,6 +1110,7 @@ function createBasePollTicketResponse(): PollTicketResponse {
     partialResult: undefined,
     result: undefined,
     error: undefined,
+    lifecycleState: "",
   };
 }
 
@@ -1060,6 +1142,9 @@ export const PollTicketResponse: MessageFns<PollTicketResponse> = {
     }
     if (message.error !== undefined) {
       Error.encode(message.error, writer.uint32(74).fork()).join();
+    }
+    if (message.lifecycleState !== "") {
+      writer.uint32(82).string(message.lifecycleState);
     }
     return writer;
   },
@@ -1149,6 +1234,14 @@ export const PollTicketResponse: MessageFns<PollTicketResponse> = {
             message.error = Error.decode(reader, reader.uint32());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.lifecycleState = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1184,6 +1277,11 @@ export const PollTicketResponse: MessageFns<PollTicketResponse> = {
         : undefined,
       result: isObject(object.result) ? object.result : undefined,
       error: isSet(object.error) ? Error.fromJSON(object.error) : undefined,
+      lifecycleState: isSet(object.lifecycleState)
+        ? globalThis.String(object.lifecycleState)
+        : isSet(object.lifecycle_state)
+        ? globalThis.String(object.lifecycle_state)
+        : "",
     };
   },
 
@@ -1216,6 +1314,9 @@ export const PollTicketResponse: MessageFns<PollTicketResponse> = {
     if (message.error !== undefined) {
       obj.error = Error.toJSON(message.error);
     }
+    if (message.lifecycleState !== "") {
+      obj.lifecycleState = message.lifecycleState;
+    }
     return obj;
   },
 
@@ -1237,6 +1338,7 @@ export const PollTicketResponse: MessageFns<PollTicketResponse> = {
     message.partialResult = object.partialResult ?? undefined;
     message.result = object.result ?? undefined;
     message.error = (object.error !== undefined && object.error !== null) ? Error.fromPartial(object.error) : undefined;
+    message.lifecycleState = object.lifecycleState ?? "";
     return message;
   },
 };
@@ -1583,6 +1685,228 @@ export const CancelTicketResponse: MessageFns<CancelTicketResponse> = {
   },
 };
 
+function createBaseSubmitHumanFeedbackRequest(): SubmitHumanFeedbackRequest {
+  return { ticket: "", action: HumanAction.HUMAN_ACTION_UNSPECIFIED, feedback: "", data: undefined };
+}
+
+export const SubmitHumanFeedbackRequest: MessageFns<SubmitHumanFeedbackRequest> = {
+  encode(message: SubmitHumanFeedbackRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ticket !== "") {
+      writer.uint32(10).string(message.ticket);
+    }
+    if (message.action !== HumanAction.HUMAN_ACTION_UNSPECIFIED) {
+      writer.uint32(16).int32(humanActionToNumber(message.action));
+    }
+    if (message.feedback !== "") {
+      writer.uint32(26).string(message.feedback);
+    }
+    if (message.data !== undefined) {
+      Struct.encode(Struct.wrap(message.data), writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubmitHumanFeedbackRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubmitHumanFeedbackRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.action = humanActionFromJSON(reader.int32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.feedback = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.data = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubmitHumanFeedbackRequest {
+    return {
+      ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
+      action: isSet(object.action) ? humanActionFromJSON(object.action) : HumanAction.HUMAN_ACTION_UNSPECIFIED,
+      feedback: isSet(object.feedback) ? globalThis.String(object.feedback) : "",
+      data: isObject(object.data) ? object.data : undefined,
+    };
+  },
+
+  toJSON(message: SubmitHumanFeedbackRequest): unknown {
+    const obj: any = {};
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
+    }
+    if (message.action !== HumanAction.HUMAN_ACTION_UNSPECIFIED) {
+      obj.action = humanActionToJSON(message.action);
+    }
+    if (message.feedback !== "") {
+      obj.feedback = message.feedback;
+    }
+    if (message.data !== undefined) {
+      obj.data = message.data;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubmitHumanFeedbackRequest>, I>>(base?: I): SubmitHumanFeedbackRequest {
+    return SubmitHumanFeedbackRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubmitHumanFeedbackRequest>, I>>(object: I): SubmitHumanFeedbackRequest {
+    const message = createBaseSubmitHumanFeedbackRequest();
+    message.ticket = object.ticket ?? "";
+    message.action = object.action ?? HumanAction.HUMAN_ACTION_UNSPECIFIED;
+    message.feedback = object.feedback ?? "";
+    message.data = object.data ?? undefined;
+    return message;
+  },
+};
+
+function createBaseSubmitHumanFeedbackResponse(): SubmitHumanFeedbackResponse {
+  return { ticket: "", status: TicketStatus.TICKET_STATUS_UNSPECIFIED, lifecycleState: "" };
+}
+
+export const SubmitHumanFeedbackResponse: MessageFns<SubmitHumanFeedbackResponse> = {
+  encode(message: SubmitHumanFeedbackResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ticket !== "") {
+      writer.uint32(10).string(message.ticket);
+    }
+    if (message.status !== TicketStatus.TICKET_STATUS_UNSPECIFIED) {
+      writer.uint32(16).int32(ticketStatusToNumber(message.status));
+    }
+    if (message.lifecycleState !== "") {
+      writer.uint32(26).string(message.lifecycleState);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubmitHumanFeedbackResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubmitHumanFeedbackResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.status = ticketStatusFromJSON(reader.int32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.lifecycleState = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubmitHumanFeedbackResponse {
+    return {
+      ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
+      status: isSet(object.status) ? ticketStatusFromJSON(object.status) : TicketStatus.TICKET_STATUS_UNSPECIFIED,
+      lifecycleState: isSet(object.lifecycleState)
+        ? globalThis.String(object.lifecycleState)
+        : isSet(object.lifecycle_state)
+        ? globalThis.String(object.lifecycle_state)
+        : "",
+    };
+  },
+
+  toJSON(message: SubmitHumanFeedbackResponse): unknown {
+    const obj: any = {};
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
+    }
+    if (message.status !== TicketStatus.TICKET_STATUS_UNSPECIFIED) {
+      obj.status = ticketStatusToJSON(message.status);
+    }
+    if (message.lifecycleState !== "") {
+      obj.lifecycleState = message.lifecycleState;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubmitHumanFeedbackResponse>, I>>(base?: I): SubmitHumanFeedbackResponse {
+    return SubmitHumanFeedbackResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubmitHumanFeedbackResponse>, I>>(object: I): SubmitHumanFeedbackResponse {
+    const message = createBaseSubmitHumanFeedbackResponse();
+    message.ticket = object.ticket ?? "";
+    message.status = object.status ?? TicketStatus.TICKET_STATUS_UNSPECIFIED;
+    message.lifecycleState = object.lifecycleState ?? "";
+    return message;
+  },
+};
+
 /**
  * IngressService is the interaction surface: the IM stream for people and
  * the contract API for business systems. The gateway's WebSocket and HTTP
@@ -1652,6 +1976,21 @@ export const IngressServiceService = {
     responseSerialize: (value: GetArtifactResponse): Buffer => Buffer.from(GetArtifactResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetArtifactResponse => GetArtifactResponse.decode(value),
   },
+  /**
+   * SubmitHumanFeedback continues an execution waiting for a human
+   * (lifecycle WAIT_HUMAN, seed 002 submit_human_feedback).
+   */
+  submitHumanFeedback: {
+    path: "/abc.ingress.v1.IngressService/SubmitHumanFeedback" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SubmitHumanFeedbackRequest): Buffer =>
+      Buffer.from(SubmitHumanFeedbackRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SubmitHumanFeedbackRequest => SubmitHumanFeedbackRequest.decode(value),
+    responseSerialize: (value: SubmitHumanFeedbackResponse): Buffer =>
+      Buffer.from(SubmitHumanFeedbackResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SubmitHumanFeedbackResponse => SubmitHumanFeedbackResponse.decode(value),
+  },
 } as const;
 
 export interface IngressServiceServer extends UntypedServiceImplementation {
@@ -1674,6 +2013,11 @@ export interface IngressServiceServer extends UntypedServiceImplementation {
    * output_spec.format (markdown text or JSON). Read-only.
    */
   getArtifact: handleUnaryCall<GetArtifactRequest, GetArtifactResponse>;
+  /**
+   * SubmitHumanFeedback continues an execution waiting for a human
+   * (lifecycle WAIT_HUMAN, seed 002 submit_human_feedback).
+   */
+  submitHumanFeedback: handleUnaryCall<SubmitHumanFeedbackRequest, SubmitHumanFeedbackResponse>;
 }
 
 export interface IngressServiceClient extends Client {
@@ -1753,6 +2097,25 @@ export interface IngressServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetArtifactResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * SubmitHumanFeedback continues an execution waiting for a human
+   * (lifecycle WAIT_HUMAN, seed 002 submit_human_feedback).
+   */
+  submitHumanFeedback(
+    request: SubmitHumanFeedbackRequest,
+    callback: (error: ServiceError | null, response: SubmitHumanFeedbackResponse) => void,
+  ): ClientUnaryCall;
+  submitHumanFeedback(
+    request: SubmitHumanFeedbackRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SubmitHumanFeedbackResponse) => void,
+  ): ClientUnaryCall;
+  submitHumanFeedback(
+    request: SubmitHumanFeedbackRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SubmitHumanFeedbackResponse) => void,
   ): ClientUnaryCall;
 }
 

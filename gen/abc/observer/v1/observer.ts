@@ -22,6 +22,14 @@ import {
 } from "@grpc/grpc-js";
 import { Event } from "../../common/v1/types.js";
 import {
+  GetExecutionContextRequest,
+  GetExecutionContextResponse,
+  GetTraceRequest,
+  GetTraceResponse,
+  SearchMemoryRequest,
+  SearchMemoryResponse,
+} from "./engine.js";
+import {
   ExecutionConsequenceView,
   ExecutionSnapshot,
   ExecutionTimeline,
@@ -1630,6 +1638,39 @@ export const ObserverServiceService = {
       Buffer.from(GetToolMetricsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetToolMetricsResponse => GetToolMetricsResponse.decode(value),
   },
+  /** GetTrace replays a contract execution's trace (seed 002 get_trace). */
+  getTrace: {
+    path: "/abc.observer.v1.ObserverService/GetTrace" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetTraceRequest): Buffer => Buffer.from(GetTraceRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetTraceRequest => GetTraceRequest.decode(value),
+    responseSerialize: (value: GetTraceResponse): Buffer => Buffer.from(GetTraceResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetTraceResponse => GetTraceResponse.decode(value),
+  },
+  /** GetExecutionContext shows an execution's GlobalState, ExecutionContext and snapshots. */
+  getExecutionContext: {
+    path: "/abc.observer.v1.ObserverService/GetExecutionContext" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetExecutionContextRequest): Buffer =>
+      Buffer.from(GetExecutionContextRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetExecutionContextRequest => GetExecutionContextRequest.decode(value),
+    responseSerialize: (value: GetExecutionContextResponse): Buffer =>
+      Buffer.from(GetExecutionContextResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetExecutionContextResponse => GetExecutionContextResponse.decode(value),
+  },
+  /** SearchMemory searches engine memory in one scope (full text). */
+  searchMemory: {
+    path: "/abc.observer.v1.ObserverService/SearchMemory" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SearchMemoryRequest): Buffer => Buffer.from(SearchMemoryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SearchMemoryRequest => SearchMemoryRequest.decode(value),
+    responseSerialize: (value: SearchMemoryResponse): Buffer =>
+      Buffer.from(SearchMemoryResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SearchMemoryResponse => SearchMemoryResponse.decode(value),
+  },
 } as const;
 
 export interface ObserverServiceServer extends UntypedServiceImplementation {
@@ -1649,6 +1690,12 @@ export interface ObserverServiceServer extends UntypedServiceImplementation {
   getRunMetrics: handleUnaryCall<GetRunMetricsRequest, GetRunMetricsResponse>;
   /** GetToolMetrics summarises tool calls per tool. */
   getToolMetrics: handleUnaryCall<GetToolMetricsRequest, GetToolMetricsResponse>;
+  /** GetTrace replays a contract execution's trace (seed 002 get_trace). */
+  getTrace: handleUnaryCall<GetTraceRequest, GetTraceResponse>;
+  /** GetExecutionContext shows an execution's GlobalState, ExecutionContext and snapshots. */
+  getExecutionContext: handleUnaryCall<GetExecutionContextRequest, GetExecutionContextResponse>;
+  /** SearchMemory searches engine memory in one scope (full text). */
+  searchMemory: handleUnaryCall<SearchMemoryRequest, SearchMemoryResponse>;
 }
 
 export interface ObserverServiceClient extends Client {
@@ -1770,6 +1817,54 @@ export interface ObserverServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetToolMetricsResponse) => void,
+  ): ClientUnaryCall;
+  /** GetTrace replays a contract execution's trace (seed 002 get_trace). */
+  getTrace(
+    request: GetTraceRequest,
+    callback: (error: ServiceError | null, response: GetTraceResponse) => void,
+  ): ClientUnaryCall;
+  getTrace(
+    request: GetTraceRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetTraceResponse) => void,
+  ): ClientUnaryCall;
+  getTrace(
+    request: GetTraceRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetTraceResponse) => void,
+  ): ClientUnaryCall;
+  /** GetExecutionContext shows an execution's GlobalState, ExecutionContext and snapshots. */
+  getExecutionContext(
+    request: GetExecutionContextRequest,
+    callback: (error: ServiceError | null, response: GetExecutionContextResponse) => void,
+  ): ClientUnaryCall;
+  getExecutionContext(
+    request: GetExecutionContextRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetExecutionContextResponse) => void,
+  ): ClientUnaryCall;
+  getExecutionContext(
+    request: GetExecutionContextRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetExecutionContextResponse) => void,
+  ): ClientUnaryCall;
+  /** SearchMemory searches engine memory in one scope (full text). */
+  searchMemory(
+    request: SearchMemoryRequest,
+    callback: (error: ServiceError | null, response: SearchMemoryResponse) => void,
+  ): ClientUnaryCall;
+  searchMemory(
+    request: SearchMemoryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SearchMemoryResponse) => void,
+  ): ClientUnaryCall;
+  searchMemory(
+    request: SearchMemoryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SearchMemoryResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,133 @@
+// Seed 002's engine protocol: the read-only state agents see, what they answer,
+// the structured errors and policy decisions that drive self-healing, and the
+// trace event types. Pure types and small constructors; no I/O.
+import type { LifecycleState, StepState } from './contract-lifecycle.machine.js';
+import type { PermissionLevel } from './policy.js';
+
+export const AGENT_ROLES = ['CONTEXT_BUILDER', 'PLANNER', 'PLAN_CRITIC', 'STEP_EXECUTOR', 'REVIEWER'] as const;
+export type AgentRole = (typeof AGENT_ROLES)[number];
+
+export const RISK_LEVELS = ['LOW', 'MEDIUM', 'HIGH', 'CRITICAL'] as const;
+export type RiskLevel = (typeof RISK_LEVELS)[number];
+
+export const MEMORY_SCOPES = ['EPHEMERAL', 'SESSION', 'GLOBAL'] as const;
+export type MemoryScope = (typeof MEMORY_SCOPES)[number];
+
+export const TRACE_EVENT_TYPES = [
+  'STATE_TRANSITION',
+  'AGENT_DECISION',
+  'TOOL_CALL_START',
+  'TOOL_CALL_END',
+  'POLICY_EVALUATION',
+  'SNAPSHOT_CREATED',
+  'SNAPSHOT_RESTORED',
+  'HUMAN_INTERACTION',
+  'ERROR_OCCURRED',
+] as const;
+export type TraceEventType = (typeof TRACE_EVENT_TYPES)[number];
+
+export type SuggestedAction = 'RETRY' | 'REPLAN' | 'ROLLBACK' | 'HALT';
+export type Scope = 'LOCAL' | 'GLOBAL';
+
+/** No bare exception crosses a layer: every failure becomes one of these. */
+export interface StructuredError {
+  code: string;
+  message: string;
+  severity: 'INFO' | 'WARNING' | 'CRITICAL';
+  retryable: boolean;
+  suggested_action?: SuggestedAction;
+  metadata: Record<string, unknown>;
+}
+
+/** Immutable: built fresh for every decision, frozen, and never written by an agent. */
+export interface GlobalState {
+  readonly execution_id: string;
+  readonly original_goal: string;
+  readonly lifecycle_state: LifecycleState;
+  readonly iteration_count: number;
+  readonly trace_id: string;
+  readonly created_at: string;
+}
+
+/** The plan step an agent or the engine works on. */
+export interface PlanStepView {
+  id: string;
+  label: string;
+  description: string;
+  tool_name: string;
+  fallback_tool?: string;
+  input: Record<string, unknown>;
+  dependencies: string[];
+  timeout_ms: number;
+  skipped: boolean;
+  output_schema?: Record<string, unknown>;
+}
+
+export interface ExecutionContextView {
+  readonly current_plan: { plan_id: string; plan_hash: string; assembly_id: string; assembly_version: string; steps: PlanStepView[]; whitelist: string[] } | null;
+  readonly active_steps: Readonly<Record<string, StepState>>;
+  readonly current_batch_id: string | null;
+  readonly replan_scope: Scope | null;
+  readonly intermediate_results: Readonly<Record<string, unknown>>;
+  readonly errors: readonly string[];
+  readonly snapshot_id: string | null;
+}
+
+/** Ephemeral: what one step needs, dropped when the step is reviewed. */
+export interface StepContext {
+  step_id: string;
+  tool_input?: Record<string, unknown>;
+  tool_output?: unknown;
+  validation_flags: Record<string, boolean>;
+  start_time?: string;
+  end_time?: string;
+}
+
+export interface AgentOutput {
+  success: boolean;
+  data?: unknown;
+  /** 0..1 */
+  confidence: number;
+  errors: StructuredError[];
+  role: AgentRole;
+}
+
+export interface PolicyDecision {
+  allow: boolean;
+  next_state?: LifecycleState;
+  reason?: string;
+  risk_level: RiskLevel;
+  require_human_approval: boolean;
+  blocked_tools: string[];
+  /** What the engine does next, and at which scope. */
+  action?: SuggestedAction | 'CONTINUE' | 'WAIT_HUMAN';
+  scope?: Scope;
+}
+
+/** A tool (or built-in capability) as the policy sees it. */
+export interface ToolFacts {
+  name: string;
+  permission_level: PermissionLevel;
+  side_effect: boolean;
+  input_schema?: Record<string, unknown> | null;
+  output_schema?: Record<string, unknown> | null;
+}
+
+export const structuredError = (
+  code: string,
+  message: string,
+  opts: Partial<Omit<StructuredError, 'code' | 'message'>> = {},
+): StructuredError => ({ code, message, severity: opts.severity ?? 'WARNING', retryable: opts.retryable ?? false, ...(opts.suggested_action && { suggested_action: opts.suggested_action }), metadata: opts.metadata ?? {} });
+
+/** A deep-frozen copy: agents get state they cannot change. */
+export function frozen<T>(value: T): T {
+  const copy = structuredClone(value);
+  const freeze = (v: unknown) => {
+    if (v && typeof v === 'object' && !Object.isFrozen(v)) {
+      Object.freeze(v);
+      for (const x of Object.values(v)) freeze(x);
+    }
+  };
+  freeze(copy);
+  return copy;
+}

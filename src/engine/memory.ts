@@ -1,0 +1,95 @@
+// Seed 002 memory in PostgreSQL. Every call names its scope: EPHEMERAL (one
+// step, cleared after its review), SESSION (one execution) or GLOBAL (across
+// executions). Search is full-text (the memory_search index). Failure patterns
+// are GLOBAL counters the planner consults.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { newId } from '../ids.js';
+import type { MemoryScope } from '../domain/engine-types.js';
+
+export const GLOBAL_SCOPE_ID = 'global';
+
+export interface MemoryEntry {
+  scope: MemoryScope;
+  scope_id: string;
+  key: string;
+  value: unknown;
+  tags: string[];
+  created_at: string;
+  rank?: number;
+}
+
+export interface FailurePattern {
+  intent: string;
+  capability: string;
+  code: string;
+  message: string;
+  suggested_action?: string;
+}
+
+/** The text the full-text index covers; search must use the same expression. */
+export const SEARCH_DOCUMENT = "to_tsvector('simple', key || ' ' || coalesce(value::text, ''))";
+
+const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unknown; tags: string[] | null; created_at: Date; rank?: number }): MemoryEntry => ({
+  scope: r.scope,
+  scope_id: r.scope_id,
+  key: r.key,
+  value: r.value,
+  tags: r.tags ?? [],
+  created_at: new Date(r.created_at).toISOString(),
+  ...(r.rank !== undefined && { rank: Number(r.rank) }),
+});
+
+export class Memory {
+  constructor(readonly em: () => EntityManager) {}
+
+  /** Stores (or replaces) `key` in a scope. */
+  async store(key: string, value: unknown, scope: MemoryScope, scopeId: string, tags: string[] = [], tx: EntityManager = this.em()): Promise<void> {
+    await tx.execute(
+      `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb)
+       ON CONFLICT (scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
+      [newId('mem'), scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, key, JSON.stringify(value ?? null), JSON.stringify(tags)],
+    );
+  }
+
+  async retrieve(key: string, scope: MemoryScope, scopeId: string, em: EntityManager = this.em()): Promise<unknown> {
+    const [r] = await em.execute<{ value: unknown }[]>('SELECT value FROM memory WHERE scope = ? AND scope_id = ? AND key = ?', [scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, key]);
+    return r?.value;
+  }
+
+  /** Full-text search in a scope (and scope id, except GLOBAL), best matches first. */
+  async search(query: string, scope: MemoryScope, scopeId?: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
+    const rows = await em.execute<Parameters<typeof row>[0][]>(
+      `SELECT scope, scope_id, key, value, tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
+       FROM memory, websearch_to_tsquery('simple', ?) q
+       WHERE scope = ? ${scope !== 'GLOBAL' && scopeId ? 'AND scope_id = ?' : ''} AND ${SEARCH_DOCUMENT} @@ q
+       ORDER BY rank DESC, created_at DESC LIMIT ?`,
+      [query, scope, ...(scope !== 'GLOBAL' && scopeId ? [scopeId] : []), limit],
+    );
+    return rows.map(row);
+  }
+
+  /** Counts one more occurrence of a failure pattern (GLOBAL). */
+  async recordFailurePattern(p: FailurePattern, tx: EntityManager = this.em()): Promise<void> {
+    const value = { type: 'failure_pattern', ...p, count: 1, last_seen: new Date().toISOString() };
+    await tx.execute(
+      `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags) VALUES (?, 'GLOBAL', ?, ?, ?::jsonb, '["failure_pattern"]'::jsonb)
+       ON CONFLICT (scope, scope_id, key) DO UPDATE SET
+         value = EXCLUDED.value || jsonb_build_object('count', coalesce((memory.value->>'count')::int, 0) + 1), created_at = now()`,
+      [newId('mem'), GLOBAL_SCOPE_ID, `failure:${p.intent}:${p.capability}:${p.code}`, JSON.stringify(value)],
+    );
+  }
+
+  /** Recorded failures per capability for an intent. */
+  async failureCounts(intent: string, em: EntityManager = this.em()): Promise<Record<string, number>> {
+    const rows = await em.execute<{ capability: string; count: number }[]>(
+      `SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
+       WHERE scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) GROUP BY 1`,
+      [GLOBAL_SCOPE_ID, `failure:${intent}:`],
+    );
+    return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
+  }
+
+  async clear(scope: MemoryScope, scopeId: string, tx: EntityManager = this.em()): Promise<void> {
+    await tx.execute('DELETE FROM memory WHERE scope = ? AND scope_id = ?', [scope, scopeId]);
+  }
+}

@@ -1,0 +1,78 @@
+// The engine's execution record: the mutable part of seed 002's
+// ExecutionContext that is not a step row or a plan (loop counters, the current
+// batch, replan and rollback requests, a pending human request). It lives in
+// contract_executions.engine and changes only with a lifecycle transition.
+import type { EngineSettings } from '../domain/engine-policy.js';
+import type { Scope, StructuredError } from '../domain/engine-types.js';
+
+export interface HumanRequest {
+  kind: 'step_approval' | 'low_confidence' | 'result';
+  reason: string;
+  step_id: string | null;
+  requested_at: string;
+  deadline: string;
+  /** The seed 004 contract that waits for the human. */
+  execution_id: string;
+}
+
+export interface HumanFeedback {
+  action: 'continue' | 'replan' | 'reject';
+  feedback: string;
+  actor: string;
+  at: string;
+  data?: Record<string, unknown>;
+}
+
+export interface ExecRecord {
+  settings: EngineSettings | null;
+  iteration: number;
+  consecutive_failures: number;
+  errors: StructuredError[];
+  attempts: Record<string, number>;
+  local_replans: Record<string, number>;
+  global_replans: number;
+  replan: { scope: Scope; failed_step_id: string | null } | null;
+  rollback: { scope: Scope; failed_step_id: string | null } | null;
+  /** Steps a replan puts back, applied by EXECUTION_PREPARE. */
+  reset_steps: string[] | null;
+  avoid: string[];
+  approved_steps: string[];
+  accepted_result: boolean;
+  batch: { id: string; steps: string[]; failures: Record<string, StructuredError> } | null;
+  snapshot_id: string | null;
+  /** The snapshot taken when the current plan was prepared (GLOBAL rollback). */
+  base_snapshot_id: string | null;
+  human: HumanRequest | null;
+  feedback: HumanFeedback[];
+  hints: { failure_counts: Record<string, number>; similar_successes: unknown[] } | null;
+}
+
+const EMPTY: ExecRecord = {
+  settings: null,
+  iteration: 0,
+  consecutive_failures: 0,
+  errors: [],
+  attempts: {},
+  local_replans: {},
+  global_replans: 0,
+  replan: null,
+  rollback: null,
+  reset_steps: null,
+  avoid: [],
+  approved_steps: [],
+  accepted_result: false,
+  batch: null,
+  snapshot_id: null,
+  base_snapshot_id: null,
+  human: null,
+  feedback: [],
+  hints: null,
+};
+
+/** The record of a ticket row (a fresh copy the caller may change before committing it). */
+export const recordOf = (row: { engine: Record<string, unknown> | null }): ExecRecord => structuredClone({ ...EMPTY, ...(row.engine as Partial<ExecRecord> | null) });
+
+/** Keeps the error history bounded. */
+export function withError(rec: ExecRecord, error: StructuredError): ExecRecord {
+  return { ...rec, errors: [...rec.errors, error].slice(-50) };
+}

@@ -1,0 +1,41 @@
+// Seed 002 snapshots: the ExecutionContext at key phases (a prepared plan,
+// each reviewed batch), for ROLLBACK. A snapshot holds the plan, every step's
+// status and output, and the record fields a rollback restores.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { StepState } from '../domain/contract-lifecycle.machine.js';
+import { newId } from '../ids.js';
+import type { ExecRecord } from './record.js';
+import { appendTicketEvent, type StepRow } from './ticket-store.js';
+
+export interface SnapshotContent {
+  label: string;
+  plan_id: string | null;
+  steps: Record<string, { status: StepState; output: unknown }>;
+  record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'>;
+}
+
+export async function createSnapshot(tx: EntityManager, ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord): Promise<string> {
+  const snapshotId = newId('snap');
+  const content: SnapshotContent = {
+    label,
+    plan_id: planId,
+    steps: Object.fromEntries(steps.map((s) => [s.step_id, { status: s.status, output: s.output ?? null }])),
+    record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, snapshot_id: rec.snapshot_id },
+  };
+  await tx.execute('INSERT INTO snapshots (snapshot_id, ticket, lifecycle_state, context) VALUES (?, ?, ?, ?::jsonb)', [snapshotId, ticket, state, JSON.stringify(content)]);
+  await appendTicketEvent(tx, ticket, 'SNAPSHOT_CREATED', { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length });
+  return snapshotId;
+}
+
+export async function restoreSnapshot(em: EntityManager, snapshotId: string): Promise<SnapshotContent | undefined> {
+  const [row] = await em.execute<{ context: SnapshotContent }[]>('SELECT context FROM snapshots WHERE snapshot_id = ?', [snapshotId]);
+  return row?.context;
+}
+
+export async function listSnapshots(em: EntityManager, ticket: string): Promise<{ snapshot_id: string; lifecycle_state: string; label: string; created_at: string }[]> {
+  const rows = await em.execute<{ snapshot_id: string; lifecycle_state: string; label: string; created_at: Date }[]>(
+    `SELECT snapshot_id, lifecycle_state, context->>'label' AS label, created_at FROM snapshots WHERE ticket = ? ORDER BY created_at, snapshot_id`,
+    [ticket],
+  );
+  return rows.map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString() }));
+}

@@ -1,0 +1,218 @@
+// STEP_EXECUTION's batch: the ready steps of the DAG (dependencies done), each
+// gated by the policy (role × tool permission, risk), run in parallel up to
+// max_active_steps through the PEP. A failing step never orphans its siblings:
+// the batch settles only when every step in it has finished and been recorded.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { FrozenPlanDoc } from '../decision/decision.js';
+import { checkToolPermission, evaluateTransition, type EngineSettings } from '../domain/engine-policy.js';
+import type { GlobalState, PolicyDecision, StepContext, StructuredError } from '../domain/engine-types.js';
+import { AbcError } from '../domain/errors.js';
+import type { LlmAccess } from '../execution/capabilities.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import type { MarketData } from '../portfolio/market.js';
+import { partialResult } from './analyze-portfolio.js';
+import type { Memory } from './memory.js';
+import { Pep, toolFacts } from './pep.js';
+import type { ExecRecord } from './record.js';
+import type { ExecutorData } from './roles/agent.js';
+import type { RoleRun } from './roles/index.js';
+import { toStructured } from './structured.js';
+import { getSteps, getTicket, transitionStep, type StepRow, type TicketRow } from './ticket-store.js';
+
+export interface BatchKit {
+  row: TicketRow;
+  rec: ExecRecord;
+  plan: FrozenPlanDoc;
+  settings: EngineSettings;
+  signal: AbortSignal;
+  em: () => EntityManager;
+  market: MarketData;
+  llm?: LlmAccess;
+  log: Logger;
+  memory: Memory;
+  global: GlobalState;
+  /** The STEP_EXECUTOR role: binds a step to its call. */
+  executor: (step: PlannedStepLike, steps: StepRow[], ctx: StepContext) => Promise<RoleRun>;
+}
+
+type PlannedStepLike = FrozenPlanDoc['steps'][number];
+
+export type BatchOutcome =
+  | { kind: 'aborted' }
+  | { kind: 'done' }
+  | { kind: 'stuck'; error: StructuredError }
+  | { kind: 'human'; stepId: string; reason: string; policy: PolicyDecision }
+  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError> } };
+
+const DONE = ['SUCCEEDED', 'SKIPPED'];
+
+export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
+  const ticket = k.row.ticket;
+  const steps = await getSteps(k.em(), ticket);
+  const rows = new Map(steps.map((s) => [s.step_id, s]));
+  const planned = new Map(k.plan.steps.map((s) => [s.id, s]));
+  const open = steps.filter((s) => s.status === 'PENDING' || s.status === 'RUNNING');
+  if (!open.length) {
+    const failed = steps.find((s) => s.status === 'FAILED');
+    if (!failed) return { kind: 'done' };
+    return { kind: 'stuck', error: toStructured(new AbcError('FAILED_PRECONDITION', { code: 'STEP_FAILED', category: 'EXECUTION', message: `step ${failed.step_id} failed: ${failed.message ?? ''}`, retryable: false }), { step_id: failed.step_id }) };
+  }
+  const ready = open.filter((s) => (planned.get(s.step_id)?.dependencies ?? []).every((d) => DONE.includes(rows.get(d)?.status ?? '')));
+  if (!ready.length) {
+    return { kind: 'stuck', error: toStructured(new AbcError('FAILED_PRECONDITION', { code: 'DEPENDENCY_FAILED', category: 'EXECUTION', message: `steps ${open.map((s) => s.step_id).join(', ')} wait on steps that will not finish`, retryable: false })) };
+  }
+
+  // The policy gates every step before it runs.
+  const runnable: StepRow[] = [];
+  const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
+  let human: { stepId: string; reason: string; policy: PolicyDecision } | undefined;
+  for (const step of ready) {
+    const facts = await toolFacts(k.em(), step.capability);
+    if (!facts) {
+      const error = toStructured(new AbcError('FAILED_PRECONDITION', { code: 'NO_EXECUTION_UNIT', category: 'EXECUTION', message: `nothing serves ${step.capability}`, retryable: false }), { step_id: step.step_id, capability: step.capability });
+      blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason: error.message } });
+      continue;
+    }
+    if (!checkToolPermission('STEP_EXECUTOR', facts, k.settings)) {
+      const reason = `STEP_EXECUTOR may not call ${facts.permission_level} tools (${step.capability})`;
+      const error = toStructured(new AbcError('PERMISSION_DENIED', { code: 'TOOL_PERMISSION_DENIED', category: 'COMPLIANCE', message: reason, retryable: false, details: { role: 'STEP_EXECUTOR', tool: step.capability, permission_level: facts.permission_level } }), {
+        step_id: step.step_id,
+        capability: step.capability,
+      });
+      blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT' } });
+      continue;
+    }
+    const decision = evaluateTransition(k.global, k.rec, k.settings, { kind: 'step_start', step_id: step.step_id, tool: facts });
+    if (!decision.allow) {
+      human ??= { stepId: step.step_id, reason: decision.reason ?? 'human approval required', policy: decision };
+      continue;
+    }
+    runnable.push(step);
+  }
+  if (!runnable.length && !blocked.length && human) return { kind: 'human', ...human };
+
+  const batchId = newId('batch');
+  const failures: Record<string, StructuredError> = {};
+  for (const b of blocked) {
+    failures[b.step.step_id] = b.error;
+    await k.em().transactional((tx) =>
+      transitionStep(tx, ticket, b.step.step_id, 'fail', {
+        message: b.error.message,
+        trace: [{ type: 'POLICY_EVALUATION', payload: { ...b.policy, step_id: b.step.step_id, role: 'STEP_EXECUTOR' } }],
+      }),
+    );
+  }
+
+  const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), Boolean(k.llm));
+  const running = new Set<string>();
+  const outputs = Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
+
+  const runOne = async (row: StepRow) => {
+    const id = row.step_id;
+    const step = planned.get(id)!;
+    const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
+    const bound = await k.executor(step, steps, ctx);
+    const call = bound.output.data as ExecutorData | undefined;
+    const started = Date.now();
+    running.add(id);
+    await k.em().transactional((tx) =>
+      transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
+        trace: [
+          { type: 'AGENT_DECISION', payload: { role: 'STEP_EXECUTOR', agents: bound.agents, success: bound.output.success, confidence: bound.output.confidence, step_id: id } },
+          { type: 'TOOL_CALL_START', payload: { step_id: id, capability: call?.capability ?? step.tool_name, batch_id: batchId, active_steps: [...running].sort() } },
+        ],
+      }),
+    );
+    const llmCalls: Record<string, unknown>[] = [];
+    try {
+      if (!bound.output.success || !call) throw new AbcError('FAILED_PRECONDITION', { code: 'EXECUTOR_FAILED', category: 'EXECUTION', message: bound.output.errors[0]?.message ?? 'the step executor did not bind the step', retryable: true });
+      if (call.capability !== step.tool_name && call.capability !== step.fallback_tool) {
+        throw new AbcError('PERMISSION_DENIED', { code: 'EXECUTOR_OFF_PLAN', category: 'COMPLIANCE', message: `the executor asked for ${call.capability}, which step ${id} does not plan`, retryable: false });
+      }
+      // The step's context lives in EPHEMERAL memory until its review.
+      await k.memory.store('step_context', { ...ctx, tool_input: call.input }, 'EPHEMERAL', `${ticket}:${id}`);
+      const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestorsOf(k.plan, id).has(d)));
+      const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal };
+      const result = await runWithFallback(pep, k, step, call.capability, unit);
+      outputs[id] = result.value;
+      const facts = await toolFacts(k.em(), result.capability);
+      await k.em().transactional(async (tx) => {
+        await transitionStep(tx, ticket, id, 'succeed', {
+          output: result.value,
+          ...(result.note && { message: result.note }),
+          ...(result.capability !== step.tool_name && { capability: result.capability }),
+          trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: facts?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
+        });
+        const partial = partialResult(k.row.request, outputs);
+        if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);
+      });
+    } catch (error) {
+      const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
+      failures[id] = structured;
+      await k.em().transactional((tx) =>
+        transitionStep(tx, ticket, id, 'fail', {
+          message: structured.message.slice(0, 500),
+          trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: call?.capability ?? step.tool_name, success: false, latency_ms: Date.now() - started, error: structured, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
+        }),
+      );
+    } finally {
+      running.delete(id);
+    }
+  };
+
+  // Up to max_active_steps at once; a freed slot takes the next ready step of
+  // this batch, until a step fails (then running siblings finish, none start).
+  const started: StepRow[] = [];
+  const queue = [...runnable];
+  const pool = new Set<Promise<void>>();
+  while (queue.length || pool.size) {
+    while (queue.length && pool.size < k.settings.max_active_steps && !Object.keys(failures).length && !k.signal.aborted) {
+      const next = queue.shift()!;
+      started.push(next);
+      const p: Promise<void> = runOne(next).finally(() => pool.delete(p));
+      pool.add(p);
+    }
+    if (!pool.size) break;
+    await Promise.race(pool);
+  }
+  if (k.signal.aborted) {
+    // Cancelled (not a lost claim): what never started will not start.
+    await k.em().transactional(async (tx) => {
+      if ((await getTicket(tx, ticket, true))?.lifecycle_state !== 'CANCELED') return;
+      for (const s of await getSteps(tx, ticket)) if (s.status === 'PENDING') await transitionStep(tx, ticket, s.step_id, 'skip', { message: 'not run: the ticket was cancelled' });
+    });
+    return { kind: 'aborted' };
+  }
+  return { kind: 'settled', batch: { id: batchId, steps: [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)], failures } };
+}
+
+/** Runs a step on its capability; an allowed fallback capability takes over if it fails (not for compliance). */
+async function runWithFallback(
+  pep: Pep,
+  k: BatchKit,
+  step: PlannedStepLike,
+  capability: string,
+  unit: Parameters<Pep['execute']>[1],
+): Promise<{ value: unknown; capability: string; note?: string }> {
+  const call = (c: string) => pep.execute({ ticket: k.row.ticket, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit);
+  const fallback = step.fallback_tool;
+  try {
+    return { value: await call(capability), capability };
+  } catch (error) {
+    const e = AbcError.from(error);
+    if (!fallback || fallback === capability || e.payload.category === 'COMPLIANCE' || k.signal.aborted) throw error;
+    k.log.warn({ ticket: k.row.ticket, step: step.id, err: error }, 'step failed; using its fallback capability');
+    const reason = error instanceof AbcError ? e.payload.message : String((error as Error).message ?? error).slice(0, 200);
+    return { value: await call(fallback), capability: fallback, note: `${capability} failed (${reason}); ${fallback} was used` };
+  }
+}
+
+function ancestorsOf(plan: FrozenPlanDoc, id: string): Set<string> {
+  const seen = new Set<string>();
+  const visit = (x: string) => {
+    for (const d of plan.steps.find((s) => s.id === x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+  };
+  visit(id);
+  return seen;
+}

@@ -1,0 +1,70 @@
+// EXECUTION_PREPARE: the step rows follow the current plan. New steps are
+// added (each with its seed 004 execution contract), steps a replan puts back
+// are reset, except a step with side effects that already succeeded: it is kept
+// and never replayed. Steps the plan no longer has are skipped if not yet run.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { FrozenPlanDoc } from '../decision/decision.js';
+import { UNIT_META } from '../execution/capabilities.js';
+import { openContract } from '../store/execution-contracts.js';
+import { TOOL_CAPABILITY_PREFIX } from './pep.js';
+import { appendTicketEvents, getSteps, transitionStep, type TicketEventInput, type TicketRow } from './ticket-store.js';
+
+export async function syncSteps(tx: EntityManager, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
+  const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));
+  const effects = await sideEffects(tx, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
+  const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
+  if (fresh.length) {
+    await tx.execute(
+      `INSERT INTO contract_steps (ticket, step_id, position, label, capability, side_effect, status, message)
+       SELECT ?, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
+       FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)`,
+      [row.ticket, JSON.stringify(fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })))],
+    );
+    for (const { s } of fresh) {
+      await openContract(tx, {
+        sessionId: row.session_id,
+        ticket: row.ticket,
+        subjectId: s.id,
+        actionType: 'contract_step',
+        actionSummary: `${s.tool_name} → ${s.label}`,
+        irreversible: effects.has(s.tool_name),
+        idempotencyKey: `${row.ticket}:${s.id}`,
+        timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
+      });
+      if (s.skipped) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
+    }
+  }
+  const kept: TicketEventInput[] = [];
+  for (const s of plan.steps.filter((x) => existing.has(x.id))) {
+    const current = existing.get(s.id)!;
+    const retarget = () => tx.execute('UPDATE contract_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [s.tool_name, effects.has(s.tool_name), s.label, row.ticket, s.id]);
+    if (!reset?.includes(s.id)) {
+      if (current.status === 'PENDING' && current.capability !== s.tool_name) await retarget();
+      continue;
+    }
+    if (current.status === 'SUCCEEDED' && current.side_effect) {
+      kept.push({ type: 'step_kept', payload: { step_id: s.id, capability: current.capability, reason: 'its side effects already happened; it is never replayed', plan_id: plan.plan_id } });
+      continue;
+    }
+    if (current.status === 'SUCCEEDED' || current.status === 'FAILED' || current.status === 'SKIPPED') {
+      await transitionStep(tx, row.ticket, s.id, 'reset', { capability: s.tool_name, message: `replanned (${plan.plan_id})` });
+    }
+    await retarget();
+    if (s.skipped) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
+  }
+  const planned = new Set(plan.steps.map((s) => s.id));
+  for (const s of existing.values()) {
+    if (!planned.has(s.step_id) && s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: `superseded by plan ${plan.plan_id}` });
+  }
+  await appendTicketEvents(tx, row.ticket, kept);
+}
+
+/** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */
+export async function sideEffects(tx: EntityManager, capabilities: string[]): Promise<Set<string>> {
+  const out = new Set(capabilities.filter((c) => UNIT_META[c]?.side_effect));
+  const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
+  if (!tools.length) return out;
+  const rows = await tx.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(tools)]);
+  for (const r of rows) out.add(`${TOOL_CAPABILITY_PREFIX}${r.tool_name}`);
+  return out;
+}
