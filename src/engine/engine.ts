@@ -456,6 +456,7 @@ export class ContractEngine {
       if (deadline.getTime() > Date.now()) return this.queue.enqueue(tx, row.ticket, deadline);
       const human = rec.human;
       const moved = human && (await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'fail', 'graph_runner', { errorMessage: 'no human answered before the deadline' }));
+      await skipPending(tx, row.ticket);
       const error = new AbcError('DEADLINE_EXCEEDED', { code: 'HUMAN_TIMEOUT', category: 'TIMEOUT', message: `no human input before ${deadline.toISOString()}: ${human?.reason ?? ''}`.trim(), retryable: false, details: { deadline: deadline.toISOString() } });
       await transitionTicket(tx, row.ticket, 'human_timeout', { error: errorDocument(error, row.trace_id), engine: { ...rec, human: null }, human_deadline: null }, 'system', {
         trace: [{ type: 'HUMAN_INTERACTION', payload: { direction: 'timed_out', ...human } }, errorEvent(toStructured(error)), ...(moved ? [{ type: 'execution_state', payload: { ...moved } }] : [])],
@@ -497,6 +498,7 @@ export class ContractEngine {
         : [await moveContract(tx, { ticket, subjectId: subject }, 'resume', 'human'), await moveContract(tx, { ticket, subjectId: subject }, 'succeed', 'ecs_node', { result: input.feedback.slice(0, 200) })];
       const trace: TicketEventInput[] = [{ type: 'HUMAN_INTERACTION', payload: { direction: 'answered', action: input.action, actor: input.actor, feedback: input.feedback, request: human } }, ...moves.filter(Boolean).map((m) => ({ type: 'execution_state', payload: { ...m } }))];
       if (input.action === 'reject') {
+        await skipPending(tx, ticket);
         const error = new AbcError('FAILED_PRECONDITION', { code: 'HUMAN_REJECTED', category: 'EXECUTION', message: `rejected by ${input.actor}${input.feedback ? `: ${input.feedback}` : ''}`, retryable: false });
         return transitionTicket(tx, ticket, 'human_reject', { error: errorDocument(error, row.trace_id), engine: { ...next }, human_deadline: null }, 'human', { trace, reason: 'a human rejected' });
       }
@@ -508,7 +510,9 @@ export class ContractEngine {
 
   /** Cancels an unfinished execution; the worker running it stops its steps. */
   async cancel(tx: EntityManager, ticket: string): Promise<TicketRow> {
-    return transitionTicket(tx, ticket, 'cancel', { human_deadline: null }, 'caller');
+    const row = await transitionTicket(tx, ticket, 'cancel', { human_deadline: null }, 'caller');
+    await skipPending(tx, ticket, 'not run: the ticket was cancelled');
+    return row;
   }
 
   // ---- helpers ---------------------------------------------------------------
@@ -601,8 +605,8 @@ export class ContractEngine {
 }
 
 /** What never started will not start. */
-async function skipPending(tx: EntityManager, ticket: string): Promise<void> {
-  for (const s of await getSteps(tx, ticket)) if (s.status === 'PENDING') await transitionStep(tx, ticket, s.step_id, 'skip', { message: 'not run: the execution halted' });
+async function skipPending(tx: EntityManager, ticket: string, message = 'not run: the execution halted'): Promise<void> {
+  for (const s of await getSteps(tx, ticket)) if (s.status === 'PENDING') await transitionStep(tx, ticket, s.step_id, 'skip', { message });
 }
 
 /** The planner's data as a plan body. */

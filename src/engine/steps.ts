@@ -111,11 +111,11 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const runOne = async (row: StepRow) => {
     const id = row.step_id;
     const step = planned.get(id)!;
+    running.add(id);
     const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
     const bound = await k.executor(step, steps, ctx);
     const call = bound.output.data as ExecutorData | undefined;
     const started = Date.now();
-    running.add(id);
     await k.em().transactional((tx) =>
       transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
         trace: [
@@ -136,6 +136,10 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
+      if (result.failed) {
+        // The primary capability failed even though the step went on: later planners should know.
+        await k.memory.recordFailurePattern({ intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) });
+      }
       const facts = await toolFacts(k.em(), result.capability);
       await k.em().transactional(async (tx) => {
         await transitionStep(tx, ticket, id, 'succeed', {
@@ -194,7 +198,7 @@ async function runWithFallback(
   step: PlannedStepLike,
   capability: string,
   unit: Parameters<Pep['execute']>[1],
-): Promise<{ value: unknown; capability: string; note?: string }> {
+): Promise<{ value: unknown; capability: string; note?: string; failed?: StructuredError }> {
   const call = (c: string) => pep.execute({ ticket: k.row.ticket, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit);
   const fallback = step.fallback_tool;
   try {
@@ -204,7 +208,7 @@ async function runWithFallback(
     if (!fallback || fallback === capability || e.payload.category === 'COMPLIANCE' || k.signal.aborted) throw error;
     k.log.warn({ ticket: k.row.ticket, step: step.id, err: error }, 'step failed; using its fallback capability');
     const reason = error instanceof AbcError ? e.payload.message : String((error as Error).message ?? error).slice(0, 200);
-    return { value: await call(fallback), capability: fallback, note: `${capability} failed (${reason}); ${fallback} was used` };
+    return { value: await call(fallback), capability: fallback, note: `${capability} failed (${reason}); ${fallback} was used`, failed: toStructured(error, { step_id: step.id, capability }) };
   }
 }
 
