@@ -65,6 +65,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
 
   // The policy gates every step before it runs.
   const runnable: StepRow[] = [];
+  const allowed = new Map<string, PolicyDecision>();
   const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
   let human: { stepId: string; reason: string; policy: PolicyDecision } | undefined;
   for (const step of ready) {
@@ -88,6 +89,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       human ??= { stepId: step.step_id, reason: decision.reason ?? 'human approval required', policy: decision };
       continue;
     }
+    allowed.set(step.step_id, decision);
     runnable.push(step);
   }
   if (!runnable.length && !blocked.length && human) return { kind: 'human', ...human };
@@ -119,6 +121,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     await k.em().transactional((tx) =>
       transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
         trace: [
+          { type: 'POLICY_EVALUATION', payload: { ...allowed.get(id)!, step_id: id, role: 'STEP_EXECUTOR', tool: row.capability } },
           { type: 'AGENT_DECISION', payload: { role: 'STEP_EXECUTOR', agents: bound.agents, success: bound.output.success, confidence: bound.output.confidence, step_id: id } },
           { type: 'TOOL_CALL_START', payload: { step_id: id, capability: call?.capability ?? step.tool_name, batch_id: batchId, active_steps: [...running].sort() } },
         ],
