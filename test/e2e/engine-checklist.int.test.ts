@@ -96,7 +96,7 @@ describe('seed 002 §6 checklist', () => {
   });
 
   it('errors: every exception becomes a StructuredError (code, severity, retryable, suggested_action)', async () => {
-    expect(toStructured(new TypeError('x is undefined'))).toMatchObject({ code: 'internal_error', severity: 'WARNING', retryable: false, suggested_action: 'REPLAN', metadata: { category: 'INTERNAL' } });
+    expect(toStructured(new TypeError('x is undefined'))).toMatchObject({ code: 'internal_error', severity: 'WARNING', retryable: true, suggested_action: 'RETRY', metadata: { category: 'INTERNAL' } });
     expect(toStructured(new AbcError('PERMISSION_DENIED', { code: 'NOPE', category: 'COMPLIANCE', message: 'no', retryable: false, details: { tool: 't' } }))).toMatchObject({ code: 'NOPE', severity: 'CRITICAL', suggested_action: 'HALT', metadata: { category: 'COMPLIANCE', tool: 't' } });
     const own = new AbcError('INTERNAL', { code: 'TOOL_FAILED', category: 'EXECUTION', message: 'm', retryable: false, details: { tool_error: { code: 'RATE', severity: 'INFO', retryable: true, suggested_action: 'RETRY' } } });
     expect(toStructured(own)).toMatchObject({ code: 'RATE', severity: 'INFO', retryable: true, suggested_action: 'RETRY' });
