@@ -312,11 +312,15 @@ export class ContractEngine {
     const failed: ExecRecord = { ...withError(rec, error), consecutive_failures: rec.consecutive_failures + 1, batch: null };
     switch (policy.action) {
       case 'RETRY': {
-        const retried = steps.filter((s) => batch.steps.includes(s.step_id) && s.status === 'FAILED');
+        // Failed steps run again; so does a step whose output failed its review, unless its side effects already happened.
+        const retried = steps.filter((s) => batch.steps.includes(s.step_id) && (s.status === 'FAILED' || (s.step_id === problem!.stepId && s.status === 'SUCCEEDED' && !s.side_effect)));
         const attempts = { ...rec.attempts };
         for (const s of retried) attempts[s.step_id] = (attempts[s.step_id] ?? 0) + 1;
         await this.#em().transactional(async (tx) => {
-          for (const s of retried) await transitionStep(tx, row.ticket, s.step_id, 'retry', { message: `retry ${attempts[s.step_id]}: ${batch.failures[s.step_id]?.message ?? s.message ?? ''}`.slice(0, 500) });
+          for (const s of retried) {
+            const message = `retry ${attempts[s.step_id]}: ${batch.failures[s.step_id]?.message ?? error.message}`.slice(0, 500);
+            await transitionStep(tx, row.ticket, s.step_id, s.status === 'FAILED' ? 'retry' : 'reset', { message });
+          }
           await transitionTicket(tx, row.ticket, 'retry', { engine: { ...failed, attempts, iteration: rec.iteration + 1 } }, 'engine', { trace, reason: policy.reason });
         });
         return;
