@@ -31,7 +31,14 @@ export interface PlanRequest extends PlanInput {
   assemblyVersion?: string;
 }
 
+/** Plans kept in memory; they are immutable, so a cached plan is never stale. */
+const PLAN_CACHE_SIZE = 2000;
+
 export class Decision {
+  // Assembly versions and plans never change once stored: reads of them are cached.
+  readonly #assemblies = new Map<string, AssemblyDef>();
+  readonly #plans = new Map<string, FrozenPlanDoc>();
+
   constructor(
     readonly em: () => EntityManager,
     /** The capabilities the control plane grants right now. */
@@ -85,7 +92,11 @@ export class Decision {
   }
 
   async get(assemblyId: string, version: string): Promise<AssemblyDef | undefined> {
+    const key = `${assemblyId}@${version}`;
+    const cached = this.#assemblies.get(key);
+    if (cached) return cached;
     const [row] = await this.em().execute<{ definition: AssemblyDef }[]>('SELECT definition FROM assemblies WHERE assembly_id = ? AND version = ?', [assemblyId, version]);
+    if (row) this.#assemblies.set(key, row.definition);
     return row?.definition;
   }
 
@@ -164,8 +175,16 @@ export class Decision {
   }
 
   async getPlan(planId: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc | undefined> {
+    const cached = this.#plans.get(planId);
+    if (cached) return cached;
     const [row] = await em.execute<{ plan: FrozenPlanDoc }[]>('SELECT plan FROM frozen_plans WHERE plan_id = ?', [planId]);
+    if (row) this.#remember(row.plan);
     return row?.plan;
+  }
+
+  #remember(plan: FrozenPlanDoc): void {
+    if (this.#plans.size >= PLAN_CACHE_SIZE) this.#plans.delete(this.#plans.keys().next().value!);
+    this.#plans.set(plan.plan_id, plan);
   }
 
   /** Stores a plan; it is immutable from here on. */

@@ -25,7 +25,7 @@ import { recordOf, withError, type ExecRecord, type HumanFeedback } from './reco
 import type { EngineContextView, PlannerData } from './roles/agent.js';
 import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
-import { createSnapshot, restoreSnapshot } from './snapshots.js';
+import { createSnapshot, restoreSnapshot, type SnapshotContent } from './snapshots.js';
 import { runBatch } from './steps.js';
 import { syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
@@ -61,6 +61,7 @@ export class ContractEngine {
   readonly roles: Roles;
   readonly #log: Logger;
   readonly #em: () => EntityManager;
+  readonly #snapshots = new Map<string, SnapshotContent>();
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -178,14 +179,22 @@ export class ContractEngine {
     await this.#move(row.ticket, 'context_built', next, { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, { trace: [decisionEvent(run)] });
   }
 
-  /** PLAN_GENERATION: the planner's plan, frozen by the decision plane. */
+  /**
+   * PLAN_GENERATION: the planner's plan, frozen by the decision plane. When
+   * the critic is the built-in alone (a pure check), its verdict is known
+   * before the commit: generation, approval and preparation commit together.
+   */
   async #generatePlan(row: TicketRow, rec: ExecRecord): Promise<void> {
     const run = await this.#role('PLANNER', row, rec, null, []);
     if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
     const { body, hash } = plannerBody(run.output.data);
+    const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
     await this.#em().transactional(async (tx) => {
       const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body) }, undefined, tx);
       await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
+      if (!critique?.output.success) return;
+      await transitionTicket(tx, row.ticket, 'plan_approved', {}, 'engine', { trace: [decisionEvent(critique)] });
+      await this.#prepareIn(tx, row, rec, plan);
     });
   }
 
@@ -240,17 +249,27 @@ export class ContractEngine {
   /** EXECUTION_PREPARE: step rows match the plan, and a snapshot marks where a GLOBAL rollback returns. */
   async #prepare(row: TicketRow, rec: ExecRecord): Promise<void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
-    await this.#em().transactional(async (tx) => {
-      await syncSteps(tx, row, plan, rec.reset_steps);
-      const snapshot = await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec);
-      await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot, base_snapshot_id: snapshot } });
-    });
+    await this.#em().transactional((tx) => this.#prepareIn(tx, row, rec, plan));
   }
 
-  /** STEP_EXECUTION: the next batch of ready steps, in parallel; or the end of the plan; or a wait for a human. */
+  async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<void> {
+    await syncSteps(tx, row, plan, rec.reset_steps);
+    const snapshot = await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec);
+    await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot, base_snapshot_id: snapshot } });
+  }
+
+  /**
+   * STEP_EXECUTION: the next batch of ready steps, in parallel; or the end of
+   * the plan; or a wait for a human. Steps that finished since the last passed
+   * review (a crash between a batch and its review) are reviewed first. With
+   * the built-in reviewer alone, a batch that passes commits its settling and
+   * its review together.
+   */
   async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
+    const unreviewed = await this.#unreviewed(row, rec);
+    let view: EngineContextView | undefined;
     const outcome = await runBatch({
       row,
       rec,
@@ -263,13 +282,47 @@ export class ContractEngine {
       log: this.#log,
       memory: this.memory,
       global: this.#global(row, rec),
-      executor: (_step, view, ctx) => this.#role('STEP_EXECUTOR', row, rec, plan, view, ctx),
+      // One frozen view for the whole batch: the state agents read does not change within it.
+      executor: async (_step, steps, ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
+      ...(unreviewed.length && { unreviewed }),
     });
     if (outcome.kind === 'aborted') return;
     if (outcome.kind === 'done') return this.#move(row.ticket, 'all_steps_done', { ...rec, batch: null });
     if (outcome.kind === 'stuck') return this.#halt(row, rec, outcome.error, []);
     if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason }, [policyEvent(outcome.policy)]);
-    await this.#move(row.ticket, 'steps_settled', { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) });
+    const settled: ExecRecord = { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) };
+    if (this.#builtinOnly('REVIEWER', rec) && !Object.keys(outcome.batch.failures).length) {
+      const steps = await getSteps(this.#em(), row.ticket);
+      const review = await this.#reviewSteps(row, settled, plan, steps);
+      if (!review.problem) {
+        return this.#em().transactional(async (tx) => {
+          await transitionTicket(tx, row.ticket, 'steps_settled', { engine: { ...settled } });
+          await this.#passReview(tx, row, settled, steps, review.trace);
+        });
+      }
+    }
+    await this.#move(row.ticket, 'steps_settled', settled);
+  }
+
+  /** Finished steps the last passed review (its snapshot) has not seen. */
+  async #unreviewed(row: TicketRow, rec: ExecRecord): Promise<string[]> {
+    if (!rec.snapshot_id) return [];
+    const snapshot = await this.#snapshot(rec.snapshot_id);
+    const steps = await getSteps(this.#em(), row.ticket);
+    return steps.filter((s) => (s.status === 'SUCCEEDED' || s.status === 'FAILED') && snapshot?.steps[s.step_id]?.status !== s.status).map((s) => s.step_id);
+  }
+
+  /** Snapshots never change: each is read once. */
+  async #snapshot(id: string): Promise<SnapshotContent | undefined> {
+    let found = this.#snapshots.get(id);
+    if (!found) {
+      found = await restoreSnapshot(this.#em(), id);
+      if (found) {
+        if (this.#snapshots.size >= 1000) this.#snapshots.delete(this.#snapshots.keys().next().value!);
+        this.#snapshots.set(id, found);
+      }
+    }
+    return found;
   }
 
   /** STEP_REVIEW: each step of the batch against its schema and the confidence threshold; failures go to the policy. */
@@ -277,38 +330,16 @@ export class ContractEngine {
     const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const steps = await getSteps(this.#em(), row.ticket);
-    const settings = rec.settings ?? DEFAULT_SETTINGS;
-    const trace: TicketEventInput[] = [];
-    let problem: { stepId: string; error?: StructuredError; confidence?: number } | undefined;
-    for (const id of batch.steps) {
-      const step = steps.find((s) => s.step_id === id)!;
-      if (step.status === 'FAILED') {
-        problem ??= { stepId: id, error: batch.failures[id] ?? toStructured(new Error(step.message ?? 'the step failed'), { step_id: id }) };
-        continue;
-      }
-      if (step.status !== 'SUCCEEDED') continue;
-      const planned = plan.steps.find((s) => s.id === id)!;
-      const ctx: StepContext = { step_id: id, tool_input: planned.input, tool_output: step.output, validation_flags: {}, ...(step.started_at && { start_time: new Date(step.started_at).toISOString() }), ...(step.ended_at && { end_time: new Date(step.ended_at).toISOString() }) };
-      const run = await this.#role('REVIEWER', row, rec, plan, steps, ctx);
-      trace.push(decisionEvent(run, id));
-      if (!run.output.success) problem ??= { stepId: id, error: run.output.errors[0] ?? toStructured(new Error('the reviewer rejected the output'), { step_id: id }) };
-      else if (run.output.confidence < settings.confidence_threshold && !rec.approved_steps.includes(id)) problem ??= { stepId: id, confidence: run.output.confidence };
-    }
-    // The step contexts of the batch end here.
-    for (const id of batch.steps) await this.memory.clear('EPHEMERAL', `${row.ticket}:${id}`);
-    if (!problem) {
-      await this.#em().transactional(async (tx) => {
-        const snapshot = await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec);
-        await transitionTicket(tx, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: 0, snapshot_id: snapshot } }, 'engine', { trace });
-      });
-      return;
-    }
+    const { trace, problem } = await this.#reviewSteps(row, rec, plan, steps);
+    if (!problem) return this.#em().transactional((tx) => this.#passReview(tx, row, rec, steps, trace));
+    const ephemeral = batch.steps.map((id) => `${row.ticket}:${id}`);
     const input = problem.error ? ({ kind: 'failure', step_id: problem.stepId, error: problem.error } as const) : ({ kind: 'low_confidence', step_id: problem.stepId, confidence: problem.confidence! } as const);
     const policy = this.#policy(row, rec, input);
     const error = problem.error ?? toStructured(new AbcError('FAILED_PRECONDITION', { code: 'LOW_CONFIDENCE', category: 'EXECUTION', message: policy.reason ?? 'low confidence', retryable: false }), { step_id: problem.stepId });
     trace.push(errorEvent(error), policyEvent(policy));
     const capability = plan.steps.find((s) => s.id === problem!.stepId)?.tool_name ?? 'unknown';
     await this.memory.recordFailurePattern({ intent: String(requestOf(row).intent), capability, code: error.code, message: error.message.slice(0, 200), ...(error.suggested_action && { suggested_action: error.suggested_action }) });
+    await this.memory.clear('EPHEMERAL', ephemeral);
     const failed: ExecRecord = { ...withError(rec, error), consecutive_failures: rec.consecutive_failures + 1, batch: null };
     switch (policy.action) {
       case 'RETRY': {
@@ -336,6 +367,39 @@ export class ContractEngine {
       default:
         return this.#halt(row, rec, error, trace, policy.reason);
     }
+  }
+
+  /** The reviewer's verdict on each step of the batch, and the first problem. */
+  async #reviewSteps(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc, steps: StepRow[]): Promise<{ trace: TicketEventInput[]; problem?: { stepId: string; error?: StructuredError; confidence?: number } }> {
+    const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
+    const settings = rec.settings ?? DEFAULT_SETTINGS;
+    const trace: TicketEventInput[] = [];
+    let problem: { stepId: string; error?: StructuredError; confidence?: number } | undefined;
+    const view = await this.#view(row, rec, plan, steps);
+    for (const id of batch.steps) {
+      const step = steps.find((s) => s.step_id === id)!;
+      if (step.status === 'FAILED') {
+        problem ??= { stepId: id, error: batch.failures[id] ?? toStructured(new Error(step.message ?? 'the step failed'), { step_id: id }) };
+        continue;
+      }
+      if (step.status !== 'SUCCEEDED') continue;
+      const planned = plan.steps.find((s) => s.id === id)!;
+      const ctx: StepContext = { step_id: id, tool_input: planned.input, tool_output: step.output, validation_flags: {}, ...(step.started_at && { start_time: new Date(step.started_at).toISOString() }), ...(step.ended_at && { end_time: new Date(step.ended_at).toISOString() }) };
+      const run = await this.#roleIn('REVIEWER', row, rec, view, ctx);
+      trace.push(decisionEvent(run, id));
+      if (!run.output.success) problem ??= { stepId: id, error: run.output.errors[0] ?? toStructured(new Error('the reviewer rejected the output'), { step_id: id }) };
+      else if (run.output.confidence < settings.confidence_threshold && !rec.approved_steps.includes(id)) problem ??= { stepId: id, confidence: run.output.confidence };
+    }
+    return { trace, ...(problem && { problem }) };
+  }
+
+  /** A passed review: the batch's step contexts end, a snapshot marks what is reviewed, and execution goes on. */
+  async #passReview(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): Promise<void> {
+    const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
+    await this.memory.clear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`), tx);
+    const snapshot = await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec);
+    const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
+    await transitionTicket(tx, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot } }, 'engine', { trace });
   }
 
   /**
@@ -383,7 +447,14 @@ export class ContractEngine {
     const run = await this.#role('REVIEWER', row, rec, plan, steps, undefined, result);
     const trace = [decisionEvent(run)];
     const settings = rec.settings ?? DEFAULT_SETTINGS;
-    if (run.output.success && run.output.confidence >= settings.confidence_threshold) return this.#move(row.ticket, 'review_passed', rec, patch, { trace });
+    if (run.output.success && run.output.confidence >= settings.confidence_threshold) {
+      if (!this.#builtinOnly('REVIEWER', rec)) return this.#move(row.ticket, 'review_passed', rec, patch, { trace });
+      // The built-in's verdict is final: review and packaging commit together.
+      return this.#em().transactional(async (tx) => {
+        const reviewed = await transitionTicket(tx, row.ticket, 'review_passed', { ...patch, engine: { ...rec } }, 'engine', { trace });
+        await this.#packageIn(tx, reviewed, rec, steps);
+      });
+    }
     if (!run.output.success) {
       const error = run.output.errors[0]!;
       if (error.code === 'RESULT_SCHEMA_VIOLATION') this.#log.error({ ticket: row.ticket, violations: error.metadata.violations }, 'result breaks the contract result schema');
@@ -404,29 +475,31 @@ export class ContractEngine {
   /** PACKAGING: the artifact, and the success remembered (GLOBAL) for later planners. */
   async #package(row: TicketRow, rec: ExecRecord): Promise<void> {
     const steps = await getSteps(this.#em(), row.ticket);
+    await this.#em().transactional((tx) => this.#packageIn(tx, row, rec, steps));
+  }
+
+  async #packageIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[]): Promise<void> {
     const artifact = render(row.request, row.result!, outputsOf(steps));
-    const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id) : undefined;
+    const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, tx) : undefined;
     const intent = String(requestOf(row).intent);
-    await this.#em().transactional(async (tx) => {
-      await this.memory.store(
-        `success:${intent}:${row.ticket}`,
-        {
-          type: 'success',
-          intent,
-          ticket: row.ticket,
-          assembly: `${row.assembly_id}@${row.assembly_version}`,
-          plan_id: row.plan_id,
-          capabilities: plan?.steps.filter((s) => !s.skipped).map((s) => s.tool_name) ?? [],
-          iterations: rec.iteration,
-          duration_ms: Date.now() - new Date(row.created_at).getTime(),
-        },
-        'GLOBAL',
-        'global',
-        ['success', intent],
-        tx,
-      );
-      await transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
-    });
+    await this.memory.store(
+      `success:${intent}:${row.ticket}`,
+      {
+        type: 'success',
+        intent,
+        ticket: row.ticket,
+        assembly: `${row.assembly_id}@${row.assembly_version}`,
+        plan_id: row.plan_id,
+        capabilities: plan?.steps.filter((s) => !s.skipped).map((s) => s.tool_name) ?? [],
+        iterations: rec.iteration,
+        duration_ms: Date.now() - new Date(row.created_at).getTime(),
+      },
+      'GLOBAL',
+      'global',
+      ['success', intent],
+      tx,
+    );
+    await transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
   }
 
   // ---- WAIT_HUMAN ----------------------------------------------------------
@@ -556,15 +629,23 @@ export class ContractEngine {
   }
 
   async #role(role: AgentRole, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc | null, steps: StepRow[], step?: StepContext, resultCandidate?: unknown): Promise<RoleRun> {
-    const view = await this.#view(row, rec, plan, steps, resultCandidate);
+    return this.#roleIn(role, row, rec, await this.#view(row, rec, plan, steps, resultCandidate), step);
+  }
+
+  /** Runs a role on a view already built; an agent's bug is a failed answer, not a crash of the engine. */
+  async #roleIn(role: AgentRole, row: TicketRow, rec: ExecRecord, view: EngineContextView, step?: StepContext): Promise<RoleRun> {
     try {
       return await this.roles.run(role, rec.settings?.roles[role], this.#global(row, rec), view, step && frozen(step));
     } catch (error) {
       if (isInfrastructure(error) || AbcError.from(error).payload.category !== 'INTERNAL') throw error;
-      // An agent's bug is a failed answer, not a crash of the engine.
       this.#log.error({ err: error, role, ticket: row.ticket }, 'agent failed');
       return { output: { success: false, confidence: 0, errors: [toStructured(error, { role })], role }, agents: [`builtin.${role.toLowerCase()}`] };
     }
+  }
+
+  /** Whether a role is the built-in alone (no LLM or agent configured to judge after it). */
+  #builtinOnly(role: AgentRole, rec: ExecRecord): boolean {
+    return !this.roles.external(role, rec.settings?.roles[role]);
   }
 
   #policy(row: TicketRow, rec: ExecRecord, input: Parameters<typeof evaluateTransition>[3]): PolicyDecision {

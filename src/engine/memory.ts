@@ -89,7 +89,8 @@ export class Memory {
     return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
   }
 
-  async clear(scope: MemoryScope, scopeId: string, tx: EntityManager = this.em()): Promise<void> {
-    await tx.execute('DELETE FROM memory WHERE scope = ? AND scope_id = ?', [scope, scopeId]);
+  async clear(scope: MemoryScope, scopeIds: string[], tx: EntityManager = this.em()): Promise<void> {
+    if (!scopeIds.length) return;
+    await tx.execute('DELETE FROM memory WHERE scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))', [scope, JSON.stringify(scopeIds)]);
   }
 }

@@ -38,7 +38,8 @@ export interface ExecRecord {
   avoid: string[];
   approved_steps: string[];
   accepted_result: boolean;
-  batch: { id: string; steps: string[]; failures: Record<string, StructuredError> } | null;
+  /** The batch under review; `catch_up` when it only reviews steps finished before (no step ran in it). */
+  batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean } | null;
   snapshot_id: string | null;
   /** The snapshot taken when the current plan was prepared (GLOBAL rollback). */
   base_snapshot_id: string | null;

@@ -32,6 +32,8 @@ export interface BatchKit {
   log: Logger;
   memory: Memory;
   global: GlobalState;
+  /** Finished steps no review has seen yet: only steps left running restart, then all of them settle as one batch. */
+  unreviewed?: string[];
   /** The STEP_EXECUTOR role: binds a step to its call. */
   executor: (step: PlannedStepLike, steps: StepRow[], ctx: StepContext) => Promise<RoleRun>;
 }
@@ -43,7 +45,7 @@ export type BatchOutcome =
   | { kind: 'done' }
   | { kind: 'stuck'; error: StructuredError }
   | { kind: 'human'; stepId: string; reason: string; policy: PolicyDecision }
-  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError> } };
+  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean } };
 
 const DONE = ['SUCCEEDED', 'SKIPPED'];
 
@@ -52,14 +54,14 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const steps = await getSteps(k.em(), ticket);
   const rows = new Map(steps.map((s) => [s.step_id, s]));
   const planned = new Map(k.plan.steps.map((s) => [s.id, s]));
-  const open = steps.filter((s) => s.status === 'PENDING' || s.status === 'RUNNING');
-  if (!open.length) {
+  const open = steps.filter((s) => (k.unreviewed ? s.status === 'RUNNING' : s.status === 'PENDING' || s.status === 'RUNNING'));
+  if (!open.length && !k.unreviewed) {
     const failed = steps.find((s) => s.status === 'FAILED');
     if (!failed) return { kind: 'done' };
     return { kind: 'stuck', error: toStructured(new AbcError('FAILED_PRECONDITION', { code: 'STEP_FAILED', category: 'EXECUTION', message: `step ${failed.step_id} failed: ${failed.message ?? ''}`, retryable: false }), { step_id: failed.step_id }) };
   }
   const ready = open.filter((s) => (planned.get(s.step_id)?.dependencies ?? []).every((d) => DONE.includes(rows.get(d)?.status ?? '')));
-  if (!ready.length) {
+  if (!ready.length && !k.unreviewed) {
     return { kind: 'stuck', error: toStructured(new AbcError('FAILED_PRECONDITION', { code: 'DEPENDENCY_FAILED', category: 'EXECUTION', message: `steps ${open.map((s) => s.step_id).join(', ')} wait on steps that will not finish`, retryable: false })) };
   }
 
@@ -118,23 +120,23 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     const bound = await k.executor(step, steps, ctx);
     const call = bound.output.data as ExecutorData | undefined;
     const started = Date.now();
-    await k.em().transactional((tx) =>
-      transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
+    await k.em().transactional(async (tx) => {
+      // The step's context lives in EPHEMERAL memory until its review.
+      await k.memory.store('step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`, [], tx);
+      await transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
         trace: [
           { type: 'POLICY_EVALUATION', payload: { ...allowed.get(id)!, step_id: id, role: 'STEP_EXECUTOR', tool: row.capability } },
           { type: 'AGENT_DECISION', payload: { role: 'STEP_EXECUTOR', agents: bound.agents, success: bound.output.success, confidence: bound.output.confidence, step_id: id } },
           { type: 'TOOL_CALL_START', payload: { step_id: id, capability: call?.capability ?? step.tool_name, batch_id: batchId, active_steps: [...running].sort() } },
         ],
-      }),
-    );
+      });
+    });
     const llmCalls: Record<string, unknown>[] = [];
     try {
       if (!bound.output.success || !call) throw new AbcError('FAILED_PRECONDITION', { code: 'EXECUTOR_FAILED', category: 'EXECUTION', message: bound.output.errors[0]?.message ?? 'the step executor did not bind the step', retryable: true });
       if (call.capability !== step.tool_name && call.capability !== step.fallback_tool) {
         throw new AbcError('PERMISSION_DENIED', { code: 'EXECUTOR_OFF_PLAN', category: 'COMPLIANCE', message: `the executor asked for ${call.capability}, which step ${id} does not plan`, retryable: false });
       }
-      // The step's context lives in EPHEMERAL memory until its review.
-      await k.memory.store('step_context', { ...ctx, tool_input: call.input }, 'EPHEMERAL', `${ticket}:${id}`);
       const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestorsOf(k.plan, id).has(d)));
       const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
@@ -191,7 +193,9 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     });
     return { kind: 'aborted' };
   }
-  return { kind: 'settled', batch: { id: batchId, steps: [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)], failures } };
+  const settled = [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)];
+  // A batch that only catches up on earlier steps is no evidence the failures stopped.
+  return { kind: 'settled', batch: { id: batchId, steps: [...new Set([...(k.unreviewed ?? []), ...settled])], failures, ...(!settled.length && { catch_up: true }) } };
 }
 
 /** Runs a step on its capability; an allowed fallback capability takes over if it fails (not for compliance). */
