@@ -4,29 +4,16 @@
 // - poll throughput against a raw SELECT of the same row over pg;
 // - submit-to-done latency for analyze_portfolio, p50 and p99 (sync, and async + long poll).
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, fmt, percentile, startAbc } from './lib.js';
+import { benchDatabase, contractBody, fmt, percentile, startAbc } from './lib.js';
 
 const CONCURRENCY = 16;
 const SUBMITS = Number(process.env.BENCH_SUBMITS ?? 400);
 const POLLS = Number(process.env.BENCH_POLLS ?? 4000);
 const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
 
-function body(mode: 'sync' | 'async') {
-  const id = randomUUID();
-  return JSON.stringify({
-    contract: { contract_id: 'com.thaleon.wm:analyze-portfolio', version: '1.0.0' },
-    intent: 'analyze_portfolio',
-    correlation: { request_id: `req-${id}`, idempotency_key: `idem-${id}`, session_id: 'bench-session', sent_at: new Date().toISOString() },
-    context: { as_of: '2026-11-20', currency: 'USD', risk_profile: { risk_level: 'balanced' } },
-    input: { portfolio_ref: { portfolio_id: 'pf-demo-balanced' } },
-    output_spec: { format: 'json', detail_level: 'standard' },
-    execution_preferences: { mode, max_latency_ms: 30000 },
-  });
-}
 
 /** Runs `n` calls of `fn` with `concurrency` in flight; returns calls per second. */
 async function throughput(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
@@ -46,7 +33,7 @@ export async function contracts(): Promise<void> {
     await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
     const submit = async (mode: 'sync' | 'async') => {
-      const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: body(mode) });
+      const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody(mode, 'bench-session') });
       const json = (await res.json()) as { task?: { ticket: string }; kind: string };
       if (res.status >= 300) throw new Error(`submit answered ${res.status}: ${JSON.stringify(json)}`);
       return { json, ticket: res.headers.get('x-abc-ticket')! };

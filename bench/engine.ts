@@ -4,29 +4,16 @@
 // and replan (its first call fails asking for a replan). Reported as p50 and
 // p90 submit-to-done (sync) and as ratios against clean from the same run.
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
-import { benchDatabase, fmt, percentile, startAbc } from './lib.js';
+import { benchDatabase, contractBody, fmt, percentile, startAbc } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_ENGINE_RUNS ?? 30);
 type Mode = 'clean' | 'retry' | 'replan';
 
-function body() {
-  const id = randomUUID();
-  return JSON.stringify({
-    contract: { contract_id: 'com.thaleon.wm:analyze-portfolio', version: '1.0.0' },
-    intent: 'analyze_portfolio',
-    correlation: { request_id: `req-${id}`, idempotency_key: `idem-${id}`, session_id: 'bench-engine', sent_at: new Date().toISOString() },
-    context: { as_of: '2026-11-20', currency: 'USD', risk_profile: { risk_level: 'balanced' } },
-    input: { portfolio_ref: { portfolio_id: 'pf-demo-balanced' } },
-    output_spec: { format: 'json', detail_level: 'standard' },
-    execution_preferences: { mode: 'sync', max_latency_ms: 30000 },
-  });
-}
 
 /** The probe tool: per execution (run_id), the first call fails as the mode says. */
 async function probeTool(): Promise<{ url: string; mode: { current: Mode }; close(): Promise<void> }> {
@@ -69,7 +56,7 @@ export async function engine(): Promise<void> {
 
     const once = async () => {
       const t = performance.now();
-      const out = await post('/v1/contracts:submit', body());
+      const out = await post('/v1/contracts:submit', contractBody('sync', 'bench-engine'));
       if (out.kind !== 'result') throw new Error(`the execution did not succeed: ${JSON.stringify(out).slice(0, 300)}`);
       return performance.now() - t;
     };

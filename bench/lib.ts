@@ -1,5 +1,6 @@
 // Shared bench helpers: percentiles, an ABC child process, an embedded database.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -71,4 +72,18 @@ export async function startAbc(databaseUrl: string, env: Record<string, string> 
       await new Promise((r) => child.once('exit', r));
     },
   };
+}
+
+/** An analyze_portfolio request for the sample portfolio, with fresh correlation ids. */
+export function contractBody(mode: 'sync' | 'async', sessionId: string): string {
+  const id = randomUUID();
+  return JSON.stringify({
+    contract: { contract_id: 'com.thaleon.wm:analyze-portfolio', version: '1.0.0' },
+    intent: 'analyze_portfolio',
+    correlation: { request_id: `req-${id}`, idempotency_key: `idem-${id}`, session_id: sessionId, sent_at: new Date().toISOString() },
+    context: { as_of: '2026-11-20', currency: 'USD', risk_profile: { risk_level: 'balanced' } },
+    input: { portfolio_ref: { portfolio_id: 'pf-demo-balanced' } },
+    output_spec: { format: 'json', detail_level: 'standard' },
+    execution_preferences: { mode, max_latency_ms: 30000 },
+  });
 }

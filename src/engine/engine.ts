@@ -410,7 +410,7 @@ export class ContractEngine {
   async #rollback(row: TicketRow, rec: ExecRecord): Promise<void> {
     const scope = rec.rollback?.scope ?? 'LOCAL';
     const snapshotId = scope === 'GLOBAL' ? rec.base_snapshot_id : rec.snapshot_id;
-    const snapshot = snapshotId ? await restoreSnapshot(this.#em(), snapshotId) : undefined;
+    const snapshot = snapshotId ? await this.#snapshot(snapshotId) : undefined;
     if (!snapshot) return this.#halt(row, rec, toStructured(new AbcError('FAILED_PRECONDITION', { code: 'NO_SNAPSHOT', category: 'EXECUTION', message: `no ${scope} snapshot to roll back to`, retryable: false })), []);
     await this.#em().transactional(async (tx) => {
       const reset: string[] = [];

@@ -167,6 +167,22 @@ describe('self-healing', () => {
     expect(ctx.snapshots.length).toBeGreaterThanOrEqual(created.length);
   });
 
+  it('refuses at PLAN_CHECK a step whose input breaks its tool schema, and replans onto the fallback', async () => {
+    await tool('strict_quote', { input_schema: { type: 'object', required: ['symbol'], properties: { symbol: { type: 'string' } } } });
+    await tool('loose_quote');
+    await assembly([{ id: 'quote', tool_name: 'tool.strict_quote', fallback_tool: 'tool.loose_quote', input: {} }]);
+    const done = await run();
+    expect(done.status).toBe('SUCCEEDED');
+    expect(tools.calls('strict_quote')).toHaveLength(0);
+    const events = await trace(done.ticket);
+    const critic = events.filter((e) => e.type === 'AGENT_DECISION' && e.payload.role === 'PLAN_CRITIC').map((e) => e.payload.success);
+    expect(critic).toEqual([false, true]);
+    expect(lifecycle(events).slice(0, 6)).toEqual(['CONTEXT_BUILD', 'PLAN_GENERATION', 'PLAN_CHECK', 'REPLAN', 'PLAN_CHECK', 'EXECUTION_PREPARE']);
+    const plans = await plansOf(done.ticket);
+    expect(plans[1]!.steps.find((x: Json) => x.id === 'quote')).toMatchObject({ tool_name: 'tool.loose_quote', avoided: 'tool.strict_quote' });
+    expect(events.find((e) => e.type === 'ERROR_OCCURRED')!.payload).toMatchObject({ code: 'PLAN_CHECK_FAILED', suggested_action: 'REPLAN', metadata: { avoid: ['tool.strict_quote'] } });
+  });
+
   it('halts after N consecutive failures, retrying what is retryable until then', async () => {
     await tool('broken');
     tools.script('broken', { status: 503, body: { error: { code: 'UPSTREAM_DOWN', message: 'down', retryable: true } } });

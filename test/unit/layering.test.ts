@@ -35,4 +35,14 @@ describe('layering', () => {
     );
     expect(offenders).toEqual([]);
   });
+
+  it('src/execution/ (tools) never reaches the engine, its agents or its policy (seed 002 dependency rule)', () => {
+    const banned = ['src/engine', 'src/decision', 'src/domain/engine-policy.ts'].map((d) => path.join(ROOT, d));
+    const offenders = sources(path.join(ROOT, 'src/execution')).flatMap((file) =>
+      imports(file)
+        .filter((spec) => spec.startsWith('.') && banned.some((b) => path.resolve(path.dirname(file), spec).replace(/\.js$/, '.ts').startsWith(b)))
+        .map((spec) => `${path.relative(ROOT, file)} -> ${spec}`),
+    );
+    expect(offenders).toEqual([]);
+  });
 });
