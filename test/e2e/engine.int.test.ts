@@ -167,6 +167,21 @@ describe('self-healing', () => {
     expect(ctx.snapshots.length).toBeGreaterThanOrEqual(created.length);
   });
 
+  it('rolls back LOCAL to the last reviewed batch: earlier batches stay done', async () => {
+    await tool('stamp', { side_effect: true });
+    await tool('audit_local');
+    tools.script('audit_local', toolError('MISMATCH', 'ROLLBACK'), { body: { audited: true } });
+    await assembly([{ id: 'stamp', tool_name: 'tool.stamp' }, { id: 'audit_local', tool_name: 'tool.audit_local', dependencies: ['stamp', 'allocation'] }]);
+    const done = await run();
+    expect(done.status).toBe('SUCCEEDED');
+    const events = await trace(done.ticket);
+    const restored = events.find((e) => e.type === 'SNAPSHOT_RESTORED')!.payload;
+    expect(restored).toMatchObject({ scope: 'LOCAL', label: expect.stringMatching(/^batch:/), reset_steps: expect.arrayContaining(['audit_local']), kept_steps: [] });
+    expect(restored.reset_steps).not.toContain('load_portfolio');
+    expect([starts(events, 'load_portfolio'), starts(events, 'stamp'), starts(events, 'audit_local')]).toEqual([1, 1, 2]);
+    expect(tools.calls('stamp')).toHaveLength(1);
+  });
+
   it('refuses at PLAN_CHECK a step whose input breaks its tool schema, and replans onto the fallback', async () => {
     await tool('strict_quote', { input_schema: { type: 'object', required: ['symbol'], properties: { symbol: { type: 'string' } } } });
     await tool('loose_quote');
