@@ -16,7 +16,6 @@ import type { LlmAccess } from '../execution/capabilities.js';
 import type { MarketData } from '../portfolio/market.js';
 import type { Logger } from '../log.js';
 import type { EventBus } from '../store/event-bus.js';
-import { moveContract, openContract } from '../store/execution-contracts.js';
 import type { Orm } from '../store/orm.js';
 import { aggregate, render } from './analyze-portfolio.js';
 import { Memory } from './memory.js';
@@ -27,6 +26,8 @@ import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { createSnapshot, restoreSnapshot, type SnapshotContent } from './snapshots.js';
 import { runBatch } from './steps.js';
+import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
+import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
 import { syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from './ticket-store.js';
@@ -502,44 +503,14 @@ export class ContractEngine {
     await transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
   }
 
-  // ---- WAIT_HUMAN ----------------------------------------------------------
+  // ---- WAIT_HUMAN (human.ts) -------------------------------------------------
 
-  /** Suspends the execution for a human: a waiting execution contract, a deadline, and a queue job at the deadline. */
-  async #awaitHuman(row: TicketRow, rec: ExecRecord, ask: { kind: 'step_approval' | 'low_confidence' | 'result'; stepId: string | null; reason: string }, trace: TicketEventInput[]): Promise<void> {
-    const settings = rec.settings ?? DEFAULT_SETTINGS;
-    const deadline = new Date(Date.now() + settings.human_timeout_ms);
-    await this.#em().transactional(async (tx) => {
-      const subject = `human:${rec.feedback.length + 1}:${ask.stepId ?? 'result'}`;
-      const executionId = await openContract(tx, { sessionId: row.session_id, ticket: row.ticket, subjectId: subject, actionType: 'human_input', actionSummary: `human input → ${ask.reason}`, irreversible: false, timeoutSeconds: Math.ceil(settings.human_timeout_ms / 1000) });
-      const started = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'start', 'graph_runner');
-      const waiting = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'suspend', 'ecs_node');
-      if (ask.kind === 'step_approval' && ask.stepId) await transitionStep(tx, row.ticket, ask.stepId, 'await_human', { message: `waiting for human approval: ${ask.reason}` });
-      const human = { kind: ask.kind, reason: ask.reason, step_id: ask.stepId, requested_at: new Date().toISOString(), deadline: deadline.toISOString(), execution_id: executionId };
-      await transitionTicket(tx, row.ticket, 'human_required', { engine: { ...rec, human }, human_deadline: deadline }, 'engine', {
-        trace: [...trace, { type: 'HUMAN_INTERACTION', payload: { direction: 'requested', ...human } }, ...[started, waiting].filter(Boolean).map((s) => ({ type: 'execution_state', payload: { ...s } }))],
-        reason: ask.reason,
-      });
-      // The deadline is a queue job: whichever worker is alive then times the wait out.
-      await this.queue.enqueue(tx, row.ticket, deadline);
-    });
+  async #awaitHuman(row: TicketRow, rec: ExecRecord, ask: HumanAsk, trace: TicketEventInput[]): Promise<void> {
+    await this.#em().transactional((tx) => awaitHuman(tx, this.queue, row, rec, ask, trace));
   }
 
-  /** A worker met a waiting execution: past its deadline it fails; before, the deadline job is put back. */
   async #checkHumanDeadline(row: TicketRow, rec: ExecRecord): Promise<void> {
-    await this.#em().transactional(async (tx) => {
-      const current = (await getTicket(tx, row.ticket, true))!;
-      if (current.lifecycle_state !== 'WAIT_HUMAN') return;
-      const deadline = current.human_deadline ? new Date(current.human_deadline) : new Date(0);
-      if (deadline.getTime() > Date.now()) return this.queue.enqueue(tx, row.ticket, deadline);
-      const human = rec.human;
-      const moved = human && (await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'fail', 'graph_runner', { errorMessage: 'no human answered before the deadline' }));
-      await skipPending(tx, row.ticket);
-      const error = new AbcError('DEADLINE_EXCEEDED', { code: 'HUMAN_TIMEOUT', category: 'TIMEOUT', message: `no human input before ${deadline.toISOString()}: ${human?.reason ?? ''}`.trim(), retryable: false, details: { deadline: deadline.toISOString() } });
-      await transitionTicket(tx, row.ticket, 'human_timeout', { error: errorDocument(error, row.trace_id), engine: { ...rec, human: null }, human_deadline: null }, 'system', {
-        trace: [{ type: 'HUMAN_INTERACTION', payload: { direction: 'timed_out', ...human } }, errorEvent(toStructured(error)), ...(moved ? [{ type: 'execution_state', payload: { ...moved } }] : [])],
-        reason: 'the human wait timed out',
-      });
-    });
+    await this.#em().transactional((tx) => checkHumanDeadline(tx, this.queue, row, rec));
   }
 
   /**
@@ -548,46 +519,14 @@ export class ContractEngine {
    * resumes it commit together.
    */
   async submitHumanFeedback(ticket: string, input: Omit<HumanFeedback, 'at'>): Promise<TicketRow> {
-    return this.#em().transactional(async (tx) => {
-      const row = await getTicket(tx, ticket, true);
-      if (!row) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', category: 'VALIDATION', message: `ticket ${ticket} does not exist`, retryable: false });
-      if (row.lifecycle_state !== 'WAIT_HUMAN') {
-        throw new AbcError('FAILED_PRECONDITION', {
-          code: 'NOT_WAITING_FOR_HUMAN',
-          category: 'VALIDATION',
-          message: `ticket ${ticket} is ${row.lifecycle_state}, not waiting for human input`,
-          retryable: false,
-          details: { ticket, lifecycle_state: row.lifecycle_state },
-        });
-      }
-      const rec = recordOf(row);
-      const human = rec.human;
-      const feedback: HumanFeedback = { ...input, at: new Date().toISOString() };
-      const next: ExecRecord = { ...rec, human: null, feedback: [...rec.feedback, feedback] };
-      if (input.action === 'continue' && human?.kind === 'step_approval' && human.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
-      if (input.action === 'continue' && human?.kind === 'low_confidence' && human.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
-      if (input.action === 'continue' && human?.kind === 'result') next.accepted_result = true;
-      if (input.action === 'replan') next.replan = { scope: 'GLOBAL', failed_step_id: human?.step_id ?? null };
-      await this.memory.store(`human_feedback:${next.feedback.length}`, { ...feedback, request: human }, 'SESSION', ticket, ['human_feedback'], tx);
-      const subject = subjectOf(rec);
-      const moves = input.action === 'reject'
-        ? [await moveContract(tx, { ticket, subjectId: subject }, 'reject', 'human')]
-        : [await moveContract(tx, { ticket, subjectId: subject }, 'resume', 'human'), await moveContract(tx, { ticket, subjectId: subject }, 'succeed', 'ecs_node', { result: input.feedback.slice(0, 200) })];
-      const trace: TicketEventInput[] = [{ type: 'HUMAN_INTERACTION', payload: { direction: 'answered', action: input.action, actor: input.actor, feedback: input.feedback, request: human } }, ...moves.filter(Boolean).map((m) => ({ type: 'execution_state', payload: { ...m } }))];
-      if (input.action === 'reject') {
-        await skipPending(tx, ticket);
-        const error = new AbcError('FAILED_PRECONDITION', { code: 'HUMAN_REJECTED', category: 'EXECUTION', message: `rejected by ${input.actor}${input.feedback ? `: ${input.feedback}` : ''}`, retryable: false });
-        return transitionTicket(tx, ticket, 'human_reject', { error: errorDocument(error, row.trace_id), engine: { ...next }, human_deadline: null }, 'human', { trace, reason: 'a human rejected' });
-      }
-      const updated = await transitionTicket(tx, ticket, input.action === 'replan' ? 'human_replan' : 'human_continue', { engine: { ...next }, human_deadline: null }, 'human', { trace, reason: `a human asked to ${input.action}` });
-      await this.queue.enqueue(tx, ticket);
-      return updated;
-    });
+    return this.#em().transactional((tx) => answerHuman(tx, this.queue, this.memory, ticket, input));
   }
 
   /** Cancels an unfinished execution; the worker running it stops its steps. */
   async cancel(tx: EntityManager, ticket: string): Promise<TicketRow> {
+    const before = (await getTicket(tx, ticket, true))!;
     const row = await transitionTicket(tx, ticket, 'cancel', { human_deadline: null }, 'caller');
+    await withdrawHuman(tx, before, recordOf(before));
     await skipPending(tx, ticket, 'not run: the ticket was cancelled');
     return row;
   }
@@ -689,11 +628,6 @@ export class ContractEngine {
   }
 }
 
-/** What never started will not start. */
-async function skipPending(tx: EntityManager, ticket: string, message = 'not run: the execution halted'): Promise<void> {
-  for (const s of await getSteps(tx, ticket)) if (s.status === 'PENDING') await transitionStep(tx, ticket, s.step_id, 'skip', { message });
-}
-
 /** The planner's data as a plan body. */
 function plannerBody(data: unknown): PlannerData {
   const d = data as Partial<PlannerData> | undefined;
@@ -703,28 +637,7 @@ function plannerBody(data: unknown): PlannerData {
 
 export const avoidedOf = (body: PlanBody) => body.steps.filter((s) => s.avoided).map((s) => ({ step_id: s.id, avoided: s.avoided, used: s.tool_name }));
 
-const subjectOf = (rec: ExecRecord) => `human:${rec.feedback.length + 1}:${rec.human?.step_id ?? 'result'}`;
-
 const requestOf = (row: TicketRow) => row.request as Record<string, unknown> & { intent: string };
-
-function decisionEvent(run: RoleRun, stepId?: string): TicketEventInput {
-  const o = run.output;
-  return {
-    type: 'AGENT_DECISION',
-    payload: {
-      role: o.role,
-      agents: run.agents,
-      success: o.success,
-      confidence: o.confidence,
-      ...(stepId && { step_id: stepId }),
-      ...(o.errors.length && { errors: o.errors.map((e) => ({ code: e.code, message: e.message, suggested_action: e.suggested_action })) }),
-      ...(run.llm_calls?.length && { llm_calls: run.llm_calls }),
-    },
-  };
-}
-
-const errorEvent = (e: StructuredError): TicketEventInput => ({ type: 'ERROR_OCCURRED', payload: { ...e } });
-const policyEvent = (p: PolicyDecision): TicketEventInput => ({ type: 'POLICY_EVALUATION', payload: { ...p } });
 
 /**
  * Errors of the database connection or of concurrency (lost connection, admin
@@ -734,20 +647,6 @@ const policyEvent = (p: PolicyDecision): TicketEventInput => ({ type: 'POLICY_EV
 function isInfrastructure(error: unknown): boolean {
   const code = (error as { code?: unknown })?.code;
   return typeof code === 'string' && /^(ECONN|EPIPE|ETIMEDOUT|08|53|57P|40001|40P01)/.test(code);
-}
-
-/** The seed error shape of an AbcError. */
-export function errorDocument(e: AbcError, traceId: string): Record<string, unknown> {
-  const p = e.payload;
-  return {
-    code: p.code,
-    category: p.category,
-    message: p.message,
-    retryable: p.retryable,
-    ...(p.retryAfterSeconds !== undefined && { retry_after_seconds: p.retryAfterSeconds }),
-    ...(p.details && { details: p.details }),
-    trace_id: p.traceId ?? traceId,
-  };
 }
 
 /** Outputs of the succeeded steps, by step id. */

@@ -273,6 +273,18 @@ describe('WAIT_HUMAN', () => {
     expect(done.error).toMatchObject({ code: 'HUMAN_REJECTED', message: expect.stringContaining('not today') });
     expect(done.progress.steps.find((x: Json) => x.step_id === 'wire').status).toBe('SKIPPED');
   });
+  it('cancelling a waiting execution withdraws its human request', async () => {
+    await assembly([{ id: 'wire', tool_name: 'tool.wire' }]);
+    const ticket = await submit();
+    await expect.poll(async () => (await s.http(`/v1/tickets/${ticket}`)).headers.get('x-abc-lifecycle-state'), { timeout: 5000 }).toBe('WAIT_HUMAN');
+    const { human_request } = await context(ticket);
+    expect(await (await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} })).json()).toEqual({ ticket, status: 'CANCELED' });
+    const snapshot = await (await s.http(`/api/execution/${human_request.execution_id}/snapshot`)).json();
+    expect(snapshot).toMatchObject({ current_status: 'cancelled', last_trigger: 'cancel' });
+    expect((await trace(ticket, 'HUMAN_INTERACTION')).map((e) => e.payload.direction)).toEqual(['requested', 'withdrawn']);
+    const late = await s.http(`/v1/tickets/${ticket}:feedback`, { method: 'POST', json: { action: 'continue' } });
+    expect((await late.json()).error.code).toBe('NOT_WAITING_FOR_HUMAN');
+  });
 });
 
 describe('memory', () => {
