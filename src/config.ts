@@ -46,6 +46,9 @@ export interface Config {
   ticketRetentionMs: number;
   /** The model of LLM plan steps (used only with LLM_ROUTER_URL). */
   contractLlmModel: string;
+  /** Engine defaults under every assembly's `engine` section (seed 002). */
+  engineHumanTimeoutMs: number;
+  engineMaxConsecutiveFailures: number;
 }
 
 export interface HostPort {
@@ -118,6 +121,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     contractLeaseMs: ms('ABC_CONTRACT_LEASE_MS', 15_000),
     ticketRetentionMs: ms('ABC_TICKET_RETENTION_MS', 86_400_000),
     contractLlmModel: read('ABC_CONTRACT_LLM_MODEL', 'gpt-4o-mini', (raw) => ({ value: raw })),
+    engineHumanTimeoutMs: ms('ABC_ENGINE_HUMAN_TIMEOUT_MS', 3_600_000),
+    engineMaxConsecutiveFailures: read('ABC_ENGINE_MAX_CONSECUTIVE_FAILURES', 3, parsePositiveInt),
   };
   return problems.length ? { ok: false, problems } : { ok: true, config };
 }

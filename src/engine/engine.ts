@@ -1,5 +1,6 @@
 // The execution engine (seed 002) on contract executions. It alone moves the
-// lifecycle, through ticket-store, one transition per decision; agents only
+// lifecycle, through ticket-store, one table transition per decision (a few
+// may share a commit when nothing external happens between them); agents only
 // read frozen state and answer; every step runs through the PEP after the
 // policy's role × tool check. Failures become StructuredErrors that the policy
 // turns into RETRY, REPLAN (LOCAL or GLOBAL), ROLLBACK, WAIT_HUMAN or HALT.
@@ -7,7 +8,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
 import { planInput } from '../decision/decision.js';
-import type { PlanBody, PlanInput } from '../decision/planner.js';
+import { descendants, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
@@ -31,7 +32,6 @@ import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanA
 import { syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from './ticket-store.js';
-import { descendants } from '../decision/planner.js';
 
 export interface EngineOptions {
   orm: Orm;

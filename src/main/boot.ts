@@ -59,6 +59,12 @@ export function coreOptions(config: Config) {
     idempotencyTtlMs: config.idempotencyTtlMs,
     retry: config.retry,
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks },
-    contracts: { workers: config.contractWorkers, leaseMs: config.contractLeaseMs, ticketRetentionMs: config.ticketRetentionMs, llmModel: config.contractLlmModel },
+    contracts: {
+      workers: config.contractWorkers,
+      leaseMs: config.contractLeaseMs,
+      ticketRetentionMs: config.ticketRetentionMs,
+      llmModel: config.contractLlmModel,
+      engine: { human_timeout_ms: config.engineHumanTimeoutMs, max_consecutive_failures: config.engineMaxConsecutiveFailures },
+    },
   };
 }
