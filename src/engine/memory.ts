@@ -8,6 +8,9 @@ import type { MemoryScope } from '../domain/engine-types.js';
 
 export const GLOBAL_SCOPE_ID = 'global';
 
+/** How long a failure pattern steers planners away from its capability after it was last seen. */
+export const FAILURE_MEMORY_MS = 24 * 3_600_000;
+
 export interface MemoryEntry {
   scope: MemoryScope;
   scope_id: string;
@@ -79,12 +82,15 @@ export class Memory {
     );
   }
 
-  /** Recorded failures per capability for an intent. */
-  async failureCounts(intent: string, em: EntityManager = this.em()): Promise<Record<string, number>> {
+  /**
+   * Recorded failures per capability for an intent, over patterns seen within
+   * `withinMs`: a capability that failed long ago gets its chance again.
+   */
+  async failureCounts(intent: string, withinMs = FAILURE_MEMORY_MS, em: EntityManager = this.em()): Promise<Record<string, number>> {
     const rows = await em.execute<{ capability: string; count: number }[]>(
       `SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
-       WHERE scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) GROUP BY 1`,
-      [GLOBAL_SCOPE_ID, `failure:${intent}:`],
+       WHERE scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
+      [GLOBAL_SCOPE_ID, `failure:${intent}:`, withinMs],
     );
     return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
   }
