@@ -314,5 +314,10 @@ describe('memory', () => {
     expect(plan!.steps.find((x: Json) => x.id === 'quote')).toMatchObject({ tool_name: 'tool.quote_b', avoided: 'tool.quote_a' });
     const ctx = await context(second.ticket);
     expect(ctx.execution_context.avoid).toContain('tool.quote_a');
+
+    // A day without that failure: quote_a gets its chance again.
+    await s.orm.em.fork().execute("UPDATE memory SET created_at = now() - interval '25 hours' WHERE key LIKE 'failure:analyze_portfolio:tool.quote_a:%'");
+    expect((await run()).status).toBe('SUCCEEDED');
+    expect(tools.calls('quote_a')).toHaveLength(2);
   });
 });
