@@ -32,7 +32,7 @@ export function contractHandlers(service: ContractService): ContractHandlers {
       const action = HUMAN_ACTIONS[req.action as keyof typeof HUMAN_ACTIONS];
       if (!action) throw invalidRequest('action must be continue, replan or reject', 'action');
       if (req.feedback.length > 10_000) throw invalidRequest('feedback is longer than 10000 characters', 'feedback');
-      const row = await service.opts.engine.submitHumanFeedback(req.ticket, { action, feedback: req.feedback, actor: principal.keyId, ...(req.data && { data: req.data }) });
+      const row = await service.humanFeedback(req.ticket, { action, feedback: req.feedback, actor: principal.keyId, ...(req.data && { data: req.data }) });
       return { ticket: row.ticket, status: enumOf<TicketStatus>('TICKET_STATUS', row.status), lifecycleState: row.lifecycle_state };
     },
     cancelTicket: async (req, ctx) => {

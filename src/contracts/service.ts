@@ -112,6 +112,11 @@ export class ContractService {
     }
   }
 
+  /** submit_human_feedback: the engine continues (or ends) an execution waiting for a human. */
+  humanFeedback(ticket: string, input: Parameters<ContractEngine['submitHumanFeedback']>[1]): Promise<TicketRow> {
+    return this.opts.engine.submitHumanFeedback(ticket, input);
+  }
+
   async cancel(ticket: string, reason: string): Promise<{ ticket: string; status: string }> {
     const row = await this.opts.orm.em.fork().transactional(async (tx) => {
       const current = await getTicket(tx, ticket, true);
