@@ -1,6 +1,6 @@
 // The decision plane over HTTP: list and register assemblies, compile a frozen plan.
 import type { FastifyInstance } from 'fastify';
-import { CapabilityKind, type Assembly, type FrozenPlan, type PlanStep } from '../../gen/abc/decision/v1/decision.js';
+import { Assembly, type FrozenPlan, type PlanStep } from '../../gen/abc/decision/v1/decision.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
 import { plainEnum } from '../mappers.js';
@@ -54,35 +54,9 @@ const assemblySchema = {
 
 type Json = Record<string, any>;
 
-function assemblyFromJson(a: Json): Assembly {
-  return {
-    assemblyId: a.assembly_id,
-    version: a.version,
-    intent: a.intent,
-    contract: a.contract && { contractId: a.contract.contract_id, version: a.contract.version },
-    description: a.description ?? '',
-    expectedLatencyMs: a.expected_latency_ms ?? 0,
-    capabilities: a.capabilities.map((c: Json) => ({ name: c.name, kind: `CAPABILITY_KIND_${c.kind}` as CapabilityKind, constraints: c.constraints })),
-    steps: a.steps.map(
-      (s: Json): PlanStep => ({
-        id: s.id,
-        label: s.label ?? '',
-        description: s.description ?? '',
-        toolName: s.tool_name,
-        fallbackTool: s.fallback_tool ?? '',
-        input: s.input,
-        dependencies: s.dependencies ?? [],
-        timeoutMs: s.timeout_ms,
-        expectedOutput: s.expected_output ?? '',
-        outputSchema: s.output_schema,
-        skipped: false,
-        skipReason: '',
-        when: s.when && { path: s.when.path, defaultValue: s.when.default_value ?? false },
-      }),
-    ),
-    engine: a.engine,
-  };
-}
+/** The schema-checked JSON body as the proto message; ts-proto reads snake_case names, only enum values need their prefix. */
+const assemblyFromJson = (a: Json): Assembly =>
+  Assembly.fromJSON({ ...a, capabilities: a.capabilities.map((c: Json) => ({ ...c, kind: `CAPABILITY_KIND_${c.kind}` })) });
 
 const stepJson = (s: PlanStep) => ({
   id: s.id,

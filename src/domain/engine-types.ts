@@ -1,7 +1,7 @@
 // Seed 002's engine protocol: the read-only state agents see, what they answer,
 // the structured errors and policy decisions that drive self-healing, and the
 // trace event types. Pure types and small constructors; no I/O.
-import type { LifecycleState, StepState } from './contract-lifecycle.machine.js';
+import type { LifecycleState } from './contract-lifecycle.machine.js';
 import type { PermissionLevel } from './policy.js';
 
 export const AGENT_ROLES = ['CONTEXT_BUILDER', 'PLANNER', 'PLAN_CRITIC', 'STEP_EXECUTOR', 'REVIEWER'] as const;
@@ -47,30 +47,6 @@ export interface GlobalState {
   readonly iteration_count: number;
   readonly trace_id: string;
   readonly created_at: string;
-}
-
-/** The plan step an agent or the engine works on. */
-export interface PlanStepView {
-  id: string;
-  label: string;
-  description: string;
-  tool_name: string;
-  fallback_tool?: string;
-  input: Record<string, unknown>;
-  dependencies: string[];
-  timeout_ms: number;
-  skipped: boolean;
-  output_schema?: Record<string, unknown>;
-}
-
-export interface ExecutionContextView {
-  readonly current_plan: { plan_id: string; plan_hash: string; assembly_id: string; assembly_version: string; steps: PlanStepView[]; whitelist: string[] } | null;
-  readonly active_steps: Readonly<Record<string, StepState>>;
-  readonly current_batch_id: string | null;
-  readonly replan_scope: Scope | null;
-  readonly intermediate_results: Readonly<Record<string, unknown>>;
-  readonly errors: readonly string[];
-  readonly snapshot_id: string | null;
 }
 
 /** Ephemeral: what one step needs, dropped when the step is reviewed. */

@@ -24,7 +24,8 @@ export const Status = {
 } as const;
 export type StatusName = keyof typeof Status;
 
-export type ErrorCategory = 'VALIDATION' | 'AUTH' | 'DATA_SOURCE' | 'EXECUTION' | 'TIMEOUT' | 'COMPLIANCE' | 'INTERNAL';
+export const ERROR_CATEGORIES = ['VALIDATION', 'AUTH', 'DATA_SOURCE', 'EXECUTION', 'TIMEOUT', 'COMPLIANCE', 'INTERNAL'] as const;
+export type ErrorCategory = (typeof ERROR_CATEGORIES)[number];
 
 export interface ErrorPayload {
   /** Stable machine code, e.g. `invalid_request`, `agent_error`, `IDEMPOTENCY_CONFLICT`. */

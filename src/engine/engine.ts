@@ -11,7 +11,7 @@ import { planInput } from '../decision/decision.js';
 import { descendants, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
-import { AbcError } from '../domain/errors.js';
+import { AbcError, ERROR_CATEGORIES } from '../domain/errors.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { LlmAccess } from '../execution/capabilities.js';
 import type { MarketData } from '../portfolio/market.js';
@@ -54,7 +54,6 @@ export interface EngineOptions {
 }
 
 const FINISHED = ['COMPLETED', 'FAILED', 'CANCELED'];
-const CATEGORIES = ['VALIDATION', 'AUTH', 'DATA_SOURCE', 'EXECUTION', 'TIMEOUT', 'COMPLIANCE', 'INTERNAL'];
 
 export class ContractEngine {
   readonly queue: ContractQueue;
@@ -190,19 +189,25 @@ export class ContractEngine {
     if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
     const { body, hash } = plannerBody(run.output.data);
     const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
-    await this.#em().transactional(async (tx) => {
+    const generated = await this.#em().transactional(async (tx) => {
       const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body) }, undefined, tx);
-      await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
-      if (!critique?.output.success) return;
+      const moved = await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
+      if (!critique?.output.success) return moved;
       await transitionTicket(tx, row.ticket, 'plan_approved', {}, 'engine', { trace: [decisionEvent(critique)] });
       await this.#prepareIn(tx, row, rec, plan);
+      return undefined;
     });
+    // A rejection the built-in critic already gave is acted on now, not asked for again.
+    if (generated && critique) await this.#verdict(generated, rec, critique);
   }
 
   /** PLAN_CHECK: the critic's verdict; a repairable plan is replanned around its culprits. */
   async #checkPlan(row: TicketRow, rec: ExecRecord): Promise<void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
-    const run = await this.#role('PLAN_CRITIC', row, rec, plan, []);
+    await this.#verdict(row, rec, await this.#role('PLAN_CRITIC', row, rec, plan, []));
+  }
+
+  async #verdict(row: TicketRow, rec: ExecRecord, run: RoleRun): Promise<void> {
     if (run.output.success) return this.#move(row.ticket, 'plan_approved', rec, {}, { trace: [decisionEvent(run)] });
     const error = run.output.errors[0] ?? toStructured(new Error('the plan critic rejected the plan'));
     const policy = this.#policy(row, rec, { kind: 'failure', step_id: null, error });
@@ -269,10 +274,12 @@ export class ContractEngine {
   async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
-    const unreviewed = await this.#unreviewed(row, rec);
+    const steps = await getSteps(this.#em(), row.ticket);
+    const unreviewed = await this.#unreviewed(rec, steps);
     let view: EngineContextView | undefined;
     const outcome = await runBatch({
       row,
+      steps,
       rec,
       plan,
       settings,
@@ -284,7 +291,7 @@ export class ContractEngine {
       memory: this.memory,
       global: this.#global(row, rec),
       // One frozen view for the whole batch: the state agents read does not change within it.
-      executor: async (_step, steps, ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
+      executor: async (ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
       ...(unreviewed.length && { unreviewed }),
     });
     if (outcome.kind === 'aborted') return;
@@ -293,12 +300,12 @@ export class ContractEngine {
     if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason }, [policyEvent(outcome.policy)]);
     const settled: ExecRecord = { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) };
     if (this.#builtinOnly('REVIEWER', rec) && !Object.keys(outcome.batch.failures).length) {
-      const steps = await getSteps(this.#em(), row.ticket);
-      const review = await this.#reviewSteps(row, settled, plan, steps);
+      const after = await getSteps(this.#em(), row.ticket);
+      const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
         return this.#em().transactional(async (tx) => {
           await transitionTicket(tx, row.ticket, 'steps_settled', { engine: { ...settled } });
-          await this.#passReview(tx, row, settled, steps, review.trace);
+          await this.#passReview(tx, row, settled, after, review.trace);
         });
       }
     }
@@ -306,10 +313,9 @@ export class ContractEngine {
   }
 
   /** Finished steps the last passed review (its snapshot) has not seen. */
-  async #unreviewed(row: TicketRow, rec: ExecRecord): Promise<string[]> {
+  async #unreviewed(rec: ExecRecord, steps: StepRow[]): Promise<string[]> {
     if (!rec.snapshot_id) return [];
     const snapshot = await this.#snapshot(rec.snapshot_id);
-    const steps = await getSteps(this.#em(), row.ticket);
     return steps.filter((s) => (s.status === 'SUCCEEDED' || s.status === 'FAILED') && snapshot?.steps[s.step_id]?.status !== s.status).map((s) => s.step_id);
   }
 
@@ -584,7 +590,7 @@ export class ContractEngine {
 
   /** Whether a role is the built-in alone (no LLM or agent configured to judge after it). */
   #builtinOnly(role: AgentRole, rec: ExecRecord): boolean {
-    return !this.roles.external(role, rec.settings?.roles[role]);
+    return !this.roles.bound(rec.settings?.roles[role]);
   }
 
   #policy(row: TicketRow, rec: ExecRecord, input: Parameters<typeof evaluateTransition>[3]): PolicyDecision {
@@ -600,7 +606,7 @@ export class ContractEngine {
     const { category = 'EXECUTION', ...details } = error.metadata as { category?: string };
     const doc = {
       code: error.code,
-      category: CATEGORIES.includes(category) ? category : 'EXECUTION',
+      category: (ERROR_CATEGORIES as readonly string[]).includes(category) ? category : 'EXECUTION',
       message: error.message,
       retryable: error.retryable,
       details: { ...details, severity: error.severity, ...(reason && { halt_reason: reason }) },

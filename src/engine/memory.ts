@@ -30,7 +30,13 @@ export interface FailurePattern {
 }
 
 /** The text the full-text index covers; search must use the same expression. */
-export const SEARCH_DOCUMENT = "to_tsvector('simple', key || ' ' || coalesce(value::text, ''))";
+const SEARCH_DOCUMENT = "to_tsvector('simple', key || ' ' || coalesce(value::text, ''))";
+
+/** Full-text search of one scope and scope id; parameters: query, scope, scope id, limit. */
+export const MEMORY_SEARCH_SQL = `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
+  FROM memory, websearch_to_tsquery('simple', ?) q
+  WHERE scope = ? AND scope_id = ? AND ${SEARCH_DOCUMENT} @@ q
+  ORDER BY rank DESC, created_at DESC LIMIT ?`;
 
 const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unknown; tags: string[] | null; created_at: Date; rank?: number }): MemoryEntry => ({
   scope: r.scope,
@@ -60,14 +66,8 @@ export class Memory {
   }
 
   /** Full-text search in a scope (and scope id, except GLOBAL), best matches first. */
-  async search(query: string, scope: MemoryScope, scopeId?: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
-    const rows = await em.execute<Parameters<typeof row>[0][]>(
-      `SELECT scope, scope_id, key, value, tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
-       FROM memory, websearch_to_tsquery('simple', ?) q
-       WHERE scope = ? ${scope !== 'GLOBAL' && scopeId ? 'AND scope_id = ?' : ''} AND ${SEARCH_DOCUMENT} @@ q
-       ORDER BY rank DESC, created_at DESC LIMIT ?`,
-      [query, scope, ...(scope !== 'GLOBAL' && scopeId ? [scopeId] : []), limit],
-    );
+  async search(query: string, scope: MemoryScope, scopeId: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
+    const rows = await em.execute<Parameters<typeof row>[0][]>(MEMORY_SEARCH_SQL, [query, scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, limit]);
     return rows.map(row);
   }
 

@@ -31,11 +31,3 @@ export async function restoreSnapshot(em: EntityManager, snapshotId: string): Pr
   const [row] = await em.execute<{ context: SnapshotContent }[]>('SELECT context FROM snapshots WHERE snapshot_id = ?', [snapshotId]);
   return row?.context;
 }
-
-export async function listSnapshots(em: EntityManager, ticket: string): Promise<{ snapshot_id: string; lifecycle_state: string; label: string; created_at: string }[]> {
-  const rows = await em.execute<{ snapshot_id: string; lifecycle_state: string; label: string; created_at: Date }[]>(
-    `SELECT snapshot_id, lifecycle_state, context->>'label' AS label, created_at FROM snapshots WHERE ticket = ? ORDER BY created_at, snapshot_id`,
-    [ticket],
-  );
-  return rows.map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString() }));
-}

@@ -5,7 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FrozenPlanDoc } from '../decision/decision.js';
 import { checkToolPermission, evaluateTransition, type EngineSettings } from '../domain/engine-policy.js';
-import type { GlobalState, PolicyDecision, StepContext, StructuredError } from '../domain/engine-types.js';
+import type { GlobalState, PolicyDecision, StepContext, StructuredError, ToolFacts } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
 import type { LlmAccess } from '../execution/capabilities.js';
 import { newId } from '../ids.js';
@@ -22,6 +22,8 @@ import { getSteps, getTicket, transitionStep, type StepRow, type TicketRow } fro
 
 export interface BatchKit {
   row: TicketRow;
+  /** The ticket's steps as the batch starts. */
+  steps: StepRow[];
   rec: ExecRecord;
   plan: FrozenPlanDoc;
   settings: EngineSettings;
@@ -35,7 +37,7 @@ export interface BatchKit {
   /** Finished steps no review has seen yet: only steps left running restart, then all of them settle as one batch. */
   unreviewed?: string[];
   /** The STEP_EXECUTOR role: binds a step to its call. */
-  executor: (step: PlannedStepLike, steps: StepRow[], ctx: StepContext) => Promise<RoleRun>;
+  executor: (ctx: StepContext) => Promise<RoleRun>;
 }
 
 type PlannedStepLike = FrozenPlanDoc['steps'][number];
@@ -51,7 +53,7 @@ const DONE = ['SUCCEEDED', 'SKIPPED'];
 
 export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const ticket = k.row.ticket;
-  const steps = await getSteps(k.em(), ticket);
+  const steps = k.steps;
   const rows = new Map(steps.map((s) => [s.step_id, s]));
   const planned = new Map(k.plan.steps.map((s) => [s.id, s]));
   const open = steps.filter((s) => (k.unreviewed ? s.status === 'RUNNING' : s.status === 'PENDING' || s.status === 'RUNNING'));
@@ -68,25 +70,30 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   // The policy gates every step before it runs.
   const runnable: StepRow[] = [];
   const allowed = new Map<string, PolicyDecision>();
+  const factsOf = new Map<string, ToolFacts | undefined>();
+  const facts = async (capability: string) => {
+    if (!factsOf.has(capability)) factsOf.set(capability, await toolFacts(k.em(), capability));
+    return factsOf.get(capability);
+  };
   const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
   let human: { stepId: string; reason: string; policy: PolicyDecision } | undefined;
   for (const step of ready) {
-    const facts = await toolFacts(k.em(), step.capability);
-    if (!facts) {
+    const tool = await facts(step.capability);
+    if (!tool) {
       const error = toStructured(new AbcError('FAILED_PRECONDITION', { code: 'NO_EXECUTION_UNIT', category: 'EXECUTION', message: `nothing serves ${step.capability}`, retryable: false }), { step_id: step.step_id, capability: step.capability });
       blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason: error.message } });
       continue;
     }
-    if (!checkToolPermission('STEP_EXECUTOR', facts, k.settings)) {
-      const reason = `STEP_EXECUTOR may not call ${facts.permission_level} tools (${step.capability})`;
-      const error = toStructured(new AbcError('PERMISSION_DENIED', { code: 'TOOL_PERMISSION_DENIED', category: 'COMPLIANCE', message: reason, retryable: false, details: { role: 'STEP_EXECUTOR', tool: step.capability, permission_level: facts.permission_level } }), {
+    if (!checkToolPermission('STEP_EXECUTOR', tool, k.settings)) {
+      const reason = `STEP_EXECUTOR may not call ${tool.permission_level} tools (${step.capability})`;
+      const error = toStructured(new AbcError('PERMISSION_DENIED', { code: 'TOOL_PERMISSION_DENIED', category: 'COMPLIANCE', message: reason, retryable: false, details: { role: 'STEP_EXECUTOR', tool: step.capability, permission_level: tool.permission_level } }), {
         step_id: step.step_id,
         capability: step.capability,
       });
       blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT' } });
       continue;
     }
-    const decision = evaluateTransition(k.global, k.rec, k.settings, { kind: 'step_start', step_id: step.step_id, tool: facts });
+    const decision = evaluateTransition(k.global, k.rec, k.settings, { kind: 'step_start', step_id: step.step_id, tool });
     if (!decision.allow) {
       human ??= { stepId: step.step_id, reason: decision.reason ?? 'human approval required', policy: decision };
       continue;
@@ -117,7 +124,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     const step = planned.get(id)!;
     running.add(id);
     const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
-    const bound = await k.executor(step, steps, ctx);
+    const bound = await k.executor(ctx);
     const call = bound.output.data as ExecutorData | undefined;
     const started = Date.now();
     await k.em().transactional(async (tx) => {
@@ -145,13 +152,14 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         // The primary capability failed even though the step went on: later planners should know.
         await k.memory.recordFailurePattern({ intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) });
       }
-      const facts = await toolFacts(k.em(), result.capability);
+      const used = await facts(result.capability);
       await k.em().transactional(async (tx) => {
         await transitionStep(tx, ticket, id, 'succeed', {
           output: result.value,
           ...(result.note && { message: result.note }),
-          ...(result.capability !== step.tool_name && { capability: result.capability }),
-          trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: facts?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
+          // A fallback that ran is what rollback must know about.
+          ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
+          trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
         });
         const partial = partialResult(k.row.request, outputs);
         if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);

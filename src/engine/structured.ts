@@ -12,7 +12,7 @@ export function toStructured(thrown: unknown, metadata: Record<string, unknown> 
   const own = (e.details?.tool_error ?? {}) as Record<string, unknown>;
   const { tool_error: _, ...details } = e.details ?? {};
   const meta = { category: e.category, ...details, ...metadata, ...(own.metadata as Record<string, unknown> | undefined) };
-  const suggested = ACTIONS.includes(own.suggested_action as SuggestedAction) ? (own.suggested_action as SuggestedAction) : defaultAction(e.category, e.code, e.retryable);
+  const suggested = ACTIONS.includes(own.suggested_action as SuggestedAction) ? (own.suggested_action as SuggestedAction) : defaultAction(e.category, e.retryable);
   const severity = own.severity === 'INFO' || own.severity === 'WARNING' || own.severity === 'CRITICAL' ? own.severity : e.category === 'COMPLIANCE' ? 'CRITICAL' : 'WARNING';
   return structuredError(typeof own.code === 'string' ? own.code : e.code, typeof own.message === 'string' ? own.message : e.message, {
     severity,
@@ -22,10 +22,9 @@ export function toStructured(thrown: unknown, metadata: Record<string, unknown> 
   });
 }
 
-function defaultAction(category: string, code: string, retryable: boolean): SuggestedAction {
+function defaultAction(category: string, retryable: boolean): SuggestedAction {
   if (category === 'COMPLIANCE' || category === 'VALIDATION' || category === 'AUTH') return 'HALT';
   // A missing portfolio stays missing whatever the plan.
   if (category === 'DATA_SOURCE' && !retryable) return 'HALT';
-  if (code === 'STEP_CANCELLED') return 'HALT';
   return retryable ? 'RETRY' : 'REPLAN';
 }

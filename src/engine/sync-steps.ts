@@ -60,7 +60,7 @@ export async function syncSteps(tx: EntityManager, row: TicketRow, plan: FrozenP
 }
 
 /** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */
-export async function sideEffects(tx: EntityManager, capabilities: string[]): Promise<Set<string>> {
+async function sideEffects(tx: EntityManager, capabilities: string[]): Promise<Set<string>> {
   const out = new Set(capabilities.filter((c) => UNIT_META[c]?.side_effect));
   const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
   if (!tools.length) return out;

@@ -101,10 +101,10 @@ export interface TicketEventInput {
 }
 
 /** Appends progress and trace events in order and wakes every poller of the ticket (after commit). */
-export async function appendTicketEvents(tx: EntityManager, ticket: string, events: TicketEventInput[]): Promise<void> {
+export async function appendTicketEvents(tx: EntityManager, ticket: string, events: TicketEventInput[], locked = false): Promise<void> {
   if (!events.length) return;
-  // The ticket row lock orders the events of parallel steps (gap-free seq).
-  await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
+  // The ticket row lock orders the events of parallel steps (gap-free seq); a lifecycle move already holds it.
+  if (!locked) await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
   await tx.execute(
     `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
      SELECT ?, base.seq + e.n, ?, e.type, e.payload
@@ -154,10 +154,12 @@ export async function transitionTicket(
   if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
   const [updated] = await tx.execute<TicketRow[]>(`UPDATE contract_executions SET ${sets.join(', ')} WHERE ticket = ? RETURNING *`, [...params, ticket]);
   // Seed 002's STATE_TRANSITION trace event, in the transaction of the move.
-  await appendTicketEvents(tx, ticket, [
-    ...(opts.trace ?? []),
-    { type: 'STATE_TRANSITION', payload: { from: row.lifecycle_state, to, trigger, actor, phase, status: statusOf(to), ...(opts.reason && { reason: opts.reason }) } },
-  ]);
+  await appendTicketEvents(
+    tx,
+    ticket,
+    [...(opts.trace ?? []), { type: 'STATE_TRANSITION', payload: { from: row.lifecycle_state, to, trigger, actor, phase, status: statusOf(to), ...(opts.reason && { reason: opts.reason }) } }],
+    true,
+  );
   return updated!;
 }
 
@@ -167,7 +169,7 @@ export async function transitionStep(
   ticket: string,
   stepId: string,
   trigger: StepTrigger,
-  patch: { output?: unknown; message?: string; capability?: string; trace?: TicketEventInput[] } = {},
+  patch: { output?: unknown; message?: string; capability?: string; sideEffect?: boolean; trace?: TicketEventInput[] } = {},
 ): Promise<StepRow> {
   const [row] = await tx.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? AND step_id = ? FOR UPDATE', [ticket, stepId]);
   if (!row) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
@@ -184,10 +186,11 @@ export async function transitionStep(
        output = coalesce(?::jsonb, output),
        message = coalesce(?, message),
        capability = coalesce(?, capability),
+       side_effect = coalesce(?, side_effect),
        started_at = CASE WHEN ? IN ('start', 'restart') THEN now() ELSE started_at END,
        ended_at = CASE WHEN ? IN ('succeed', 'fail', 'skip') THEN now() ELSE ended_at END
      WHERE ticket = ? AND step_id = ? RETURNING *`,
-    [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, trigger, trigger, ticket, stepId],
+    [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, patch.sideEffect ?? null, trigger, trigger, ticket, stepId],
   );
   const events: TicketEventInput[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }, ...(patch.trace ?? [])];
   if (mirrored) {
@@ -204,14 +207,11 @@ export async function transitionStep(
 
 /** Opens the execution contract of a step's next attempt. */
 async function reopenContract(tx: EntityManager, ticket: string, step: StepRow, capability: string): Promise<void> {
-  const [t] = await tx.execute<{ session_id: string; attempts: number }[]>(
-    `SELECT c.session_id, (SELECT count(*)::int FROM execution_contracts e WHERE e.ticket = c.ticket AND e.subject_id = ?) AS attempts
-     FROM contract_executions c WHERE c.ticket = ?`,
+  const [t] = await tx.execute<{ session_id: string; attempts: number; timeout_seconds: number | null }[]>(
+    `SELECT c.session_id, count(e.execution_id)::int AS attempts, (array_agg(e.timeout_seconds ORDER BY e.created_at DESC))[1] AS timeout_seconds
+     FROM contract_executions c LEFT JOIN execution_contracts e ON e.ticket = c.ticket AND e.subject_id = ?
+     WHERE c.ticket = ? GROUP BY c.session_id`,
     [step.step_id, ticket],
-  );
-  const [previous] = await tx.execute<{ timeout_seconds: number | null }[]>(
-    'SELECT timeout_seconds FROM execution_contracts WHERE ticket = ? AND subject_id = ? ORDER BY created_at DESC LIMIT 1',
-    [ticket, step.step_id],
   );
   await openContract(tx, {
     sessionId: t!.session_id,
@@ -221,7 +221,7 @@ async function reopenContract(tx: EntityManager, ticket: string, step: StepRow, 
     actionSummary: `${capability} → ${step.label}`,
     irreversible: step.side_effect,
     idempotencyKey: `${ticket}:${step.step_id}:${t!.attempts + 1}`,
-    ...(previous?.timeout_seconds && { timeoutSeconds: previous.timeout_seconds }),
+    ...(t!.timeout_seconds && { timeoutSeconds: t!.timeout_seconds }),
   });
 }
 

@@ -3,7 +3,7 @@
 // through the read-only pool.
 import type pg from 'pg';
 import type { MemoryScope } from '../domain/engine-types.js';
-import { SEARCH_DOCUMENT, GLOBAL_SCOPE_ID, type MemoryEntry } from '../engine/memory.js';
+import { GLOBAL_SCOPE_ID, MEMORY_SEARCH_SQL, type MemoryEntry } from '../engine/memory.js';
 
 export interface TraceEventRow {
   seq: number;
@@ -77,12 +77,7 @@ export async function readExecutionContext(pool: pg.Pool, ticket: string) {
 }
 
 export async function searchMemory(pool: pg.Pool, scope: MemoryScope, scopeId: string, query: string, limit: number): Promise<MemoryEntry[]> {
-  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(
-    `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
-     FROM memory, websearch_to_tsquery('simple', $1) q
-     WHERE scope = $2 AND scope_id = $3 AND ${SEARCH_DOCUMENT} @@ q
-     ORDER BY rank DESC, created_at DESC LIMIT $4`,
-    [query, scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, limit],
-  );
+  let n = 0;
+  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(MEMORY_SEARCH_SQL.replace(/\?/g, () => `$${++n}`), [query, scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, limit]);
   return rows.map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString(), rank: Number(r.rank) }));
 }

@@ -99,17 +99,8 @@ export function snapshot(c: ContractRow, transitions: TransitionRow[], nowMs: nu
   };
 }
 
-export interface TransitionRecord {
-  execution_id: string;
-  sequence_number: number;
-  from_status: ExecutionState;
-  to_status: ExecutionState;
-  trigger: string;
-  actor: string;
-  actor_category: string;
-  timestamp: number;
-  is_terminal_transition: boolean;
-}
+/** Seed 004's TransitionRecord: a stored transition, with epoch-second time and whether it ended the contract. */
+export type TransitionRecord = Omit<TransitionRow, 'ts'> & { timestamp: number; is_terminal_transition: boolean };
 
 export const transitionRecord = (t: TransitionRow): TransitionRecord => ({
   execution_id: t.execution_id,

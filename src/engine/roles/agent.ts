@@ -2,8 +2,20 @@
 // evaluates; it reads frozen state and answers an AgentOutput. It never writes
 // state, never calls a tool, and never decides the flow.
 import { Ajv } from 'ajv';
-import type { AssemblyDef, PlanBody } from '../../decision/planner.js';
-import type { AgentOutput, AgentRole, ExecutionContextView, GlobalState, Scope, StepContext } from '../../domain/engine-types.js';
+import type { AssemblyDef, PlanBody, PlannedStep } from '../../decision/planner.js';
+import type { StepState } from '../../domain/contract-lifecycle.machine.js';
+import type { AgentOutput, AgentRole, GlobalState, Scope, StepContext } from '../../domain/engine-types.js';
+
+/** Seed 002's ExecutionContext, as agents read it (frozen). */
+export interface ExecutionContextView {
+  readonly current_plan: { plan_id: string; plan_hash: string; assembly_id: string; assembly_version: string; steps: PlannedStep[]; whitelist: string[] } | null;
+  readonly active_steps: Readonly<Record<string, StepState>>;
+  readonly current_batch_id: string | null;
+  readonly replan_scope: Scope | null;
+  readonly intermediate_results: Readonly<Record<string, unknown>>;
+  readonly errors: readonly string[];
+  readonly snapshot_id: string | null;
+}
 
 /** What an agent may read besides the seed's ExecutionContext fields. */
 export interface EngineContextView extends ExecutionContextView {
@@ -29,7 +41,7 @@ export interface CognitiveAgent {
 }
 
 /** The shape every AgentOutput has, whoever produced it. */
-export const AGENT_OUTPUT_SCHEMA = {
+const AGENT_OUTPUT_SCHEMA = {
   type: 'object',
   required: ['success', 'confidence'],
   properties: {

@@ -8,7 +8,7 @@ import { AssemblyError, mergeLocal, topoOrder, type PlanBody } from '../../decis
 import { settingsOf } from '../../domain/engine-policy.js';
 import { structuredError, type AgentOutput, type AgentRole, type GlobalState, type StepContext, type StructuredError } from '../../domain/engine-types.js';
 import { schemaProblem } from '../../execution/tool-runner.js';
-import type { Memory } from '../memory.js';
+import { GLOBAL_SCOPE_ID, type Memory } from '../memory.js';
 import { toolFacts } from '../pep.js';
 import { validAgentOutput, type CognitiveAgent, type EngineContextView, type ExecutorData, type PlannerData } from './agent.js';
 
@@ -48,7 +48,7 @@ export class ContextBuilder extends Builtin {
     const assembly = await this.deps.decision.resolve(req.intent, req.assembly_version);
     const settings = settingsOf(assembly.engine);
     const failureCounts = await this.deps.memory.failureCounts(req.intent);
-    const successes = await this.deps.memory.search(`success ${req.intent}`, 'GLOBAL', undefined, 5);
+    const successes = await this.deps.memory.search(`success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5);
     const avoid = Object.entries(failureCounts).filter(([, n]) => n >= settings.avoid_after_failures).map(([c]) => c).sort();
     return this.ok({ assembly, failure_counts: failureCounts, similar_successes: successes.map((s) => s.value), avoid });
   }

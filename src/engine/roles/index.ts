@@ -40,11 +40,15 @@ export class Roles {
     readonly deps: { em: () => EntityManager; llm?: LlmAccess; agentIdleTimeoutMs: number },
   ) {}
 
-  /** The external agent bound to a role, if any (an LLM binding without a router stays built-in). */
+  /** Whether a binding puts an outside agent after the built-in (an LLM binding without a router does not). */
+  bound(binding: RoleBinding | undefined): boolean {
+    return binding !== undefined && (binding.kind === 'agent' || (binding.kind === 'llm' && Boolean(this.deps.llm)));
+  }
+
+  /** The external agent bound to a role, if any. */
   external(role: AgentRole, binding: RoleBinding | undefined, onLlmCall?: (record: Record<string, unknown>) => void): CognitiveAgent | undefined {
-    if (!binding || binding.kind === 'builtin') return undefined;
-    if (binding.kind === 'agent') return new RemoteAgent(role, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs);
-    if (!this.deps.llm) return undefined;
+    if (binding?.kind === 'agent') return new RemoteAgent(role, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs);
+    if (binding?.kind !== 'llm' || !this.deps.llm) return undefined;
     return new LlmAgent(role, this.deps.llm, binding.model ?? this.deps.llm.model, binding.instructions, onLlmCall);
   }
 
