@@ -54,6 +54,7 @@ export interface EngineOptions {
 }
 
 const FINISHED = ['COMPLETED', 'FAILED', 'CANCELED'];
+const NO_BATCH: NonNullable<ExecRecord['batch']> = { id: 'none', steps: [], failures: {} };
 
 export class ContractEngine {
   readonly queue: ContractQueue;
@@ -334,7 +335,7 @@ export class ContractEngine {
 
   /** STEP_REVIEW: each step of the batch against its schema and the confidence threshold; failures go to the policy. */
   async #reviewBatch(row: TicketRow, rec: ExecRecord): Promise<void> {
-    const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
+    const batch = rec.batch ?? NO_BATCH;
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const steps = await getSteps(this.#em(), row.ticket);
     const { trace, problem } = await this.#reviewSteps(row, rec, plan, steps);
@@ -378,7 +379,7 @@ export class ContractEngine {
 
   /** The reviewer's verdict on each step of the batch, and the first problem. */
   async #reviewSteps(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc, steps: StepRow[]): Promise<{ trace: TicketEventInput[]; problem?: { stepId: string; error?: StructuredError; confidence?: number } }> {
-    const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
+    const batch = rec.batch ?? NO_BATCH;
     const settings = rec.settings ?? DEFAULT_SETTINGS;
     const trace: TicketEventInput[] = [];
     let problem: { stepId: string; error?: StructuredError; confidence?: number } | undefined;
@@ -402,7 +403,7 @@ export class ContractEngine {
 
   /** A passed review: the batch's step contexts end, a snapshot marks what is reviewed, and execution goes on. */
   async #passReview(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): Promise<void> {
-    const batch = rec.batch ?? { id: 'none', steps: [], failures: {} };
+    const batch = rec.batch ?? NO_BATCH;
     await this.memory.clear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`), tx);
     const snapshot = await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec);
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;

@@ -1,6 +1,8 @@
 // Seed 002 snapshots: the ExecutionContext at key phases (a prepared plan,
 // each reviewed batch), for ROLLBACK. A snapshot holds the plan, every step's
-// status and output, and the record fields a rollback restores.
+// status, and the record fields a rollback restores. Outputs are not copied:
+// a step that had succeeded at the snapshot is never put back by restoring
+// it, so its output in contract_steps is the one the snapshot saw.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { StepState } from '../domain/contract-lifecycle.machine.js';
 import { newId } from '../ids.js';
@@ -10,7 +12,7 @@ import { appendTicketEvent, type StepRow } from './ticket-store.js';
 export interface SnapshotContent {
   label: string;
   plan_id: string | null;
-  steps: Record<string, { status: StepState; output: unknown }>;
+  steps: Record<string, { status: StepState }>;
   record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'>;
 }
 
@@ -19,7 +21,7 @@ export async function createSnapshot(tx: EntityManager, ticket: string, state: s
   const content: SnapshotContent = {
     label,
     plan_id: planId,
-    steps: Object.fromEntries(steps.map((s) => [s.step_id, { status: s.status, output: s.output ?? null }])),
+    steps: Object.fromEntries(steps.map((s) => [s.step_id, { status: s.status }])),
     record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, snapshot_id: rec.snapshot_id },
   };
   await tx.execute('INSERT INTO snapshots (snapshot_id, ticket, lifecycle_state, context) VALUES (?, ?, ?, ?::jsonb)', [snapshotId, ticket, state, JSON.stringify(content)]);

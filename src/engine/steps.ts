@@ -148,12 +148,10 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
-      if (result.failed) {
-        // The primary capability failed even though the step went on: later planners should know.
-        await k.memory.recordFailurePattern({ intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) });
-      }
       const used = await facts(result.capability);
       await k.em().transactional(async (tx) => {
+        // The primary capability failed even though the step went on: later planners should know.
+        if (result.failed) await k.memory.recordFailurePattern({ intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
         await transitionStep(tx, ticket, id, 'succeed', {
           output: result.value,
           ...(result.note && { message: result.note }),
