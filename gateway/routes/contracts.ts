@@ -8,7 +8,7 @@ import { errorBody } from '../errors.js';
 import { call } from '../grpc-call.js';
 import { plainEnum } from '../mappers.js';
 
-const ticketParams = { type: 'object', required: ['ticket'], properties: { ticket: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
+export const ticketParams = { type: 'object', required: ['ticket'], properties: { ticket: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
 
 const ref = (c: { contractId: string; version: string } | undefined) => ({ contract_id: c?.contractId ?? '', version: c?.version ?? '' });
 const correlation = (c: { requestId: string; sessionId: string } | undefined) => ({ request_id: c?.requestId ?? '', session_id: c?.sessionId ?? '' });

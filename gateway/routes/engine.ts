@@ -6,8 +6,7 @@ import type { MemoryScope } from '../../gen/abc/observer/v1/engine.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
 import { plainEnum } from '../mappers.js';
-
-const ticketParams = { type: 'object', required: ['ticket'], properties: { ticket: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
+import { ticketParams } from './contracts.js';
 
 const feedbackBody = {
   type: 'object',

@@ -148,10 +148,13 @@ export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: Re
       ...(condition !== true && { skip_reason: `${s.when!.path} is ${JSON.stringify(condition)}` }),
     };
   });
-  const contract = input.contract ? ` (${input.contract.contract_id}@${input.contract.version})` : '';
-  const body: PlanBody = { assembly_id: assembly.assembly_id, assembly_version: assembly.version, goal: `${input.intent}${contract}`, steps, whitelist };
+  const body: PlanBody = { assembly_id: assembly.assembly_id, assembly_version: assembly.version, goal: goalOf(input), steps, whitelist };
   return { body, hash: canonicalHash(body) };
 }
+
+/** A plan's goal (and an execution's original_goal): the intent and the contract it serves. */
+export const goalOf = (input: { intent: string; contract?: { contract_id: string; version: string } }): string =>
+  `${input.intent}${input.contract ? ` (${input.contract.contract_id}@${input.contract.version})` : ''}`;
 
 /** The content of a plan, without its identity. */
 export const bodyOf = (p: PlanBody): PlanBody => ({ assembly_id: p.assembly_id, assembly_version: p.assembly_version, goal: p.goal, steps: p.steps, whitelist: p.whitelist });

@@ -8,7 +8,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
 import { planInput } from '../decision/decision.js';
-import { descendants, type PlanBody, type PlanInput } from '../decision/planner.js';
+import { descendants, goalOf, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
 import { AbcError, ERROR_CATEGORIES } from '../domain/errors.js';
@@ -541,11 +541,9 @@ export class ContractEngine {
   // ---- helpers ---------------------------------------------------------------
 
   #global(row: TicketRow, rec: ExecRecord): GlobalState {
-    const req = requestOf(row);
-    const contract = req.contract as { contract_id: string; version: string } | undefined;
     return frozen({
       execution_id: row.ticket,
-      original_goal: `${String(req.intent)}${contract ? ` (${contract.contract_id}@${contract.version})` : ''}`,
+      original_goal: goalOf(row.request as unknown as PlanInput),
       lifecycle_state: row.lifecycle_state,
       iteration_count: rec.iteration,
       trace_id: row.trace_id,

@@ -2,6 +2,7 @@
 // GlobalState and ExecutionContext, and memory search. Each is one statement
 // through the read-only pool.
 import type pg from 'pg';
+import { goalOf } from '../decision/planner.js';
 import type { MemoryScope } from '../domain/engine-types.js';
 import { GLOBAL_SCOPE_ID, MEMORY_SEARCH_SQL, type MemoryEntry } from '../engine/memory.js';
 
@@ -48,11 +49,10 @@ export async function readExecutionContext(pool: pg.Pool, ticket: string) {
   const r = rows[0];
   if (!r) return undefined;
   const rec = r.engine ?? {};
-  const contract = r.request.contract as { contract_id: string; version: string } | undefined;
   return {
     global_state: {
       execution_id: r.ticket,
-      original_goal: `${r.request.intent}${contract ? ` (${contract.contract_id}@${contract.version})` : ''}`,
+      original_goal: goalOf(r.request as { intent: string }),
       lifecycle_state: r.lifecycle_state,
       iteration_count: rec.iteration ?? 0,
       trace_id: r.trace_id,
