@@ -1,16 +1,30 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 import type { LogLevel } from './config.js';
 
 export type { Logger };
 
+let stdout: DestinationStream | undefined;
+
+/**
+ * Stdout, written in batches off the request path: a write per 4 KiB or per 250 ms,
+ * not one per line. pino flushes what is left when the process exits.
+ */
+function stdoutDestination(): DestinationStream {
+  stdout ??= pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 });
+  return stdout;
+}
+
 /** Structured JSON logs. Secrets are redacted wherever they may appear. */
 export function createLogger(level: LogLevel, name = 'abc'): Logger {
-  return pino({
-    name,
-    level,
-    redact: {
-      paths: ['apiKey', 'api_key', 'token', 'authToken', 'auth.token', 'authorization', '*.authorization', 'headers.authorization'],
-      censor: '[redacted]',
+  return pino(
+    {
+      name,
+      level,
+      redact: {
+        paths: ['apiKey', 'api_key', 'token', 'authToken', 'auth.token', 'authorization', '*.authorization', 'headers.authorization'],
+        censor: '[redacted]',
+      },
     },
-  });
+    stdoutDestination(),
+  );
 }

@@ -60,7 +60,8 @@ export function bindService<D extends ServiceDefinition>(
     const handler = handlers[name] as unknown as (...args: unknown[]) => unknown;
     const log = opts.log.child({ rpc: method.path });
     const context = async (call: { metadata: Metadata; on(event: 'cancelled', fn: () => void): unknown }, controller: AbortController) => {
-      call.on('cancelled', () => controller.abort());
+      // grpc-js also reports a finished call's stream closing as 'cancelled'; only a live call aborts.
+      call.on('cancelled', () => active.has(controller) && controller.abort());
       if (opts.shutdown.aborted) controller.abort();
       const principal = await opts.authenticate(call.metadata, method.path);
       const requestId = call.metadata.get('x-request-id')[0];

@@ -51,7 +51,8 @@ export class LlmProxy {
         try {
           const res = await this.#upstream().complete(Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) });
           call.servedBy = res.model;
-          call.usage = usageOf(res.body);
+          // Usage is read only where it is kept: a run's record, or the debug log.
+          if (writer || this.#log.isLevelEnabled('debug')) call.usage = usageOf(res.body);
           this.#finish(call, writer, null);
           return { status: res.status, headers: res.headers, body: res.body, requestId: call.requestId };
         } catch (error) {
