@@ -1,5 +1,7 @@
 // bench/llm-proxy: a client calling a fake OpenAI upstream directly vs through ABC
-// (gateway -> gRPC -> core -> upstream), in interleaved rounds of one run.
+// (gateway -> gRPC -> core -> upstream), in interleaved rounds of one run. A bare
+// chain of the same hops (bench/floor.ts) shows what any proxy on this path costs.
+import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -7,7 +9,7 @@ import WebSocket from 'ws';
 import { benchDatabase, fmt, percentile, startAbc, type AbcProcess } from './lib.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 200);
+const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 1000);
 const CHUNKS = 20;
 
 const COMPLETION = JSON.stringify({
@@ -87,6 +89,16 @@ async function load(t: Target, n: number, concurrency: number): Promise<{ latenc
   return { latencies, rps: n / ((performance.now() - start) / 1000) };
 }
 
+/** bench/floor.ts as a child process, like ABC. */
+async function startFloor(upstreamUrl: string): Promise<{ url: string; stop(): void }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/floor.ts', upstreamUrl], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString().trim()));
+    child.once('exit', (code) => reject(new Error(`bench/floor.ts exited with ${code}`)));
+  });
+  return { url, stop: () => child.kill() };
+}
+
 /** A live run and its token, to measure run-linked (recorded) calls. */
 async function runToken(abc: AbcProcess): Promise<{ runId: string; token: string; close(): void }> {
   let resolveHeaders!: (h: http.IncomingHttpHeaders) => void;
@@ -117,11 +129,14 @@ export async function llmProxy(): Promise<void> {
   const db = await benchDatabase('abc_bench_llm');
   const abc = await startAbc(db.url, { LLM_ROUTER_URL: upstreamUrl });
   const run = await runToken(abc);
+  const floorServer = await startFloor(upstreamUrl);
   try {
     const direct: Target = { url: upstreamUrl, headers: {} };
     const viaAbc: Target = { url: `${abc.http}/v1`, headers: { authorization: `Bearer ${abc.key}` } };
     const recorded: Target = { url: `${abc.http}/v1`, headers: { authorization: `Bearer ${run.token}`, 'x-run-id': run.runId } };
+    const floor: Target = { url: `${floorServer.url}/v1`, headers: {} };
     await load(direct, 50, 4);
+    await load(floor, 200, 4);
     await load(viaAbc, 200, 4); // warm-up
     await load(recorded, 50, 4);
 
@@ -134,11 +149,12 @@ export async function llmProxy(): Promise<void> {
     const chunks: Record<string, number[]> = { direct: [], abc: [] };
     for (let round = 0; round < ROUNDS; round++) {
       // Interleave, and alternate who goes first, so drift hits both sides alike.
-      const order: [string, Target][] = round % 2 ? [['abc', viaAbc], ['direct', direct], ['recorded', recorded]] : [['direct', direct], ['recorded', recorded], ['abc', viaAbc]];
+      const order: [string, Target][] = [['direct', direct], ['floor', floor], ['recorded', recorded], ['abc', viaAbc]];
+      if (round % 2) order.reverse();
       for (const [name, target] of order) {
         add(`${name}/1`, await load(target, PER_ROUND / 2, 1));
         add(`${name}/16`, await load(target, PER_ROUND, 16));
-        if (name !== 'recorded') for (let i = 0; i < 10; i++) chunks[name]!.push(...(await streamCall(target)));
+        if (name === 'direct' || name === 'abc') for (let i = 0; i < 10; i++) chunks[name]!.push(...(await streamCall(target)));
       }
     }
     const stat = (key: string) => {
@@ -153,6 +169,15 @@ export async function llmProxy(): Promise<void> {
       const d = stat(`direct/${c}`);
       const a = stat(`abc/${c}`);
       console.log(`| concurrency ${c} | ${fmt(d.p50)} / ${fmt(d.p99)} | ${fmt(a.p50)} / ${fmt(a.p99)} | ${fmt(a.p50 / d.p50, 1)}x | ${fmt(a.p99 / d.p99, 1)}x | ${fmt(d.rps, 0)} | ${fmt(a.rps, 0)} | ${fmt((100 * a.rps) / d.rps, 0)}% |`);
+    }
+    console.log('\n## llm-proxy: the floor of the path (bare Fastify -> grpc-js -> undici, no ABC logic), same rounds');
+    console.log('| case | floor p50 ms | floor p50 vs direct | ABC p50 vs floor | floor req/s vs direct | ABC req/s vs floor |');
+    console.log('|---|---|---|---|---|---|');
+    for (const c of ['1', '16']) {
+      const d = stat(`direct/${c}`);
+      const f = stat(`floor/${c}`);
+      const a = stat(`abc/${c}`);
+      console.log(`| concurrency ${c} | ${fmt(f.p50)} | ${fmt(f.p50 / d.p50, 1)}x | ${fmt(a.p50 / f.p50)}x | ${fmt((100 * f.rps) / d.rps, 0)}% | ${fmt((100 * a.rps) / f.rps, 0)}% |`);
     }
     const dc = [...chunks.direct!].sort((a, b) => a - b);
     const ac = [...chunks.abc!].sort((a, b) => a - b);
@@ -174,6 +199,7 @@ export async function llmProxy(): Promise<void> {
     console.log(`| req/s, concurrency 16 | ${fmt(plain16.rps, 0)} | ${fmt(rec16.rps, 0)} | ${fmt(rec16.rps / plain16.rps)}x |`);
   } finally {
     run.close();
+    floorServer.stop();
     await abc.stop();
     await db.close();
     upstream.closeAllConnections();

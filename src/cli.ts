@@ -6,6 +6,7 @@ import { ApiKeys } from './access/api-keys.js';
 import { parseHostPort } from './config.js';
 import { bootstrapKeys, configOrExit, coreOptions, openStore, rootLogger } from './main/boot.js';
 import { startCore } from './main/core.js';
+import { startGatewayThread } from './main/gateway-thread.js';
 import { Lifecycle } from './main/lifecycle.js';
 import { migrate } from './store/orm.js';
 import { readFile } from 'node:fs/promises';
@@ -38,9 +39,15 @@ try {
       await bootstrapKeys(config, orm, log);
       const core = await startCore({ orm, log, ...coreOptions(config) });
       lifecycle.add('core', core.close);
-      const gateway = await startGateway({ coreAddr: core.address, ...config.httpAddr, logger: log, wsPingIntervalMs: config.wsPingIntervalMs });
+      const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, wsPingIntervalMs: config.wsPingIntervalMs };
+      const gateway = config.gatewayThread
+        ? await startGatewayThread({ ...gatewayOpts, logLevel: config.logLevel }, (error) => {
+            log.fatal({ err: error }, 'the gateway thread stopped');
+            void lifecycle.stop().then(() => process.exit(1));
+          })
+        : await startGateway({ ...gatewayOpts, logger: log });
       lifecycle.add('gateway', gateway.close);
-      log.info({ http: gateway.url, grpc: core.address }, 'ABC is ready');
+      log.info({ http: gateway.url, grpc: core.address, gatewayThread: config.gatewayThread }, 'ABC is ready');
       break;
     }
     case 'core': {

@@ -1,5 +1,6 @@
 // Configuration from environment variables (seed 001 §13.2, ARCHITECTURE §3).
 // Parsing returns every problem as a value; the composition root decides to exit.
+import os from 'node:os';
 import path from 'node:path';
 import type { RetryPolicy } from './domain/backoff.js';
 
@@ -24,6 +25,8 @@ export interface Config {
   agentHeartbeatIntervalMs: number;
   agentUnhealthyAfterMs: number;
   wsPingIntervalMs: number;
+  /** `abc serve` runs the gateway on its own thread (default: when there is more than one core). */
+  gatewayThread: boolean;
   idempotencyTtlMs: number;
   /** No byte from an agent for this long fails the run with agent_error. */
   agentIdleTimeoutMs: number;
@@ -103,6 +106,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     agentHeartbeatIntervalMs: ms('AGENT_HEARTBEAT_INTERVAL_MS', 30_000),
     agentUnhealthyAfterMs: ms('AGENT_UNHEALTHY_AFTER_MS', 90_000),
     wsPingIntervalMs: ms('WS_PING_INTERVAL_MS', 30_000),
+    gatewayThread: read('ABC_GATEWAY_THREAD', os.availableParallelism() > 1, parseSwitch),
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
     runLeaseMs: ms('RUN_LEASE_MS', 15_000),
@@ -172,6 +176,12 @@ function parseCount(raw: string): Parsed<number> {
 function parseFraction(raw: string): Parsed<number> {
   const value = Number(raw);
   return raw !== '' && Number.isFinite(value) && value >= 0 ? { value } : { error: `expected a non-negative number, got "${raw}"` };
+}
+
+function parseSwitch(raw: string): Parsed<boolean> {
+  if (['true', 'on', '1'].includes(raw)) return { value: true };
+  if (['false', 'off', '0'].includes(raw)) return { value: false };
+  return { error: `expected true or false, got "${raw}"` };
 }
 
 function parseLogLevel(raw: string): Parsed<LogLevel> {

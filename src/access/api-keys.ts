@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { Orm } from '../store/orm.js';
 import { ApiKey } from '../store/entities/index.js';
 import type { Principal } from './principal.js';
+import { TtlCache } from './ttl-cache.js';
 
 export type KeyPrincipal = Extract<Principal, { kind: 'key' }>;
 
@@ -15,13 +16,13 @@ export const hashKey = (key: string) => sha256(key);
 /** A new key: `abc_` and 32 random bytes, base64url. */
 export const mintKey = () => `abc_${randomBytes(32).toString('base64url')}`;
 
-const CACHE_TTL_MS = 10_000;
-/** Bounds the cache, so a flood of random keys cannot grow memory without limit. */
-const CACHE_MAX = 10_000;
+/** How long a credential lookup is trusted: a revocation takes effect within this time. */
+export const CREDENTIAL_CACHE_TTL_MS = 10_000;
+export const CREDENTIAL_CACHE_MAX = 10_000;
 
 export class ApiKeys {
   readonly #orm: Orm;
-  readonly #cache = new Map<string, { principal: KeyPrincipal | null; until: number }>();
+  readonly #cache = new TtlCache<KeyPrincipal | null>(CREDENTIAL_CACHE_TTL_MS, CREDENTIAL_CACHE_MAX);
 
   constructor(orm: Orm) {
     this.#orm = orm;
@@ -49,11 +50,10 @@ export class ApiKeys {
   async verify(key: string): Promise<KeyPrincipal | null> {
     const keyHash = hashKey(key);
     const hit = this.#cache.get(keyHash);
-    if (hit && hit.until > Date.now()) return hit.principal;
+    if (hit) return hit.value;
     const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
     const principal: KeyPrincipal | null = row ? { kind: 'key', keyId: row.keyId, name: row.name } : null;
-    if (this.#cache.size >= CACHE_MAX) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(keyHash, { principal, until: Date.now() + CACHE_TTL_MS });
+    this.#cache.set(keyHash, principal);
     return principal;
   }
 

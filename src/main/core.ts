@@ -11,11 +11,11 @@ import { ToolCalls } from '../orchestrator/tool-calls.js';
 import { Presence } from '../ingress/presence.js';
 import { bootTools } from '../orchestrator/tool-store.js';
 import { unauthenticated } from '../domain/errors.js';
+import { RunTokens } from '../access/run-tokens.js';
 import { bindService } from '../grpc/bind.js';
 import type { Logger } from '../log.js';
 import { startHealthMonitor } from '../orchestrator/agents.js';
-import { findRunByTokenHash } from '../orchestrator/run-store.js';
-import { hashToken, Runs } from '../orchestrator/runs.js';
+import { Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
 import { newId } from '../ids.js';
@@ -99,6 +99,7 @@ const PRESENCE_TTL_MS = 30_000;
 export async function startCore(opts: CoreOptions): Promise<Core> {
   const log = opts.log.child({ component: 'core' });
   const keys = new ApiKeys(opts.orm);
+  const runTokens = new RunTokens(opts.orm);
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
   const shutdown = new AbortController();
   const coreId = newId('core');
@@ -177,8 +178,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       throw unauthenticated();
     }
     if (token.startsWith('abcrun_')) {
-      const run = await findRunByTokenHash(opts.orm.em.fork(), hashToken(token));
-      if (run) return { kind: 'run', runId: run.runId, sessionId: run.sessionId };
+      const run = await runTokens.verify(token);
+      if (run) return run;
       throw unauthenticated('unknown run token');
     }
     const principal = await keys.verify(token);

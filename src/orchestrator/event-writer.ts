@@ -37,7 +37,7 @@ export class EventWriter {
       while (this.#pending.length) {
         const batch = this.#pending;
         this.#pending = [];
-        await this.#orm.em.fork().transactional((tx) => appendEvents(tx, this.#runId, batch, { onlyIfActive: this.#onlyIfActive }));
+        await appendEvents(this.#orm.em.fork(), this.#runId, batch, { onlyIfActive: this.#onlyIfActive }); // one atomic statement
       }
     } catch (error) {
       this.#failure = error;

@@ -1,6 +1,6 @@
 // Runs: start, execute against the agent, cancel, read, watch (seed 001 §4.1, §6, §8.1).
 import { randomBytes } from 'node:crypto';
-import { sha256 } from '../domain/hash.js';
+import { hashToken, newRunToken } from '../access/run-tokens.js';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
@@ -445,10 +445,8 @@ function ignoreIfEnded(error: unknown): void {
 class CancelAbort extends Error {}
 class ShutdownAbort extends Error {}
 
-export const hashToken = (token: string) => sha256(token);
 /** States in which a run has an executor holding a lease. */
 const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
-const newRunToken = () => `abcrun_${randomBytes(24).toString('base64url')}`;
 
 function traceIdFrom(traceparent: string | undefined): string | undefined {
   const match = traceparent && /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/.exec(traceparent);

@@ -48,10 +48,11 @@ const toEvent = (r: EventRow): StoredEvent => ({
 });
 
 /**
- * Appends events to a run inside transaction `tx`. Locks the run row (for a
- * gap-free seq) and then its session row, so events of one session commit in
- * cursor order and a session-wide watcher can never skip one. With
- * `onlyIfActive`, events of a run that has ended are dropped (late deltas).
+ * Appends events to a run, in one statement: inside the caller's transaction
+ * `tx`, or atomically on its own. Locks the run row (for a gap-free seq) and then
+ * its session row, so events of one session commit in cursor order and a
+ * session-wide watcher can never skip one. With `onlyIfActive`, events of a run
+ * that has ended are dropped (late deltas).
  */
 export async function appendEvents(
   tx: EntityManager,
@@ -60,29 +61,30 @@ export async function appendEvents(
   opts: { onlyIfActive?: boolean } = {},
 ): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
-  const [run] = await tx.execute<{ last_seq: number; session_id: string }[]>(
-    `UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
-     ${opts.onlyIfActive ? "AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')" : ''} RETURNING last_seq, session_id`,
-    [events.length, runId],
-  );
-  if (!run && opts.onlyIfActive) return [];
-  if (!run) throw new Error(`cannot append events: run ${runId} does not exist`);
-  await tx.execute('SELECT 1 FROM sessions WHERE session_id = ? FOR UPDATE', [run.session_id]);
-  const first = run.last_seq - events.length + 1;
   const now = Date.now();
   // One JSON document for the whole batch (the driver would expand array parameters).
-  const batch = events.map((e, i) => ({ event_id: newId('evt'), seq: first + i, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
+  const batch = events.map((e, i) => ({ event_id: newId('evt'), i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
   const rows = await tx.execute<EventRow[]>(
-    `INSERT INTO events (event_id, run_id, session_id, seq, ts, type, payload)
-     SELECT e.event_id, ?, ?, e.seq, e.ts, e.type, e.payload
-     FROM jsonb_to_recordset(?::jsonb) AS e(event_id text, seq int, ts bigint, type text, payload jsonb)
-     ORDER BY e.seq
-     RETURNING id, event_id, run_id, session_id, seq, ts, type, payload`,
-    [runId, run.session_id, JSON.stringify(batch)],
+    `WITH run AS (
+       UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
+       ${opts.onlyIfActive ? "AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')" : ''}
+       RETURNING last_seq, session_id
+     ), locked AS (
+       SELECT s.session_id FROM sessions s JOIN run ON s.session_id = run.session_id FOR UPDATE OF s
+     ), added AS (
+       INSERT INTO events (event_id, run_id, session_id, seq, ts, type, payload)
+       SELECT e.event_id, ?, locked.session_id, run.last_seq - ? + e.i, e.ts, e.type, e.payload
+       FROM run, locked, jsonb_to_recordset(?::jsonb) AS e(event_id text, i int, ts bigint, type text, payload jsonb)
+       ORDER BY e.i
+       RETURNING id, event_id, run_id, session_id, seq, ts, type, payload
+     ), notified AS (
+       SELECT pg_notify(?, max(session_id) || ' ' || max(run_id) || ' ' || max(id)) FROM added HAVING count(*) > 0
+     )
+     SELECT added.* FROM added, notified`,
+    [events.length, runId, runId, events.length, JSON.stringify(batch), EVENTS_CHANNEL],
   );
-  const stored = rows.map(toEvent).sort((a, b) => a.seq - b.seq);
-  await tx.execute('SELECT pg_notify(?, ?)', [EVENTS_CHANNEL, `${run.session_id} ${runId} ${stored.at(-1)!.id}`]);
-  return stored;
+  if (rows.length === 0 && !opts.onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
+  return rows.map(toEvent).sort((a, b) => a.seq - b.seq);
 }
 
 export interface EventFilter {

@@ -1,6 +1,7 @@
 // `abc serve` as a real child process: embedded PostgreSQL, /ready, SIGTERM, no orphans.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
 import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -55,10 +56,11 @@ describe('abc serve', () => {
   it('starts embedded PostgreSQL, serves /ready, and stops cleanly on SIGTERM', async () => {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-serve-'));
     dirs.push(dataDir);
-    const child = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0' });
+    const child = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', ABC_GATEWAY_THREAD: 'true' });
     let stdout = '';
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     const ready = await waitForLog(child, 'ABC is ready');
+    expect(ready.gatewayThread).toBe(true);
     const http = ready.http as string;
 
     const res = await fetch(`${http}/ready`);
@@ -76,12 +78,15 @@ describe('abc serve', () => {
     expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
     await expect(fetch(`${http}/health`)).rejects.toThrow();
+    // The gateway thread's access log reached stdout before the exit.
+    expect(stdout.split('\n').some((line) => line.includes('"msg":"request"') && line.includes('"url":"/ready"'))).toBe(true);
 
-    // A second start reuses the data and the key, and does not print the key again.
-    const again = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0' });
+    // A second start, with the gateway inline, reuses the data and the key, and does not print the key again.
+    const again = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', ABC_GATEWAY_THREAD: 'false' });
     let stdout2 = '';
     again.stdout!.on('data', (c: Buffer) => (stdout2 += c.toString()));
     const ready2 = await waitForLog(again, 'ABC is ready');
+    expect(ready2.gatewayThread).toBe(false);
     expect((await fetch(`${ready2.http as string}/ready`)).status).toBe(200);
     expect(stdout2).not.toContain(key);
     again.kill('SIGINT');
@@ -103,6 +108,21 @@ describe('abc serve', () => {
     process.kill(Number(execFileSync('pgrep', ['-P', String(child.pid)]).toString().trim()), 'SIGTERM');
     expect(await exited(child)).toBe(0);
     expect(postgresProcesses(path.join(dataDir, 'abc', 'pg'))).toEqual([]);
+  }, 120_000);
+
+  it('exits with 1, stopping PostgreSQL, when the gateway thread cannot listen', async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-serve-busy-'));
+    dirs.push(dataDir);
+    const busy = net.createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    const child = run(['serve'], { ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: `127.0.0.1:${(busy.address() as AddressInfo).port}`, ABC_GRPC_ADDR: '127.0.0.1:0', ABC_GATEWAY_THREAD: 'true' });
+    let stdout = '';
+    child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    expect(await exited(child)).toBe(1);
+    busy.close();
+    expect(stdout).toMatch(/"msg":"failed to start"/);
+    expect(stdout).toContain('EADDRINUSE');
+    expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
   }, 120_000);
 
   it('refuses to start with a bad configuration, naming the variable', async () => {

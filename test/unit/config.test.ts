@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { formatProblems, loadConfig } from '../../src/config.js';
 
@@ -20,6 +21,14 @@ describe('configuration', () => {
       logLevel: 'info',
     });
     expect(result.config.dataDir).toMatch(/\.abc$/);
+    expect(result.config.gatewayThread).toBe(os.availableParallelism() > 1);
+  });
+
+  it('runs the gateway inline or on its own thread as told', () => {
+    for (const [raw, value] of [['off', false], ['false', false], ['0', false], ['on', true], ['true', true], ['1', true]] as const) {
+      const result = loadConfig({ ABC_GATEWAY_THREAD: raw });
+      expect(result.ok && result.config.gatewayThread).toBe(value);
+    }
   });
 
   it.each([
@@ -31,6 +40,7 @@ describe('configuration', () => {
     ['TOOL_TIMEOUT_MS', '-5', /positive integer/],
     ['APPROVAL_TIMEOUT_MS', '10m', /positive integer/],
     ['LOG_LEVEL', 'loud', /must be one of/],
+    ['ABC_GATEWAY_THREAD', 'maybe', /expected true or false/],
     ['LLM_ROUTER_URL', 'ftp://x', /http/],
     ['ABC_API_KEYS', 'short', /at least 16/],
     ['ORCHESTRATOR_URL', 'core', /HOST:PORT/],

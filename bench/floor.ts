@@ -1,0 +1,37 @@
+// The floor of the proxy path, for bench/llm-proxy: the same hops and libraries as
+// ABC (Fastify -> grpc-js over a loopback socket -> undici -> upstream) with none of
+// ABC's work: no auth, no validation, no accounting, no logs. Prints its URL.
+import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
+import Fastify from 'fastify';
+import { Pool } from 'undici';
+
+const upstream = new URL(process.argv[2]!);
+const bytes = (b: Buffer) => b;
+const service: ServiceDefinition = {
+  complete: { path: '/floor.Floor/Complete', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
+};
+
+const pool = new Pool(upstream.origin, { connections: 256 });
+const server = new Server();
+server.addService(service, {
+  complete: async (call: { request: Buffer }, callback: (e: Error | null, res?: Buffer) => void) => {
+    try {
+      const res = await pool.request({ method: 'POST', path: `${upstream.pathname}/chat/completions`, headers: { 'content-type': 'application/json' }, body: call.request });
+      callback(null, Buffer.from(await res.body.arrayBuffer()));
+    } catch (error) {
+      callback(error as Error);
+    }
+  },
+});
+const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+const Client = makeGenericClientConstructor(service, 'Floor');
+const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as {
+  complete(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void;
+};
+
+const app = Fastify();
+app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+app.post('/v1/chat/completions', (req, reply) =>
+  new Promise((resolve) => client.complete(req.body as Buffer, (e, res) => resolve(e ? reply.code(502).send() : reply.type('application/json').send(res)))),
+);
+process.stdout.write(`${await app.listen({ host: '127.0.0.1', port: 0 })}\n`);

@@ -1,0 +1,22 @@
+// The gateway thread of `abc serve` (see gateway-thread.ts): listens, says so, and
+// closes when the main thread asks.
+import { parentPort, workerData } from 'node:worker_threads';
+import { startGateway } from '../../gateway/server.js';
+import { createLogger } from '../log.js';
+import type { GatewayThreadOptions } from './gateway-thread.js';
+
+const opts = workerData as GatewayThreadOptions;
+const port = parentPort!;
+const log = createLogger(opts.logLevel);
+
+try {
+  const gateway = await startGateway({ coreAddr: opts.coreAddr, host: opts.host, port: opts.port, logger: log, wsPingIntervalMs: opts.wsPingIntervalMs });
+  port.once('message', async () => {
+    await gateway.close();
+    await new Promise<void>((resolve) => log.flush(() => resolve()));
+    port.close();
+  });
+  port.postMessage({ ready: gateway.url });
+} catch (error) {
+  port.postMessage({ failed: (error as Error).message });
+}
