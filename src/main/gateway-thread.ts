@@ -15,11 +15,15 @@ export interface GatewayThreadOptions {
 
 type FromWorker = { ready: string } | { failed: string };
 
+export interface GatewayThread extends Gateway {
+  thread: Worker;
+}
+
 /**
  * Starts the gateway thread and resolves once it listens. `onCrash` is told when
  * the thread ends without being asked to.
  */
-export function startGatewayThread(opts: GatewayThreadOptions, onCrash: (error: Error) => void): Promise<Gateway> {
+export function startGatewayThread(opts: GatewayThreadOptions, onCrash: (error: Error) => void): Promise<GatewayThread> {
   // ABC runs TypeScript through tsx's loader (bin/abc.js), which a new thread must register again.
   const tsx = import.meta.resolve('tsx/esm/api');
   const entry = new URL('./gateway-worker.ts', import.meta.url).href;
@@ -28,20 +32,22 @@ export function startGatewayThread(opts: GatewayThreadOptions, onCrash: (error: 
   let closing = false;
   let lastError: Error | undefined;
   worker.on('error', (error) => (lastError = error));
+  const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
 
   return new Promise((resolve, reject) => {
     worker.once('message', (message: FromWorker) => {
       if ('failed' in message) return reject(new Error(message.failed));
       resolve({
         url: message.ready,
-        close: () => {
+        thread: worker,
+        close: async () => {
           closing = true;
-          worker.postMessage('close');
-          return new Promise((done) => worker.once('exit', () => done()));
+          worker.postMessage('close'); // ignored by a thread that has already ended
+          await exited;
         },
       });
     });
-    worker.once('exit', (code) => {
+    void exited.then((code) => {
       const error = lastError ?? new Error(`the gateway thread exited with code ${code}`);
       reject(error); // no effect once started
       if (!closing) onCrash(error);
