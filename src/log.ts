@@ -6,11 +6,13 @@ export type { Logger };
 let stdout: DestinationStream | undefined;
 
 /**
- * Stdout, written in batches off the request path: a write per 4 KiB or per 250 ms,
- * not one per line. pino flushes what is left when the process exits.
+ * Stdout, written in batches off the request path: a write per 3 KiB or per 250 ms,
+ * not one per line. pino flushes what is left when the process exits. Each write is
+ * whole lines and at most PIPE_BUF (4 KiB), so lines of the gateway thread and of
+ * the core never interleave on a pipe.
  */
 function stdoutDestination(): DestinationStream {
-  stdout ??= pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 250 });
+  stdout ??= pino.destination({ dest: 1, sync: false, minLength: 3072, maxWrite: 4096, periodicFlush: 250 });
   return stdout;
 }
 

@@ -176,9 +176,8 @@ const isRetryable = (error: unknown) => error instanceof UpstreamError && error.
 
 function classify(error: unknown, signal: AbortSignal, timeoutMs: number): unknown {
   if (error instanceof UpstreamError || signal.aborted) return error;
-  if (error instanceof errors.HeadersTimeoutError || error instanceof errors.ConnectTimeoutError) {
-    return new UpstreamError(`upstream did not answer within ${timeoutMs} ms`, 'timeout', 504, undefined, {}, { cause: error });
-  }
+  if (error instanceof errors.HeadersTimeoutError) return new UpstreamError(`upstream did not answer within ${timeoutMs} ms`, 'timeout', 504, undefined, {}, { cause: error });
+  if (error instanceof errors.ConnectTimeoutError) return new UpstreamError('cannot connect to the LLM router in time', 'timeout', 504, undefined, {}, { cause: error });
   return new UpstreamError(`cannot reach the LLM router: ${(error as Error).message}`, 'connection', 502, undefined, {}, { cause: error });
 }
 

@@ -72,9 +72,14 @@ describe('abc serve', () => {
     const key = readFileSync(path.join(dataDir, 'dev-api-key'), 'utf8').trim();
     expect(key).toMatch(/^abc_/);
     expect(stdout).toContain(key);
+    // Both threads log at once: every line still arrives whole.
+    await Promise.all(Array.from({ length: 300 }, () => fetch(`${http}/v1/agents`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.arrayBuffer())));
 
     child.kill('SIGTERM');
     expect(await exited(child)).toBe(0);
+    const logLines = stdout.split('\n').filter((line) => line.startsWith('{'));
+    expect(logLines.length).toBeGreaterThan(300);
+    for (const line of logLines) expect(() => JSON.parse(line)).not.toThrow();
     expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
     expect(existsSync(path.join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
     await expect(fetch(`${http}/health`)).rejects.toThrow();
