@@ -18,7 +18,7 @@ import type { ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
-import { getSteps, getTicket, transitionStep, type StepRow, type TicketRow } from './ticket-store.js';
+import { transitionStep, type StepRow, type TicketRow } from './ticket-store.js';
 
 export interface BatchKit {
   row: TicketRow;
@@ -144,7 +144,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       if (call.capability !== step.tool_name && call.capability !== step.fallback_tool) {
         throw new AbcError('PERMISSION_DENIED', { code: 'EXECUTOR_OFF_PLAN', category: 'COMPLIANCE', message: `the executor asked for ${call.capability}, which step ${id} does not plan`, retryable: false });
       }
-      const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestorsOf(k.plan, id).has(d)));
+      const ancestors = ancestorsOf(planned, id);
+      const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestors.has(d)));
       const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
@@ -191,14 +192,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     if (!pool.size) break;
     await Promise.race(pool);
   }
-  if (k.signal.aborted) {
-    // Cancelled (not a lost claim): what never started will not start.
-    await k.em().transactional(async (tx) => {
-      if ((await getTicket(tx, ticket, true))?.lifecycle_state !== 'CANCELED') return;
-      for (const s of await getSteps(tx, ticket)) if (s.status === 'PENDING') await transitionStep(tx, ticket, s.step_id, 'skip', { message: 'not run: the ticket was cancelled' });
-    });
-    return { kind: 'aborted' };
-  }
+  // A cancel has already skipped what never started, in its own transaction.
+  if (k.signal.aborted) return { kind: 'aborted' };
   const settled = [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)];
   // A batch that only catches up on earlier steps is no evidence the failures stopped.
   return { kind: 'settled', batch: { id: batchId, steps: [...new Set([...(k.unreviewed ?? []), ...settled])], failures, ...(!settled.length && { catch_up: true }) } };
@@ -225,10 +220,10 @@ async function runWithFallback(
   }
 }
 
-function ancestorsOf(plan: FrozenPlanDoc, id: string): Set<string> {
+function ancestorsOf(planned: Map<string, PlannedStepLike>, id: string): Set<string> {
   const seen = new Set<string>();
   const visit = (x: string) => {
-    for (const d of plan.steps.find((s) => s.id === x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+    for (const d of planned.get(x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
   };
   visit(id);
   return seen;
