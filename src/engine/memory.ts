@@ -48,6 +48,9 @@ const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unkn
   ...(r.rank !== undefined && { rank: Number(r.rank) }),
 });
 
+/** GLOBAL memory has one scope id, whatever the caller names. */
+const scopeIdOf = (scope: MemoryScope, scopeId: string) => (scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId);
+
 export class Memory {
   constructor(readonly em: () => EntityManager) {}
 
@@ -56,18 +59,18 @@ export class Memory {
     await tx.execute(
       `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb)
        ON CONFLICT (scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
-      [newId('mem'), scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, key, JSON.stringify(value ?? null), JSON.stringify(tags)],
+      [newId('mem'), scope, scopeIdOf(scope, scopeId), key, JSON.stringify(value ?? null), JSON.stringify(tags)],
     );
   }
 
   async retrieve(key: string, scope: MemoryScope, scopeId: string, em: EntityManager = this.em()): Promise<unknown> {
-    const [r] = await em.execute<{ value: unknown }[]>('SELECT value FROM memory WHERE scope = ? AND scope_id = ? AND key = ?', [scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, key]);
+    const [r] = await em.execute<{ value: unknown }[]>('SELECT value FROM memory WHERE scope = ? AND scope_id = ? AND key = ?', [scope, scopeIdOf(scope, scopeId), key]);
     return r?.value;
   }
 
   /** Full-text search in a scope (and scope id, except GLOBAL), best matches first. */
   async search(query: string, scope: MemoryScope, scopeId: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
-    const rows = await em.execute<Parameters<typeof row>[0][]>(MEMORY_SEARCH_SQL, [query, scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, limit]);
+    const rows = await em.execute<Parameters<typeof row>[0][]>(MEMORY_SEARCH_SQL, [query, scope, scopeIdOf(scope, scopeId), limit]);
     return rows.map(row);
   }
 

@@ -105,14 +105,17 @@ export async function appendTicketEvents(tx: EntityManager, ticket: string, even
   if (!events.length) return;
   // The ticket row lock orders the events of parallel steps (gap-free seq); a lifecycle move already holds it.
   if (!locked) await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
+  // The insert and its NOTIFY in one statement. (Not the lock: max(seq) must be read after it is held.)
   await tx.execute(
-    `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
-     SELECT ?, base.seq + e.n, ?, e.type, e.payload
-     FROM (SELECT coalesce(max(seq), 0) AS seq FROM ticket_events WHERE ticket = ?) base,
-          jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)`,
-    [ticket, Date.now(), ticket, JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e })))],
+    `WITH added AS (
+       INSERT INTO ticket_events (ticket, seq, ts, type, payload)
+       SELECT ?, base.seq + e.n, ?, e.type, e.payload
+       FROM (SELECT coalesce(max(seq), 0) AS seq FROM ticket_events WHERE ticket = ?) base,
+            jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)
+     )
+     SELECT pg_notify('${TICKETS_CHANNEL}', ?)`,
+    [ticket, Date.now(), ticket, JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e }))), ticket],
   );
-  await tx.execute(`SELECT pg_notify('${TICKETS_CHANNEL}', ?)`, [ticket]);
 }
 
 export const appendTicketEvent = (tx: EntityManager, ticket: string, type: string, payload: Record<string, unknown>) => appendTicketEvents(tx, ticket, [{ type, payload }]);
