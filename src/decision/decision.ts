@@ -139,11 +139,6 @@ export class Decision {
   }
 
   /**
-   * A successor plan after a failure. LOCAL re-issues the frozen steps of the
-   * same assembly version; GLOBAL recompiles from the original input with the
-   * latest assembly version.
-   */
-  /**
    * A successor plan after a failure; `avoid` names capabilities that failed.
    * LOCAL recompiles the same assembly version and changes only the failed
    * step and what depends on it; GLOBAL recompiles everything from the

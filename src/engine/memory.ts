@@ -49,7 +49,7 @@ const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unkn
 });
 
 /** GLOBAL memory has one scope id, whatever the caller names. */
-const scopeIdOf = (scope: MemoryScope, scopeId: string) => (scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId);
+export const scopeIdOf = (scope: MemoryScope, scopeId: string) => (scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId);
 
 export class Memory {
   constructor(readonly em: () => EntityManager) {}

@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { goalOf } from '../decision/planner.js';
 import type { MemoryScope } from '../domain/engine-types.js';
-import { GLOBAL_SCOPE_ID, MEMORY_SEARCH_SQL, type MemoryEntry } from '../engine/memory.js';
+import { MEMORY_SEARCH_SQL, scopeIdOf, type MemoryEntry } from '../engine/memory.js';
 
 export interface TraceEventRow {
   seq: number;
@@ -78,6 +78,6 @@ export async function readExecutionContext(pool: pg.Pool, ticket: string) {
 
 export async function searchMemory(pool: pg.Pool, scope: MemoryScope, scopeId: string, query: string, limit: number): Promise<MemoryEntry[]> {
   let n = 0;
-  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(MEMORY_SEARCH_SQL.replace(/\?/g, () => `$${++n}`), [query, scope, scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId, limit]);
+  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(MEMORY_SEARCH_SQL.replace(/\?/g, () => `$${++n}`), [query, scope, scopeIdOf(scope, scopeId), limit]);
   return rows.map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString(), rank: Number(r.rank) }));
 }
