@@ -22,7 +22,7 @@ export function healthRoutes(app: FastifyInstance, core: CoreClients, readyTimeo
         ),
       );
       if (res.status === HealthCheckResponse_ServingStatus.SERVING) return { status: 'ready' };
-      return reply.code(503).send({ status: 'not_ready', reason: 'core is not serving: migrations pending or shutting down' });
+      return reply.code(503).send({ status: 'not_ready', reason: 'core is not serving: database unreachable, migrations pending, or shutting down' });
     } catch {
       return reply.code(503).send({ status: 'not_ready', reason: 'core is unreachable' });
     }

@@ -79,6 +79,9 @@ export class AbcError extends Error {
   /** Turns anything thrown into an AbcError, keeping the original as `cause` for logs only. */
   static from(thrown: unknown): AbcError {
     if (thrown instanceof AbcError) return thrown;
+    if (isDatabaseUnavailable(thrown)) return databaseUnavailable(thrown);
+    const data = databaseDataError(thrown);
+    if (data) return new AbcError('INVALID_ARGUMENT', { code: 'invalid_request', message: data }, { cause: thrown });
     return new AbcError('INTERNAL', { code: 'internal_error', message: 'internal error' }, { cause: thrown });
   }
 }
@@ -91,3 +94,46 @@ export const notFound = (what: string, id: string) =>
 
 export const unauthenticated = (message = 'a valid API key is required') =>
   new AbcError('UNAUTHENTICATED', { code: 'unauthenticated', message });
+
+export const databaseUnavailable = (cause?: unknown) =>
+  new AbcError('UNAVAILABLE', { code: 'database_unavailable', category: 'INTERNAL', message: 'the database is unreachable; retry shortly', retryable: true, retryAfterSeconds: 1 }, { cause });
+
+// SQLSTATE classes 08 (connection exception) and 57P (operator intervention:
+// shutdown, crash recovery, cannot connect now), and the socket errors of a
+// server that is gone. Checked along the `cause` chain, as drivers wrap them.
+const UNAVAILABLE_SQLSTATE = /^(08|57P0[1-3]|53300)/;
+const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)|Cannot use a pool after calling end/i;
+
+/** Whether `thrown` means the database cannot be reached right now (retryable), not that the request is wrong. */
+export function isDatabaseUnavailable(thrown: unknown): boolean {
+  for (let e = thrown as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (typeof e !== 'object') return false;
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (UNAVAILABLE_ERRNO.has(code) || (code.length === 5 && UNAVAILABLE_SQLSTATE.test(code))) return true;
+    if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
+  }
+  return false;
+}
+
+// SQLSTATE class 22 (data exception): a value PostgreSQL refuses, such as a NUL
+// byte, an out-of-range number or a lone surrogate. Boundaries refuse these
+// first; this is the net under them, so such input is never a 500.
+const DATA_MESSAGES: Record<string, string> = {
+  '22003': 'a number is out of range',
+  '22008': 'a timestamp is out of range',
+  '22021': 'a string holds a byte sequence that is not valid text (such as NUL)',
+  '22P05': 'a string holds an unsupported Unicode escape (NUL or a lone surrogate)',
+  '22P02': 'a value has the wrong syntax for its type',
+  '22001': 'a string is too long',
+  '54000': 'a value is too large or too deeply nested',
+  '54001': 'a value is too deeply nested',
+};
+
+/** A safe message when `thrown` is PostgreSQL refusing a value, else undefined. */
+export function databaseDataError(thrown: unknown): string | undefined {
+  for (let e = thrown as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string' && DATA_MESSAGES[e.code]) return DATA_MESSAGES[e.code];
+  }
+  return undefined;
+}

@@ -195,11 +195,23 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
 
   let timer: NodeJS.Timeout | undefined;
   const tickers: Ticker[] = [];
-  const setServing = (serving: boolean) => {
-    const status = serving ? 'SERVING' : 'NOT_SERVING';
+  // Serving means: migrations applied, the database reachable now (the listener
+  // holds a live, probed connection), and not shutting down.
+  let schemaReady = false;
+  let closing = false;
+  const refreshHealth = () => {
+    const status = schemaReady && bus.connected && !closing ? 'SERVING' : 'NOT_SERVING';
     healthService.setStatus('', status);
     for (const s of all) healthService.setStatus(s.name, status);
   };
+  const setServing = (serving: boolean) => {
+    schemaReady = serving;
+    refreshHealth();
+  };
+  const offBusState = bus.onState((connected) => {
+    log[connected ? 'info' : 'warn']({ database: connected ? 'reachable' : 'unreachable' }, connected ? 'database reachable again: serving' : 'database unreachable: not serving');
+    refreshHealth();
+  });
   const checkSchema = async () => {
     try {
       const pending = await pendingMigrations(opts.orm);
@@ -240,7 +252,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       clearTimeout(timer);
       await checking; // a start-up in flight finishes first, so everything it starts is stopped below
       policy.close();
-      setServing(false);
+      closing = true;
+      offBusState();
+      refreshHealth();
       await Promise.all(tickers.map((t) => t.stop()));
       await runs.close(opts.drainTimeoutMs ?? 5000);
       await llm.close();

@@ -2,7 +2,9 @@
 // events queue up and go out together in the next transaction. Low load costs
 // no added latency; high load costs one commit per batch, not per delta.
 import type { Orm } from '../store/orm.js';
-import { appendEvents, type NewEvent } from '../store/event-log.js';
+import { newId } from '../ids.js';
+import { appendEvents, eventExists, type NewEvent } from '../store/event-log.js';
+import { retryWhileUnavailable } from '../store/outage.js';
 
 export class EventWriter {
   readonly #orm: Orm;
@@ -21,7 +23,7 @@ export class EventWriter {
 
   push(event: NewEvent): void {
     if (this.#failure) throw this.#failure;
-    this.#pending.push({ ts: Date.now(), ...event });
+    this.#pending.push({ ts: Date.now(), eventId: newId('evt'), ...event });
     this.#flushing ??= this.#drain();
   }
 
@@ -37,12 +39,24 @@ export class EventWriter {
       while (this.#pending.length) {
         const batch = this.#pending;
         this.#pending = [];
-        await appendEvents(this.#orm.em.fork(), this.#runId, batch, { onlyIfActive: this.#onlyIfActive }); // one atomic statement
+        await this.#append(batch);
       }
     } catch (error) {
       this.#failure = error;
     } finally {
       this.#flushing = undefined;
     }
+  }
+
+  /**
+   * Appends one batch (one atomic statement). While the database is away it
+   * retries; a retry first checks whether the lost attempt committed after all,
+   * so a batch is written exactly once.
+   */
+  async #append(batch: NewEvent[]): Promise<void> {
+    await retryWhileUnavailable(async (attempt) => {
+      if (attempt > 0 && (await eventExists(this.#orm.em.fork(), batch[0]!.eventId!))) return;
+      await appendEvents(this.#orm.em.fork(), this.#runId, batch, { onlyIfActive: this.#onlyIfActive });
+    });
   }
 }

@@ -15,6 +15,7 @@ import { appendEvents, type StoredEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/watch.js';
 import { getAgent, invocableAgent, type AgentRow } from './agents.js';
+import { retryWhileUnavailable } from '../store/outage.js';
 import { EventWriter } from './event-writer.js';
 import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from './run-store.js';
 import { appendMessage, ensureSession, listMessages } from './sessions.js';
@@ -251,13 +252,15 @@ export class Runs {
       `WITH picked AS (
          SELECT run_id, status, lease_owner IS NULL AS detached FROM runs
          WHERE status IN (${ACTIVE}) AND (lease_until < now() OR (status = 'RUNNING' AND lease_owner IS NULL))
+           -- Runs this core still executes: their lease lapsed only because the database was away.
+           AND NOT (lease_owner = ? AND run_id IN (SELECT jsonb_array_elements_text(?::jsonb)))
          ORDER BY lease_until NULLS FIRST LIMIT 20 FOR UPDATE SKIP LOCKED
        )
        UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') FROM picked WHERE r.run_id = picked.run_id
        RETURNING r.run_id, picked.status, picked.detached,
          EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed,
          coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause`,
-      [this.#opts.coreId, this.#opts.leaseMs],
+      [this.#opts.coreId, JSON.stringify([...this.#inFlight.keys()]), this.#opts.coreId, this.#opts.leaseMs],
     );
     for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause } of claimed) {
       // A run that died while paused (or right after its pause ended) resumes; its agent was waiting, not streaming.
@@ -417,21 +420,22 @@ export class Runs {
       total_tokens: num(usage.total_tokens) || num(usage.tokens) || prompt + completion,
       duration_ms: durationMs,
     };
-    await this.#em()
-      .transactional(async (tx) => {
+    // A retry after a lost commit finds the run ended and is refused as a whole.
+    await retryWhileUnavailable(() =>
+      this.#em().transactional(async (tx) => {
         await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId });
         await transitionRun(tx, this.#log, run.runId, 'complete', [
           { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
           { type: 'run_done', payload: { usage: normalized, final_message: finalMessage } },
         ]);
-      })
-      .catch((error) => ignoreIfEnded(error));
+      }),
+    ).catch((error) => ignoreIfEnded(error));
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {
-    await this.#em()
-      .transactional((tx) => transitionRun(tx, this.#log, run.runId, 'fail', [{ type: 'run_failed', payload: { error } }], error))
-      .catch((e) => ignoreIfEnded(e));
+    await retryWhileUnavailable(() =>
+      this.#em().transactional((tx) => transitionRun(tx, this.#log, run.runId, 'fail', [{ type: 'run_failed', payload: { error } }], error)),
+    ).catch((e) => ignoreIfEnded(e));
   }
 
 }

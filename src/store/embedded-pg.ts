@@ -18,6 +18,8 @@ export interface EmbeddedOptions {
   logger: Logger;
   /** Trade durability for speed: for throwaway test clusters only. */
   ephemeral?: boolean;
+  /** The port to listen on; a free one when unset. */
+  port?: number;
 }
 
 const USER = 'postgres';
@@ -29,7 +31,7 @@ const PASSWORD = 'postgres';
  * because PostgreSQL refuses to run as root.
  */
 export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const databaseDir = path.resolve(opts.dataDir);
   const asRoot = process.getuid?.() === 0;
   await mkdir(path.dirname(databaseDir), { recursive: true });

@@ -3,59 +3,139 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Logger } from '../log.js';
+import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { EVENTS_CHANNEL } from './event-log.js';
+
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    signal?.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      resolve();
+    }
+  });
 
 /** Payload: the id of a run or ticket just cancelled. */
 export const CANCEL_CHANNEL = 'abc_run_cancel';
 /** Payload: a ticket whose execution row changed. */
 export const TICKETS_CHANNEL = 'abc_tickets';
 
+/** Reconnect backoff of the listener: seed 001 §10.2's formula, capped low so a returning database is seen within seconds. */
+export const LISTEN_RETRY: RetryPolicy = { maxRetries: Infinity, initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
+/** How often the live listener proves its connection with a query; no answer within this long ends it. */
+const PROBE_MS = 2000;
+
 export class EventBus {
   readonly #url: string;
   readonly #log: Logger;
+  readonly #retry: RetryPolicy;
   readonly #wakes = new EventEmitter();
   readonly #cancels = new EventEmitter();
+  readonly #states = new EventEmitter();
   #client: pg.Client | undefined;
   #closed = false;
+  #loop: Promise<void> | undefined;
+  #sleep: AbortController | undefined;
 
-  private constructor(url: string, log: Logger) {
+  private constructor(url: string, log: Logger, retry: RetryPolicy) {
     this.#url = url;
     this.#log = log;
+    this.#retry = retry;
     this.#wakes.setMaxListeners(0);
     this.#cancels.setMaxListeners(0);
+    this.#states.setMaxListeners(0);
   }
 
-  static async start(url: string, log: Logger): Promise<EventBus> {
-    const bus = new EventBus(url, log.child({ component: 'event-bus' }));
-    await bus.#connect();
+  /** Connects the listener (failing if the first connect fails), then keeps it connected until close(). */
+  static async start(url: string, log: Logger, retry: RetryPolicy = LISTEN_RETRY): Promise<EventBus> {
+    const bus = new EventBus(url, log.child({ component: 'event-bus' }), retry);
+    const first = await bus.#connect();
+    bus.#loop = bus.#keepListening(first);
     return bus;
   }
 
-  async #connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.#url });
-    client.on('notification', (n) => this.#dispatch(n.channel, n.payload ?? ''));
-    client.on('error', (error) => this.#log.warn({ err: error }, 'listener connection failed'));
-    client.on('end', () => {
-      if (this.#closed) return;
-      this.#client = undefined;
-      setTimeout(() => void this.#reconnect(), 200).unref();
-    });
-    await client.connect();
-    await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}`);
-    this.#client = client;
+  /** Whether the listener is connected now: the process can reach its database. */
+  get connected(): boolean {
+    return this.#client !== undefined;
   }
 
-  async #reconnect(): Promise<void> {
-    if (this.#closed) return;
+  /** Calls `fn` with true when the listener (re)connects and false when it loses the database. */
+  onState(fn: (connected: boolean) => void): () => void {
+    this.#states.on('state', fn);
+    return () => this.#states.off('state', fn);
+  }
+
+  async #connect(): Promise<pg.Client> {
+    const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: 5000, keepAlive: true });
+    // pg emits 'error' on a broken connection (and 'end' after it, even after a failed connect):
+    // the loop below watches 'end' of a connected client only, so each failure retries once.
+    client.on('error', (error) => this.#log.debug({ err: error }, 'listener connection error'));
+    client.on('notification', (n) => this.#dispatch(n.channel, n.payload ?? ''));
     try {
-      await this.#connect();
-      // Anything may have been committed while we were away: everyone looks again.
-      this.#wakes.emit('*');
-      this.#log.info('listener reconnected');
+      await client.connect();
+      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}`);
+      return client;
     } catch (error) {
-      this.#log.warn({ err: error }, 'listener reconnect failed; retrying');
-      setTimeout(() => void this.#reconnect(), 1000).unref();
+      await client.end().catch(() => {});
+      throw error;
     }
+  }
+
+  /** The one reconnect loop: hold a connection until it ends, then back off and connect again. */
+  async #keepListening(first: pg.Client): Promise<void> {
+    let client: pg.Client | undefined = first;
+    let attempt = 0;
+    while (!this.#closed) {
+      if (client) {
+        this.#setClient(client);
+        attempt = 0;
+        await this.#holdUntilLost(client);
+        this.#setClient(undefined);
+        client = undefined;
+        if (this.#closed) return;
+        this.#log.warn('listener lost its connection; reconnecting');
+      }
+      await this.#pause(backoffDelay(this.#retry, attempt++, Math.random()));
+      if (this.#closed) return;
+      try {
+        client = await this.#connect();
+        this.#log.info({ attempts: attempt }, 'listener reconnected');
+      } catch (error) {
+        if (attempt === 1 || attempt % 10 === 0) this.#log.warn({ err: error, attempts: attempt }, 'listener reconnect failed; retrying');
+      }
+    }
+  }
+
+  /** Resolves when `client` ends, or stops answering a probe, or the bus closes. */
+  async #holdUntilLost(client: pg.Client): Promise<void> {
+    const ended = new Promise<void>((resolve) => client.once('end', () => resolve()));
+    while (!this.#closed) {
+      const probe = client.query('SELECT 1').then(() => 'ok' as const, () => 'lost' as const);
+      const outcome = await Promise.race([ended.then(() => 'lost' as const), probe, sleep(PROBE_MS * 2).then(() => 'lost' as const)]);
+      if (outcome === 'lost') break;
+      if ((await Promise.race([ended.then(() => 'lost' as const), this.#pause(PROBE_MS).then(() => 'ok' as const)])) === 'lost') break;
+    }
+    await client.end().catch(() => {});
+  }
+
+  #setClient(client: pg.Client | undefined): void {
+    const was = this.#client !== undefined;
+    this.#client = client;
+    if (was === (client !== undefined)) return;
+    this.#states.emit('state', client !== undefined);
+    // Anything may have been committed while we were away: everyone looks again.
+    if (client) this.#wakes.emit('*');
+  }
+
+  /** Sleeps `ms`, or less when the bus closes. */
+  async #pause(ms: number): Promise<void> {
+    const controller = new AbortController();
+    this.#sleep = controller;
+    await sleep(ms, controller.signal);
+    this.#sleep = undefined;
   }
 
   #dispatch(channel: string, payload: string): void {
@@ -90,6 +170,8 @@ export class EventBus {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#sleep?.abort();
     await this.#client?.end().catch(() => {});
+    await this.#loop;
   }
 }

@@ -11,6 +11,8 @@ export interface NewEvent {
   payload?: Record<string, unknown>;
   /** Milliseconds since the epoch; defaults to now. */
   ts?: number;
+  /** Set by a writer that may retry, so a retry can tell whether its batch already committed. */
+  eventId?: string;
 }
 
 export interface StoredEvent {
@@ -63,7 +65,7 @@ export async function appendEvents(
   if (events.length === 0) return [];
   const now = Date.now();
   // One JSON document for the whole batch (the driver would expand array parameters).
-  const batch = events.map((e, i) => ({ event_id: newId('evt'), i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
+  const batch = events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
   const rows = await tx.execute<EventRow[]>(
     `WITH run AS (
        UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
@@ -111,4 +113,10 @@ export async function readEvents(em: EntityManager, filter: EventFilter, after: 
     params,
   );
   return rows.map(toEvent);
+}
+
+/** Whether an event with this id was committed. */
+export async function eventExists(em: EntityManager, eventId: string): Promise<boolean> {
+  const rows = await em.execute<unknown[]>('SELECT 1 FROM events WHERE event_id = ?', [eventId]);
+  return rows.length > 0;
 }

@@ -2,6 +2,7 @@
 // Yields every matching event exactly once, in cursor order.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventBus } from './event-bus.js';
+import { isDatabaseUnavailable } from '../domain/errors.js';
 import { readEvents, type EventFilter, type StoredEvent } from './event-log.js';
 
 export interface WatchOptions {
@@ -13,6 +14,9 @@ export interface WatchOptions {
   /** Checked before each catch-up read; once true and caught up, the watch ends. */
   finished?: () => Promise<boolean>;
 }
+
+/** How long a watcher waits before reading again while the database is away. */
+const UNAVAILABLE_RETRY_MS = 1000;
 
 export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts: WatchOptions): AsyncGenerator<StoredEvent> {
   const key = opts.filter.runId ? `run:${opts.filter.runId}` : `session:${opts.filter.sessionId}`;
@@ -33,16 +37,29 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
         continue;
       }
       dirty = false;
-      // Read `finished` first: whatever committed before it turned true is read below.
-      const last = (await opts.finished?.()) ?? false;
-      for (;;) {
-        const page = await readEvents(em(), opts.filter, cursor, opts.batch ?? 500);
-        for (const event of page) {
-          cursor = event.id;
-          yield event;
-          if (opts.signal.aborted) return;
+      let last = false;
+      try {
+        // Read `finished` first: whatever committed before it turned true is read below.
+        last = (await opts.finished?.()) ?? false;
+        for (;;) {
+          const page = await readEvents(em(), opts.filter, cursor, opts.batch ?? 500);
+          for (const event of page) {
+            cursor = event.id;
+            yield event;
+            if (opts.signal.aborted) return;
+          }
+          if (page.length < (opts.batch ?? 500)) break;
         }
-        if (page.length < (opts.batch ?? 500)) break;
+      } catch (error) {
+        // The database is away: keep the cursor and read again once the bus
+        // reconnects (it wakes everyone) or after a pause, whichever is first.
+        if (!isDatabaseUnavailable(error)) throw error;
+        const retry = setTimeout(() => {
+          dirty = true;
+          wake?.();
+        }, UNAVAILABLE_RETRY_MS);
+        retry.unref();
+        continue;
       }
       if (last) return;
     }
