@@ -38,6 +38,8 @@ export interface Config {
   toolsFile: string | undefined;
   /** A run whose executor has not renewed its lease for this long is recovered by another core. */
   runLeaseMs: number;
+  /** At shutdown, how long work in flight may finish before it is handed back. */
+  shutdownGraceMs: number;
   /** Backoff of seed 001 §10.2, for agent and upstream calls. */
   retry: RetryPolicy;
   logLevel: LogLevel;
@@ -110,6 +112,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
     runLeaseMs: ms('RUN_LEASE_MS', 15_000),
+    shutdownGraceMs: ms('ABC_SHUTDOWN_GRACE_MS', 10_000),
     a2aMaxDepth: ms('A2A_MAX_DEPTH', 5),
     policyFile: read<string | undefined>('ABC_POLICY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     toolsFile: read<string | undefined>('ABC_TOOLS_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),

@@ -63,6 +63,9 @@ export class ContractEngine {
   readonly #log: Logger;
   readonly #em: () => EntityManager;
   readonly #snapshots = new Map<string, SnapshotContent>();
+  /** Tickets this engine is executing, by ticket. */
+  readonly #running = new Map<string, AbortController>();
+  #stopping = false;
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -81,12 +84,25 @@ export class ContractEngine {
     return this.queue.start((ticket, workerId) => this.execute(ticket, workerId));
   }
 
-  close(): Promise<void> {
-    return this.queue.close();
+  /**
+   * Stops at once taking new tickets, lets the ones in flight finish for up to
+   * `graceMs`, then hands the rest back: each stops at its next step boundary
+   * and is queued again, so the next core resumes it from its last transition.
+   */
+  async close(graceMs = 10_000): Promise<void> {
+    this.#stopping = true;
+    const stopped = this.queue.stopWorkers();
+    if (!(await settlesWithin(stopped, graceMs))) {
+      this.#log.warn({ tickets: [...this.#running.keys()] }, 'grace period over: handing tickets back to the queue');
+      for (const controller of this.#running.values()) controller.abort(HAND_BACK);
+      await settlesWithin(stopped, HAND_BACK_MS);
+    }
+    await this.queue.close();
   }
 
   /** Runs (or resumes) one ticket's lifecycle until it finishes or waits for a human. */
   async execute(ticket: string, workerId: string): Promise<void> {
+    if (this.#stopping) return this.#handBack(ticket);
     const abort = new AbortController();
     // Subscribed before the claim reads the row, so a cancel cannot slip between them.
     const offCancel = this.opts.bus.onCancel(ticket, () => abort.abort());
@@ -96,18 +112,28 @@ export class ContractEngine {
     });
     if (!claimed) return offCancel();
     const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
+    this.#running.set(ticket, abort);
     try {
       await this.#advance(ticket, abort.signal);
+      if (abort.signal.reason === HAND_BACK) await this.#handBack(ticket);
     } catch (error) {
       // The database failing under the engine is the queue's to retry: the
       // next attempt resumes from the last committed transition.
       if (isInfrastructure(error)) throw error;
+      if (abort.signal.reason === HAND_BACK) return this.#handBack(ticket);
       await this.#fail(ticket, error);
     } finally {
+      this.#running.delete(ticket);
       letGo();
       offCancel();
       await this.queue.release(ticket, workerId);
     }
+  }
+
+  /** Queues a ticket again for whichever core takes it next (its current job then completes). */
+  async #handBack(ticket: string): Promise<void> {
+    await this.#em().transactional((tx) => this.queue.enqueue(tx, ticket));
+    this.#log.info({ ticket }, 'ticket handed back to the queue');
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
@@ -657,3 +683,17 @@ function isInfrastructure(error: unknown): boolean {
 /** Outputs of the succeeded steps, by step id. */
 export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
+
+/** The abort reason of a ticket handed back at shutdown. */
+const HAND_BACK = new Error('handed back at shutdown');
+/** How long handed-back tickets get to reach a step boundary. */
+const HAND_BACK_MS = 5000;
+
+/** Whether `promise` settles within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const settled = await Promise.race([promise.then(() => true, () => true), timeout]);
+  clearTimeout(timer);
+  return settled;
+}

@@ -27,6 +27,7 @@ export class ContractQueue {
   #runner: Runner | undefined;
   #pool: pg.Pool | undefined;
   #closed = false;
+  #stopping: Promise<void> | undefined;
   readonly #log: Logger;
 
   constructor(readonly opts: QueueOptions) {
@@ -125,9 +126,15 @@ export class ContractQueue {
     });
   }
 
-  async close(): Promise<void> {
+  /** Stops taking jobs at once; resolves when the jobs in flight have returned. */
+  stopWorkers(): Promise<void> {
     this.#closed = true;
-    await this.#runner?.stop().catch((error: unknown) => this.#log.warn({ err: error }, 'queue runner stop failed'));
+    this.#stopping ??= this.#runner?.stop().catch((error: unknown) => this.#log.warn({ err: error }, 'queue runner stop failed')) ?? Promise.resolve();
+    return this.#stopping;
+  }
+
+  async close(): Promise<void> {
+    void this.stopWorkers();
     await this.#pool?.end().catch(() => {});
   }
 }

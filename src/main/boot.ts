@@ -51,6 +51,7 @@ export function coreOptions(config: Config) {
     agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
     agentIdleTimeoutMs: config.agentIdleTimeoutMs,
     runLeaseMs: config.runLeaseMs,
+    drainTimeoutMs: config.shutdownGraceMs,
     a2aMaxDepth: config.a2aMaxDepth,
     policyFile: config.policyFile,
     toolsFile: config.toolsFile,

@@ -66,6 +66,7 @@ export interface CoreOptions {
   contracts?: ContractOptions;
   /** How often to re-check for pending migrations while not serving. */
   migrationPollMs?: number;
+  /** At shutdown, how long runs and tickets in flight may finish before they are handed back (default 10 s). */
   drainTimeoutMs?: number;
 }
 
@@ -256,17 +257,17 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       offBusState();
       refreshHealth();
       await Promise.all(tickers.map((t) => t.stop()));
-      await runs.close(opts.drainTimeoutMs ?? 5000);
+      const grace = opts.drainTimeoutMs ?? 10_000;
+      await Promise.all([runs.close(grace), engine.close(grace)]);
       await llm.close();
       await toolCalls.close();
-      await engine.close();
       shutdown.abort();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           log.warn('drain timed out; forcing shutdown');
           server.forceShutdown();
           resolve();
-        }, opts.drainTimeoutMs ?? 10_000);
+        }, 1000);
         server.tryShutdown(() => {
           clearTimeout(force);
           resolve();

@@ -21,7 +21,12 @@ let webhook: http.Server;
 let url: string;
 const calls = { audit: 0, gate: 0 };
 let gateReached: () => void;
-const gateCalled = new Promise<void>((r) => (gateReached = r));
+let gateCalled: Promise<void>;
+/** From now on, the first gate call never answers. */
+const hangFirstGate = () => {
+  calls.audit = calls.gate = 0;
+  gateCalled = new Promise<void>((r) => (gateReached = r));
+};
 
 beforeAll(async () => {
   store = await migratedOrm();
@@ -43,11 +48,8 @@ afterAll(async () => {
   await store.close();
 });
 
-const childCore = () =>
-  startChildCore({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1' });
-
-it('completes the ticket after a restart without re-running finished steps', async () => {
-  const { child, clients } = await childCore();
+/** An assembly whose `gate` step calls a webhook that can hang. */
+async function registerAuditAssembly(clients: ReturnType<typeof connectCore>): Promise<void> {
   const meta = withKey(KEY);
   for (const name of ['audit', 'gate']) {
     await unary(clients.tools.registerTool.bind(clients.tools), { tool: Tool.fromPartial({ name: `audit.${name}`, kind: ToolKind.TOOL_KIND_SERVER_HTTP, endpoint: `${url}/${name}`, timeoutMs: 60_000 }) }, meta);
@@ -62,6 +64,16 @@ it('completes the ticket after a restart without re-running finished steps', asy
   a.steps.find((x: { id: string }) => x.id === 'highlights').dependencies.push('gate');
   await unary(clients.decision.registerAssembly.bind(clients.decision), { assembly: assemblyMessage(a) }, meta);
 
+}
+
+const childCore = (env: Record<string, string> = {}) =>
+  startChildCore({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1', ...env });
+
+it('completes the ticket after a restart without re-running finished steps', async () => {
+  hangFirstGate();
+  const { child, clients } = await childCore();
+  const meta = withKey(KEY);
+  await registerAuditAssembly(clients);
   const submitted = await unary(clients.ingress.submitContract.bind(clients.ingress), { body: request() }, meta);
   const ticket = submitted.ticket;
   await gateCalled;
@@ -90,5 +102,40 @@ it('completes the ticket after a restart without re-running finished steps', asy
   } finally {
     closeCore(rclients);
     await recoverer.close();
+  }
+}, 60_000);
+
+it('hands a ticket back within the shutdown grace period on SIGTERM, and the next core completes it', async () => {
+  hangFirstGate();
+  const { child, clients } = await childCore({ ABC_SHUTDOWN_GRACE_MS: '1000' });
+  const meta = withKey(KEY);
+  await registerAuditAssembly(clients);
+  const { ticket } = await unary(clients.ingress.submitContract.bind(clients.ingress), { body: request() }, meta);
+  await gateCalled;
+  const stopping = Date.now();
+  child.kill('SIGTERM');
+  const code = await new Promise((r) => child.once('exit', r));
+  const stoppedInMs = Date.now() - stopping;
+  closeCore(clients);
+  expect(code).toBe(0);
+  // The gate's webhook never answers: only the grace period ends the wait (before: 140 s).
+  expect(stoppedInMs).toBeLessThan(10_000);
+  const em = store.orm.em.fork();
+  const jobs = await em.execute<{ n: number }[]>("SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE key = ? AND locked_at IS NULL", [ticket]);
+  expect(jobs[0]!.n).toBe(1);
+
+  const next: Core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } });
+  const nclients = connectCore(next.address);
+  try {
+    let poll;
+    for (let i = 0; i < 40; i++) {
+      poll = await unary(nclients.ingress.pollTicket.bind(nclients.ingress), { ticket, waitMs: 1000 }, meta);
+      if (poll.status !== 'TICKET_STATUS_RUNNING') break;
+    }
+    expect(poll!.status).toBe('TICKET_STATUS_SUCCEEDED');
+    expect(calls).toEqual({ audit: 1, gate: 2 });
+  } finally {
+    closeCore(nclients);
+    await next.close();
   }
 }, 60_000);
