@@ -25,6 +25,9 @@ export interface GatewayOptions {
   wsPingIntervalMs?: number;
 }
 
+/** Routes that need no credential: probes, and the IM socket (its hello carries the key). */
+const ANONYMOUS_ROUTES = new Set(['/health', '/ready', '/v1/im']);
+
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
@@ -61,6 +64,15 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
         retryable: status >= 500,
       },
     });
+  });
+
+  // A call without any credential is refused before its input is validated, so
+  // a caller learns first that it needs a key. The core still checks the key itself.
+  app.addHook('onRequest', async (request, reply) => {
+    const route = request.routeOptions.url;
+    if (route === undefined || ANONYMOUS_ROUTES.has(route)) return;
+    if (request.headers.authorization || request.headers['x-api-key']) return;
+    return reply.code(401).send({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false } });
   });
 
   app.addHook('onResponse', (request, reply, done) => {

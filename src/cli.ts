@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { startGateway } from '../gateway/server.js';
 import { ApiKeys } from './access/api-keys.js';
 import { parseHostPort } from './config.js';
-import { bootstrapKeys, configOrExit, coreOptions, openStore, rootLogger } from './main/boot.js';
+import { bootstrapKeys, configOrExit, coreOptions, openStore, rootLogger, secretBox } from './main/boot.js';
 import { startCore } from './main/core.js';
 import { startGatewayThread } from './main/gateway-thread.js';
 import { Lifecycle } from './main/lifecycle.js';
@@ -37,7 +37,7 @@ try {
       const applied = await migrate(orm);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreOptions(config) });
+      const core = await startCore({ orm, log, ...coreOptions(config), secrets: await secretBox(config, log) });
       lifecycle.add('core', core.close);
       const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, wsPingIntervalMs: config.wsPingIntervalMs };
       const gateway = config.gatewayThread
@@ -53,7 +53,7 @@ try {
     case 'core': {
       const orm = await openStore(config, log, lifecycle);
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreOptions(config) });
+      const core = await startCore({ orm, log, ...coreOptions(config), secrets: await secretBox(config, log) });
       lifecycle.add('core', core.close);
       break;
     }

@@ -1,5 +1,6 @@
 // Configuration from environment variables (seed 001 §13.2, ARCHITECTURE §3).
 // Parsing returns every problem as a value; the composition root decides to exit.
+import { parseSecretKey } from './access/secret-box.js';
 import os from 'node:os';
 import path from 'node:path';
 import type { RetryPolicy } from './domain/backoff.js';
@@ -13,6 +14,8 @@ export interface Config {
   coreAddr: string;
   publicBaseUrl: string;
   apiKeys: string[];
+  /** The key that seals secrets at rest (agents' tokens); unset: $ABC_DATA_DIR/secret-key. */
+  secretKey: Buffer | undefined;
   llmRouterUrl: string | undefined;
   /** Bearer token ABC sends to the LLM router; never logged or echoed. */
   llmRouterApiKey: string | undefined;
@@ -25,6 +28,8 @@ export interface Config {
   agentHeartbeatIntervalMs: number;
   agentUnhealthyAfterMs: number;
   wsPingIntervalMs: number;
+  /** An IM connection that has not said a valid hello by then is closed. */
+  imHelloTimeoutMs: number;
   /** `abc serve` runs the gateway on its own thread (default: when there is more than one core). */
   gatewayThread: boolean;
   idempotencyTtlMs: number;
@@ -99,6 +104,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     coreAddr: read('ORCHESTRATOR_URL', `${grpcAddr.host}:${grpcAddr.port}`, parseCoreAddr),
     publicBaseUrl: read('ABC_PUBLIC_URL', `http://${httpAddr.host}:${httpAddr.port}`, parseHttpUrl),
     apiKeys: read('ABC_API_KEYS', [], parseApiKeys),
+    secretKey: read<Buffer | undefined>('ABC_SECRET_KEY', undefined, parseSecretKey),
     llmRouterUrl: read<string | undefined>('LLM_ROUTER_URL', undefined, parseHttpUrl),
     llmRouterApiKey: read<string | undefined>('LLM_ROUTER_API_KEY', undefined, (raw) => ({ value: raw })),
     llmFallbacks: read('LLM_FALLBACKS', {}, parseFallbacks),
@@ -108,6 +114,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     agentHeartbeatIntervalMs: ms('AGENT_HEARTBEAT_INTERVAL_MS', 30_000),
     agentUnhealthyAfterMs: ms('AGENT_UNHEALTHY_AFTER_MS', 90_000),
     wsPingIntervalMs: ms('WS_PING_INTERVAL_MS', 30_000),
+    imHelloTimeoutMs: ms('IM_HELLO_TIMEOUT_MS', 10_000),
     gatewayThread: read('ABC_GATEWAY_THREAD', os.availableParallelism() > 1, parseSwitch),
     idempotencyTtlMs: ms('IDEMPOTENCY_TTL_MS', 86_400_000),
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),

@@ -4,7 +4,7 @@ import { AbcError } from '../domain/errors.js';
 export type Principal =
   | { kind: 'key'; keyId: string; name: string }
   /** An agent acting within one run (and its session) through the run's scoped token. */
-  | { kind: 'run'; runId: string; sessionId: string };
+  | { kind: 'run'; runId: string; sessionId: string; agentId: string };
 
 export function requireKey(principal: Principal | null): Extract<Principal, { kind: 'key' }> {
   if (principal?.kind === 'key') return principal;

@@ -18,6 +18,10 @@ export class TtlCache<V> {
     return undefined;
   }
 
+  delete(key: string): void {
+    this.#entries.delete(key);
+  }
+
   set(key: string, value: V): void {
     if (this.#entries.size >= this.max) this.#entries.delete(this.#entries.keys().next().value!);
     this.#entries.set(key, { value, until: Date.now() + this.ttlMs });

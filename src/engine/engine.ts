@@ -4,6 +4,7 @@
 // read frozen state and answer; every step runs through the PEP after the
 // policy's role × tool check. Failures become StructuredErrors that the policy
 // turns into RETRY, REPLAN (LOCAL or GLOBAL), ROLLBACK, WAIT_HUMAN or HALT.
+import type { SecretBox } from '../access/secret-box.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractRegistry } from '../contracts/registry.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
@@ -51,6 +52,8 @@ export interface EngineOptions {
   /** Defaults under every assembly's `engine` section. */
   settings?: Partial<EngineSettings>;
   agentIdleTimeoutMs?: number;
+  /** Opens agents' sealed tokens. */
+  secrets: SecretBox;
 }
 
 const FINISHED = ['COMPLETED', 'FAILED', 'CANCELED'];
@@ -76,6 +79,7 @@ export class ContractEngine {
       em: this.#em,
       llm: opts.llm,
       agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 60_000,
+      secrets: opts.secrets,
     });
   }
 

@@ -26,6 +26,8 @@ export interface ConnectDeps {
   presence: Presence;
   keys: ApiKeys;
   log: Logger;
+  /** A connection that has not said a valid hello by then is closed. */
+  helloTimeoutMs: number;
 }
 
 type Frame = NonNullable<ConnectResponse['frame']>;
@@ -52,7 +54,14 @@ class Connection {
     this.#signal = ctx.signal;
     this.#log = deps.log.child({ component: 'ingress', connection: this.#id });
     ctx.signal.addEventListener('abort', () => this.#close(), { once: true });
+    this.#helloTimer = setTimeout(() => {
+      this.#error({ requestId: '', sessionId: '', runId: '' }, 'hello_timeout', `no valid hello within ${deps.helloTimeoutMs} ms`, 'type');
+      this.#close();
+    }, deps.helloTimeoutMs);
+    this.#helloTimer.unref();
   }
+
+  readonly #helloTimer: NodeJS.Timeout;
 
   async read(requests: AsyncIterable<ConnectRequest>): Promise<void> {
     try {
@@ -68,6 +77,7 @@ class Connection {
   }
 
   #close(): void {
+    clearTimeout(this.#helloTimer);
     for (const watcher of this.#watchers.values()) watcher.abort();
     this.#watchers.clear();
     this.out.end();
@@ -112,11 +122,14 @@ class Connection {
   }
 
   async #hello(request: ConnectRequest, apiKey: string, userId: string, excludeEvents: string[]): Promise<void> {
+    // A connection speaks for one user: a second hello never switches it.
+    if (this.#user) return this.#error(request, 'already_authenticated', `this connection already speaks for user ${this.#user.userId}`, 'type');
     const principal = apiKey ? await this.#deps.keys.verify(apiKey) : null;
     if (!principal) {
       this.#error(request, 'unauthenticated', 'invalid api_key', 'api_key');
       return this.#close();
     }
+    clearTimeout(this.#helloTimer);
     this.#user = { userId: userId || principal.keyId, keyId: principal.keyId };
     this.#exclude = excludeEvents.filter(Boolean);
     this.#send(request, { $case: 'helloAck', value: { userId: this.#user.userId, connectionId: this.#id } });

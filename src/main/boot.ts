@@ -1,5 +1,6 @@
 // Shared boot steps of the composition roots.
 import { ApiKeys, loadOrMintDevKey } from '../access/api-keys.js';
+import { loadOrMintSecretKey, SecretBox } from '../access/secret-box.js';
 import { formatProblems, loadConfig, type Config } from '../config.js';
 import { createLogger, type Logger } from '../log.js';
 import { openDatabase } from '../store/database.js';
@@ -42,6 +43,14 @@ export async function bootstrapKeys(config: Config, orm: Orm, log: Logger): Prom
   }
 }
 
+/** The box that seals secrets at rest: ABC_SECRET_KEY, else a key kept in $ABC_DATA_DIR/secret-key. */
+export async function secretBox(config: Config, log: Logger): Promise<SecretBox> {
+  if (config.secretKey) return new SecretBox(config.secretKey);
+  const { key, minted } = await loadOrMintSecretKey(config.dataDir);
+  if (minted) log.info({ file: `${config.dataDir}/secret-key` }, 'minted the key that seals agent tokens; set ABC_SECRET_KEY to share one key between cores');
+  return new SecretBox(key);
+}
+
 /** The core's settings from the configuration. */
 export function coreOptions(config: Config) {
   return {
@@ -52,6 +61,7 @@ export function coreOptions(config: Config) {
     agentIdleTimeoutMs: config.agentIdleTimeoutMs,
     runLeaseMs: config.runLeaseMs,
     drainTimeoutMs: config.shutdownGraceMs,
+    imHelloTimeoutMs: config.imHelloTimeoutMs,
     a2aMaxDepth: config.a2aMaxDepth,
     policyFile: config.policyFile,
     toolsFile: config.toolsFile,

@@ -14,7 +14,8 @@ import { unauthenticated } from '../domain/errors.js';
 import { RunTokens } from '../access/run-tokens.js';
 import { bindService } from '../grpc/bind.js';
 import type { Logger } from '../log.js';
-import { startHealthMonitor } from '../orchestrator/agents.js';
+import { sealLegacyTokens, startHealthMonitor } from '../orchestrator/agents.js';
+import { SecretBox } from '../access/secret-box.js';
 import { Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
@@ -68,6 +69,10 @@ export interface CoreOptions {
   migrationPollMs?: number;
   /** At shutdown, how long runs and tickets in flight may finish before they are handed back (default 10 s). */
   drainTimeoutMs?: number;
+  /** Seals secrets at rest; a random key for this process when unset. */
+  secrets?: SecretBox;
+  /** An IM connection that has not said a valid hello by then is closed (default 10 s). */
+  imHelloTimeoutMs?: number;
 }
 
 export interface ContractOptions {
@@ -89,6 +94,8 @@ export interface ContractOptions {
 const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
+/** What a run token may still do once its run has ended: read the transcript it wrote. */
+const AFTER_RUN_METHODS = new Set(['/abc.orchestrator.v1.SessionService/GetSession', '/abc.orchestrator.v1.SessionService/ListMessages']);
 /** A client connection not refreshed for this long no longer counts as online. */
 const PRESENCE_TTL_MS = 30_000;
 
@@ -102,11 +109,14 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const keys = new ApiKeys(opts.orm);
   const runTokens = new RunTokens(opts.orm);
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
+  bus.onRunEnded((runId) => runTokens.ended(runId));
   const shutdown = new AbortController();
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   factFailures.log = log;
+  const secrets = opts.secrets ?? SecretBox.ephemeral();
   const runs = new Runs({
+    secrets,
     consequencesOf: (sessionId) => sessionConsequences(readOnly, sessionId),
     orm: opts.orm,
     bus,
@@ -142,6 +152,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     log,
     intervalMs: opts.agentHeartbeatIntervalMs ?? 30_000,
     unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
+    secrets,
   };
   const c = opts.contracts ?? {};
   // LLM plan steps and LLM-backed engine roles go through the proxy's own upstream path.
@@ -162,12 +173,13 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     stepConcurrency: c.stepConcurrency ?? 4,
     leaseMs: c.leaseMs ?? 15_000,
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
+    secrets,
     ...(c.engine && { settings: c.engine }),
   });
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const all = services({
-    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, contracts: contractService, decision, readOnly,
+    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, helloTimeoutMs: opts.imHelloTimeoutMs ?? 10_000, contracts: contractService, decision, readOnly,
   });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
@@ -180,8 +192,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     }
     if (token.startsWith('abcrun_')) {
       const run = await runTokens.verify(token);
-      if (run) return run;
-      throw unauthenticated('unknown run token');
+      if (!run) throw unauthenticated('unknown run token');
+      if (run.ended && !AFTER_RUN_METHODS.has(method)) throw unauthenticated('this run token has expired: its run has ended (it may still read its transcript)');
+      return run.principal;
     }
     const principal = await keys.verify(token);
     if (!principal) throw unauthenticated();
@@ -219,6 +232,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       setServing(pending.length === 0);
       if (pending.length === 0) {
         if (tickers.length === 0) {
+          const sealed = await sealLegacyTokens(opts.orm.em.fork(), secrets);
+          if (sealed) log.info({ agents: sealed }, 'sealed agent tokens stored in plaintext');
           const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs ?? 60_000);
           log.info({ tools }, 'tools registered');
           const assemblies = await decision.boot(c.assembliesDir ?? path.join(PACKAGE_ROOT, 'assemblies'), log);

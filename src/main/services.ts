@@ -50,6 +50,7 @@ export interface ServiceDeps {
   toolCalls: ToolCalls;
   presence: Presence;
   toolTimeoutMs: number;
+  helloTimeoutMs: number;
   contracts: ContractService;
   decision: Decision;
   /** Read-only sessions for the observer's projections. */

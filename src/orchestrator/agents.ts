@@ -1,6 +1,7 @@
 // The agent registry and its health monitor (seed 001 §7.3, §11).
 // Health checks are deadline rows claimed with SKIP LOCKED, so any number of
 // core replicas can share the work without checking an agent twice.
+import type { SecretBox } from '../access/secret-box.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest } from '../domain/errors.js';
 import type { Logger } from '../log.js';
@@ -115,6 +116,8 @@ export interface HealthOptions {
   log: Logger;
   intervalMs: number;
   unhealthyAfterMs: number;
+  /** Opens agents' sealed tokens. */
+  secrets: SecretBox;
   /** Timeout of one GET /health. */
   checkTimeoutMs?: number;
 }
@@ -124,7 +127,7 @@ export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'age
   let failure: string | null = null;
   try {
     const res = await fetch(`${agent.endpoint}/health`, {
-      headers: agent.authToken ? { authorization: `Bearer ${agent.authToken}` } : {},
+      headers: agent.authToken ? { authorization: `Bearer ${opts.secrets.open(agent.authToken)}` } : {},
       signal: AbortSignal.timeout(opts.checkTimeoutMs ?? 5000),
     });
     await res.body?.cancel();
@@ -162,4 +165,13 @@ export async function checkDueAgents(opts: HealthOptions): Promise<number> {
 /** Runs checkDueAgents on a timer until stopped. */
 export function startHealthMonitor(opts: HealthOptions & { tickMs?: number }): Ticker {
   return every(opts.tickMs ?? Math.min(1000, opts.intervalMs), () => checkDueAgents(opts), opts.log, 'agent health sweep');
+}
+
+/** Seals tokens stored in plaintext before secrets were encrypted at rest. */
+export async function sealLegacyTokens(em: EntityManager, secrets: SecretBox): Promise<number> {
+  const rows = await em.execute<{ agent_id: string; auth_token: string }[]>("SELECT agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%'");
+  for (const row of rows) {
+    await em.execute('UPDATE agents SET auth_token = ? WHERE agent_id = ? AND auth_token = ?', [secrets.seal(row.auth_token), row.agent_id, row.auth_token]);
+  }
+  return rows.length;
 }

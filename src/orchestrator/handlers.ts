@@ -4,13 +4,13 @@ import { AgentServiceService, type Agent as AgentMessage, type AgentStatus } fro
 import type { ContextBlob, ContextStoreServiceService } from '../../gen/abc/orchestrator/v1/context.js';
 import type { Run, RunServiceService, RunStatus } from '../../gen/abc/orchestrator/v1/run.js';
 import type { Message, SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
-import { requireKey, requireSession } from '../access/principal.js';
+import { requireKey, requireSession, type Principal } from '../access/principal.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
 import { checkAgent, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
-import { getContextOrFail, putContext, type ContextBlobRow } from './context-store.js';
+import { getContext, getContextOrFail, putContext, type ContextBlobRow } from './context-store.js';
 import type { RunRow } from './run-store.js';
 import { Runs } from './runs.js';
 import { appendMessage, getSession, listMessages, type MessageRow } from './sessions.js';
@@ -91,8 +91,11 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
       const principal = requireKey(ctx.principal);
       return { run: toRunMessage(await runs.cancel(req.runId, req.reason, `key:${principal.keyId}`)) };
     },
-    async getRun(req) {
-      return { run: toRunMessage(await runs.get(req.runId)) };
+    async getRun(req, ctx) {
+      const run = await runs.get(req.runId);
+      // A run token sees its own run and the child runs it started; anything else does not exist for it.
+      if (ctx.principal?.kind === 'run' && run.runId !== ctx.principal.runId && run.parentRunId !== ctx.principal.runId) throw notFound('run', req.runId);
+      return { run: toRunMessage(run) };
     },
   };
 }
@@ -122,7 +125,8 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
         name: req.name,
         endpoint: req.endpoint,
         capabilities: req.capabilities,
-        auth: req.auth?.token ? { type: req.auth.type || 'bearer', token: req.auth.token } : undefined,
+        // Stored sealed: the token is write-only and never at rest in plaintext.
+        auth: req.auth?.token ? { type: req.auth.type || 'bearer', token: health.secrets.seal(req.auth.token) } : undefined,
         metadata: req.metadata,
       });
       return { ok: true, registeredAt: millis(agent.lastHeartbeat), agent: toAgentMessage(agent) };
@@ -131,7 +135,9 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
       requireKey(ctx.principal);
       return { agents: (await listAgents(em())).map(toAgentMessage) };
     },
-    async heartbeat(req) {
+    async heartbeat(req, ctx) {
+      // Marking an agent healthy routes users to it: not something a run token may do.
+      requireKey(ctx.principal);
       return { agent: toAgentMessage(await heartbeat(em(), req.agentId)) };
     },
     async checkAgentHealth(req, ctx) {
@@ -174,14 +180,34 @@ export function contextHandlers(orm: Orm): ServiceHandlers<typeof ContextStoreSe
   const em = () => orm.em.fork();
   return {
     async putContext(req, ctx) {
-      if (ctx.principal?.kind === 'run') {
-        const own = (req.ownerType === 'run' && req.ownerId === ctx.principal.runId) || (req.ownerType === 'session' && req.ownerId === ctx.principal.sessionId);
-        if (!own && req.ownerType !== 'agent') throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may write only its run, its session or agent context' });
+      if (ctx.principal?.kind === 'run' && !ownsContext(ctx.principal, req.ownerType, req.ownerId)) {
+        throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may write only the context of its run, its session or its agent' });
       }
-      return { blob: toBlob(await em().transactional((tx) => putContext(tx, { ...req, data: req.data }))) };
+      return {
+        blob: toBlob(
+          await em().transactional(async (tx) => {
+            // Writing to an existing key is writing to its owner's blob.
+            const current = ctx.principal?.kind === 'run' && req.contextKey ? await getContext(tx, req.contextKey) : undefined;
+            if (current && ctx.principal?.kind === 'run' && !ownsContext(ctx.principal, current.ownerType, current.ownerId)) throw notFound('context', req.contextKey);
+            return putContext(tx, { ...req, data: req.data });
+          }),
+        ),
+      };
     },
-    async getContext(req) {
-      return { blob: toBlob(await getContextOrFail(em(), req.contextKey, req.version)) };
+    async getContext(req, ctx) {
+      const blob = await getContextOrFail(em(), req.contextKey, req.version);
+      // Another owner's blob does not exist for a run token.
+      if (ctx.principal?.kind === 'run' && !ownsContext(ctx.principal, blob.ownerType, blob.ownerId)) throw notFound('context', req.contextKey);
+      return { blob: toBlob(blob) };
     },
   };
+}
+
+/** A run token reaches only its run, its session and its agent. */
+function ownsContext(principal: Extract<Principal, { kind: 'run' }>, ownerType: string, ownerId: string): boolean {
+  return (
+    (ownerType === 'run' && ownerId === principal.runId) ||
+    (ownerType === 'session' && ownerId === principal.sessionId) ||
+    (ownerType === 'agent' && ownerId === principal.agentId)
+  );
 }

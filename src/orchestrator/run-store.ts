@@ -7,6 +7,7 @@ import { RUN_MACHINE, type RunState, type RunTrigger } from '../domain/run.machi
 import type { Logger } from '../log.js';
 import { moveContract } from '../store/execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
+import { RUN_ENDED_CHANNEL } from '../store/event-bus.js';
 import { appendEvents, type NewEvent, type StoredEvent } from '../store/event-log.js';
 
 export interface RunRow {
@@ -123,6 +124,8 @@ export async function transitionRun(
        error = COALESCE(?::jsonb, error), version = version + 1 WHERE run_id = ?`,
     [next.value, ended, error ? JSON.stringify(error) : null, runId],
   );
+  // Delivered at commit: every process forgets the run's token (it dies with its run).
+  if (ended) await tx.execute('SELECT pg_notify(?, ?)', [RUN_ENDED_CHANNEL, runId]);
   // A child run is its parent's agent_call contract (seed 004). Its execution_state
   // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
   const mirrored: NewEvent[] = [];

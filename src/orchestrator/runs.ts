@@ -1,6 +1,7 @@
 // Runs: start, execute against the agent, cancel, read, watch (seed 001 §4.1, §6, §8.1).
 import { randomBytes } from 'node:crypto';
 import { hashToken, newRunToken } from '../access/run-tokens.js';
+import type { SecretBox } from '../access/secret-box.js';
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
@@ -21,6 +22,8 @@ import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from
 import { appendMessage, ensureSession, listMessages } from './sessions.js';
 
 export interface RunsOptions {
+  /** Opens agents' sealed tokens. */
+  secrets: SecretBox;
   orm: Orm;
   bus: EventBus;
   log: Logger;
@@ -343,7 +346,7 @@ export class Runs {
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
       const events = invokeAgent({
         endpoint: agent.endpoint,
-        authToken: agent.authToken,
+        authToken: agent.authToken && this.#opts.secrets.open(agent.authToken),
         signal,
         idleTimeoutMs: this.#opts.agentIdleTimeoutMs,
         retry: this.#opts.retry,

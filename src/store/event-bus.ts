@@ -20,6 +20,8 @@ const sleep = (ms: number, signal?: AbortSignal) =>
 
 /** Payload: the id of a run or ticket just cancelled. */
 export const CANCEL_CHANNEL = 'abc_run_cancel';
+/** Payload: the id of a run that has just ended. */
+export const RUN_ENDED_CHANNEL = 'abc_run_ended';
 /** Payload: a ticket whose execution row changed. */
 export const TICKETS_CHANNEL = 'abc_tickets';
 
@@ -35,6 +37,7 @@ export class EventBus {
   readonly #wakes = new EventEmitter();
   readonly #cancels = new EventEmitter();
   readonly #states = new EventEmitter();
+  readonly #ends = new EventEmitter();
   #client: pg.Client | undefined;
   #closed = false;
   #loop: Promise<void> | undefined;
@@ -76,7 +79,7 @@ export class EventBus {
     client.on('notification', (n) => this.#dispatch(n.channel, n.payload ?? ''));
     try {
       await client.connect();
-      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}`);
+      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}`);
       return client;
     } catch (error) {
       await client.end().catch(() => {});
@@ -143,6 +146,10 @@ export class EventBus {
       this.#wakes.emit(`ticket:${payload}`);
       return;
     }
+    if (channel === RUN_ENDED_CHANNEL) {
+      this.#ends.emit('ended', payload);
+      return;
+    }
     if (channel === CANCEL_CHANNEL) {
       this.#cancels.emit(payload, payload);
       return;
@@ -160,6 +167,12 @@ export class EventBus {
       this.#wakes.off(key, fn);
       this.#wakes.off('*', fn);
     };
+  }
+
+  /** Calls `fn` with the id of every run that ends, in any process. */
+  onRunEnded(fn: (runId: string) => void): () => void {
+    this.#ends.on('ended', fn);
+    return () => this.#ends.off('ended', fn);
   }
 
   /** Calls `fn` when a cancel of `id` (a run or a ticket) is announced by any process. */

@@ -2,6 +2,7 @@
 // LLM cannot talk its way past); a configured LLM or agent then judges or
 // refines. Judging roles (PLAN_CRITIC, REVIEWER) must both pass; producing
 // roles take the external data only when it has the role's shape.
+import type { SecretBox } from '../../access/secret-box.js';
 import { Ajv } from 'ajv';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RoleBinding } from '../../domain/engine-policy.js';
@@ -37,7 +38,7 @@ export interface RoleRun {
 export class Roles {
   constructor(
     readonly builtins: Record<AgentRole, CognitiveAgent>,
-    readonly deps: { em: () => EntityManager; llm?: LlmAccess; agentIdleTimeoutMs: number },
+    readonly deps: { em: () => EntityManager; llm?: LlmAccess; agentIdleTimeoutMs: number; secrets: SecretBox },
   ) {}
 
   /** Whether a binding puts an outside agent after the built-in (an LLM binding without a router does not). */
@@ -47,7 +48,7 @@ export class Roles {
 
   /** The external agent bound to a role, if any. */
   external(role: AgentRole, binding: RoleBinding | undefined, onLlmCall?: (record: Record<string, unknown>) => void): CognitiveAgent | undefined {
-    if (binding?.kind === 'agent') return new RemoteAgent(role, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs);
+    if (binding?.kind === 'agent') return new RemoteAgent(role, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs, this.deps.secrets);
     if (binding?.kind !== 'llm' || !this.deps.llm) return undefined;
     return new LlmAgent(role, this.deps.llm, binding.model ?? this.deps.llm.model, binding.instructions, onLlmCall);
   }
