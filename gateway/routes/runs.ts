@@ -84,7 +84,9 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
         const e = eventJson(res.event!);
         reply.raw.write(`id: ${e.cursor}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
       });
+      let finished = false;
       stream.on('error', (error: { code?: number }) => {
+        finished = true;
         clearInterval(heartbeat);
         live.delete(stream);
         if (error.code === 1) {
@@ -100,9 +102,14 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
         reply.raw.end();
       });
       stream.on('end', () => {
+        if (finished) return;
+        finished = true;
         clearInterval(heartbeat);
         live.delete(stream);
-        if (opened) reply.raw.end();
+        // A stream with nothing to send (a resume after the run's end, a filter
+        // that matches nothing) may end before its headers: answer it all the same.
+        open();
+        reply.raw.end();
       });
       reply.raw.on('close', () => {
         clearInterval(heartbeat);

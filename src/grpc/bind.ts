@@ -1,6 +1,7 @@
 // Binds plain async handlers to a grpc-js service definition, in one place:
 // authentication, cancellation as an AbortSignal, and error mapping.
 // Only an AbcError reaches a client; anything else becomes `internal_error`.
+import { Metadata as MetadataClass } from '@grpc/grpc-js';
 import type {
   Metadata,
   MethodDefinition,
@@ -22,6 +23,8 @@ export interface CallContext {
   /** Aborted when the client cancels or disconnects. */
   signal: AbortSignal;
   log: Logger;
+  /** Streams: sends the response headers now, so a client knows the call was accepted before the first message. */
+  accept(): void;
 }
 
 type Unary<Req, Res> = (request: Req, ctx: CallContext) => Promise<Res>;
@@ -59,13 +62,19 @@ export function bindService<D extends ServiceDefinition>(
   for (const [name, method] of Object.entries(definition) as [keyof D & string, MethodDefinition<unknown, unknown>][]) {
     const handler = handlers[name] as unknown as (...args: unknown[]) => unknown;
     const log = opts.log.child({ rpc: method.path });
-    const context = async (call: { metadata: Metadata; on(event: 'cancelled', fn: () => void): unknown }, controller: AbortController) => {
+    const context = async (call: { metadata: Metadata; on(event: 'cancelled', fn: () => void): unknown; sendMetadata?(m: Metadata): void }, controller: AbortController) => {
       // grpc-js also reports a finished call's stream closing as 'cancelled'; only a live call aborts.
       call.on('cancelled', () => active.has(controller) && controller.abort());
       if (opts.shutdown.aborted) controller.abort();
       const principal = await opts.authenticate(call.metadata, method.path);
       const requestId = call.metadata.get('x-request-id')[0];
-      return { principal, metadata: call.metadata, signal: controller.signal, log: requestId ? log.child({ reqId: String(requestId) }) : log } satisfies CallContext;
+      let accepted = false;
+      const accept = () => {
+        if (accepted || !call.sendMetadata) return;
+        accepted = true;
+        call.sendMetadata(new MetadataClass());
+      };
+      return { principal, metadata: call.metadata, signal: controller.signal, log: requestId ? log.child({ reqId: String(requestId) }) : log, accept } satisfies CallContext;
     };
     const track = () => {
       const controller = new AbortController();

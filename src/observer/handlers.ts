@@ -34,7 +34,7 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     if (runId) {
       const run = await findRun(em(), runId);
       requireSession(principal, run?.sessionId ?? `(run ${runId})`);
-      if (!run) throw invalidRequest(`run ${runId} not found`, 'run_id');
+      if (!run) throw notFound('run', runId);
       return { runId };
     }
     requireSession(principal, sessionId);
@@ -155,6 +155,7 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     async *watchEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), excludeTypes: req.excludeTypes.filter(Boolean) };
       const finished = req.runId ? async () => RUN_MACHINE.isTerminal((await findRun(em(), req.runId))!.status) : undefined;
+      ctx.accept(); // a caught-up watcher learns at once that it is live
       for await (const event of watchEvents(em, bus, { filter, cursor: cursorOf(req.cursor, 'cursor'), signal: ctx.signal, finished })) {
         yield { event: toEventMessage(event) };
       }

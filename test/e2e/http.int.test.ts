@@ -3,6 +3,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { liveRun } from '../support/live-run.js';
 import { readSse } from '../support/sse.js';
 
 let s: TestStack;
@@ -76,10 +77,38 @@ describe('replay and live events', () => {
     expect(rest.events[0]).toMatchObject({ run_id: runId, session_id: SESSION, seq: expect.any(Number), ts: expect.any(Number), event_id: expect.stringMatching(/^evt_/) });
   });
 
-  it('answers an SSE request for an unknown run with an error, not an empty stream', async () => {
-    const res = await s.http('/v1/runs/run_missing/events/stream');
-    expect(res.status).toBe(400);
-    expect((await res.json()).error).toMatchObject({ code: 'invalid_request', details: { field: 'run_id' } });
+  it('answers an SSE request, or a replay, of an unknown run with 404, not an empty stream', async () => {
+    for (const path of ['/v1/runs/run_missing/events/stream', '/v1/runs/run_missing/events']) {
+      const res = await s.http(path);
+      expect(res.status).toBe(404);
+      expect((await res.json()).error).toMatchObject({ code: 'not_found', details: { run: 'run_missing' } });
+    }
+  });
+
+  it('ends an SSE stream that has nothing to send: a resume after the end, a filter that matches nothing', async () => {
+    const all = (await (await s.http(`/v1/runs/${runId}/events?limit=1000`)).json()).events;
+    const resumed = await s.http(`/v1/runs/${runId}/events/stream`, { headers: { 'last-event-id': all.at(-1).cursor } });
+    expect(resumed.status).toBe(200);
+    expect(resumed.headers.get('content-type')).toBe('text/event-stream');
+    expect(await resumed.text()).not.toContain('event:');
+    const filtered = await s.http(`/v1/runs/${runId}/events/stream?types=no_such_type`);
+    expect(filtered.status).toBe(200);
+    expect(await filtered.text()).not.toContain('event:');
+  });
+
+  it('sends the headers of a live, caught-up SSE stream at once', async () => {
+    const holder = await startFakeAgent();
+    await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'holder', name: 'Holder', endpoint: holder.url } });
+    const run = await liveRun(s, holder, { agentId: 'holder' });
+    const all = (await (await s.http(`/v1/runs/${run.runId}/events?limit=1000`)).json()).events;
+    const c = new AbortController();
+    // Resolves on the headers: before the fix they came only with the next event.
+    const res = await s.http(`/v1/runs/${run.runId}/events/stream`, { signal: c.signal, headers: { 'last-event-id': all.at(-1).cursor } });
+    expect(res.status).toBe(200);
+    run.release();
+    const events = await readSse(res, 10, c);
+    expect(events.at(-1)!.event).toBe('run_done');
+    await holder.close();
   });
 
   it('rejects a bad cursor', async () => {
