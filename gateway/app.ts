@@ -3,6 +3,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { CoreClients } from './core-client.js';
+import { boundaryOptions, installBoundary, invalid } from './boundary.js';
 import { fromGrpcError } from './errors.js';
 import websocket from '@fastify/websocket';
 import { agentRoutes } from './routes/agents.js';
@@ -37,7 +38,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => `req_${crypto.randomUUID()}`,
     ajv: { customOptions: { allErrors: false, removeAdditional: false, coerceTypes: 'array' } },
+    ...boundaryOptions,
   });
+  installBoundary(app);
 
   app.setErrorHandler((error, request, reply) => {
     const e = error as { validation?: unknown; statusCode?: number; code?: unknown; message: string; validationContext?: string; instancePath?: string };
@@ -53,6 +56,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     if (typeof e.code === 'number') {
       const mapped = fromGrpcError(error);
       return reply.code(mapped.statusCode).send(mapped.body);
+    }
+    if (typeof (error as { abcField?: unknown }).abcField === 'string') {
+      return reply.code(400).send(invalid({ field: (error as unknown as { abcField: string }).abcField, message: e.message }));
     }
     const status = e.statusCode && e.statusCode < 500 ? e.statusCode : 500;
     if (status >= 500) request.log.error({ err: error }, 'request failed');

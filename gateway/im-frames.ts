@@ -1,12 +1,13 @@
 // IM frames: JSON (seed 001 §5) <-> IngressService.Connect messages.
 // Client frames are validated with ajv; an invalid one names its field.
 import { Ajv, type ErrorObject } from 'ajv';
+import { jsonProblem } from './boundary.js';
 import { ApprovalVerdict } from '../gen/abc/ingress/v1/im.js';
 import { ConnectRequest, type ConnectResponse } from '../gen/abc/ingress/v1/ingress.js';
 
 const common = {
   type: { type: 'string' },
-  ts: { type: 'integer', minimum: 0 },
+  ts: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
   request_id: { type: 'string', maxLength: 128 },
   session_id: { type: 'string', minLength: 1, maxLength: 64 },
   run_id: { type: 'string', maxLength: 64 },
@@ -22,7 +23,7 @@ const frame = (required: string[], properties: Record<string, unknown>) => ({
 /** One JSON Schema per client frame type. */
 export const CLIENT_FRAME_SCHEMAS = {
   hello: frame(['api_key'], {
-    api_key: { type: 'string', minLength: 1 },
+    api_key: { type: 'string', minLength: 1, maxLength: 256 },
     user_id: { type: 'string', minLength: 1, maxLength: 64 },
     client_meta: { type: 'object' },
     exclude_events: { type: 'array', maxItems: 50, items: { type: 'string', maxLength: 64 } },
@@ -37,9 +38,9 @@ export const CLIENT_FRAME_SCHEMAS = {
     },
     context: { type: 'object' },
   }),
-  tool_result: frame(['tool_call_id', 'ok'], { tool_call_id: { type: 'string', minLength: 1 }, ok: { type: 'boolean' }, result: {}, error_message: { type: 'string' } }),
+  tool_result: frame(['tool_call_id', 'ok'], { tool_call_id: { type: 'string', minLength: 1, maxLength: 128 }, ok: { type: 'boolean' }, result: {}, error_message: { type: 'string', maxLength: 10_000 } }),
   approval_decision: frame(['approval_id', 'decision'], {
-    approval_id: { type: 'string', minLength: 1 },
+    approval_id: { type: 'string', minLength: 1, maxLength: 128 },
     decision: { enum: ['approve', 'reject'] },
     reason: { type: 'string', maxLength: 2000 },
   }),
@@ -67,6 +68,8 @@ export function parseClientFrame(text: string): Parsed {
   } catch {
     return { ok: false, field: '', message: 'a frame must be valid JSON' };
   }
+  const problem = jsonProblem(json);
+  if (problem) return { ok: false, ...problem };
   const ids = { requestId: typeof json.request_id === 'string' ? json.request_id : undefined, sessionId: typeof json.session_id === 'string' ? json.session_id : undefined };
   const type = json.type;
   if (typeof type !== 'string' || !(type in validators)) {

@@ -15,6 +15,7 @@ import type {
 import { AbcError } from '../domain/errors.js';
 import type { Principal } from '../access/principal.js';
 import type { Logger } from '../log.js';
+import { boundedError, checkRequest } from './boundary.js';
 import { toServiceError } from './errors.js';
 
 export interface CallContext {
@@ -82,7 +83,7 @@ export function bindService<D extends ServiceDefinition>(
       return { controller, release: () => active.delete(controller) };
     };
     const fail = (error: unknown) => {
-      const abc = AbcError.from(error);
+      const abc = boundedError(AbcError.from(error));
       if (abc.status === 'INTERNAL' || abc.status === 'UNKNOWN') log.error({ err: error }, 'rpc failed');
       return toServiceError(abc);
     };
@@ -91,13 +92,19 @@ export function bindService<D extends ServiceDefinition>(
       impl[name] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
         const { controller, release } = track();
         context(call, controller)
-          .then((ctx) => (handler as Unary<unknown, unknown>)(call.request, ctx))
+          .then((ctx) => {
+            checkRequest(call.request);
+            return (handler as Unary<unknown, unknown>)(call.request, ctx);
+          })
           .then((res) => callback(null, res), (error) => callback(fail(error)))
           .finally(release);
       };
     } else if (!method.requestStream) {
       impl[name] = (call: ServerWritableStream<unknown, unknown>) => {
-        void pump(call, async (ctx) => (handler as ServerStream<unknown, unknown>)(call.request, ctx));
+        void pump(call, async (ctx) => {
+          checkRequest(call.request);
+          return (handler as ServerStream<unknown, unknown>)(call.request, ctx);
+        });
       };
     } else {
       impl[name] = (call: ServerDuplexStream<unknown, unknown>) => {

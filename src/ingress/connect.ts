@@ -6,6 +6,7 @@ import type { ConnectRequest, ConnectResponse } from '../../gen/abc/ingress/v1/i
 import type { ApiKeys } from '../access/api-keys.js';
 import { AbcError } from '../domain/errors.js';
 import type { CallContext } from '../grpc/bind.js';
+import { checkRequest, MAX_ID_LENGTH, Undecodable } from '../grpc/boundary.js';
 import { AsyncQueue } from '../grpc/queue.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -92,7 +93,14 @@ class Connection {
     this.#send(request, { $case: 'error', value: { code, message, field, retryable } });
   }
 
-  async #handle(request: ConnectRequest): Promise<void> {
+  async #handle(request: ConnectRequest | Undecodable): Promise<void> {
+    if (request instanceof Undecodable) return this.#error({ requestId: '', sessionId: '', runId: '' }, 'invalid_request', `the frame is not a valid protobuf message: ${request.reason.slice(0, 200)}`);
+    try {
+      checkRequest(request);
+    } catch (error) {
+      const abc = AbcError.from(error);
+      return this.#error(safeIds(request), abc.payload.code, abc.payload.message, String(abc.payload.details?.field ?? ''));
+    }
     const frame = request.frame;
     if (!frame) return this.#error(request, 'invalid_request', 'the frame has no type', 'type');
     if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId, frame.value.excludeEvents);
@@ -216,4 +224,10 @@ class Connection {
       }
     })();
   }
+}
+
+/** The ids of a refused frame, echoed only when they are fit to echo. */
+function safeIds(request: ConnectRequest): Pick<ConnectRequest, 'requestId' | 'sessionId' | 'runId'> {
+  const fit = (id: string) => (id.length <= MAX_ID_LENGTH && !id.includes('\u0000') && id.isWellFormed() ? id : '');
+  return { requestId: fit(request.requestId), sessionId: fit(request.sessionId), runId: fit(request.runId) };
 }

@@ -13,6 +13,7 @@ import { bootTools } from '../orchestrator/tool-store.js';
 import { unauthenticated } from '../domain/errors.js';
 import { RunTokens } from '../access/run-tokens.js';
 import { bindService } from '../grpc/bind.js';
+import { tolerantDefinition } from '../grpc/boundary.js';
 import type { Logger } from '../log.js';
 import { sealLegacyTokens, startHealthMonitor } from '../orchestrator/agents.js';
 import { SecretBox } from '../access/secret-box.js';
@@ -200,7 +201,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     if (!principal) throw unauthenticated();
     return principal;
   };
-  for (const s of all) server.addService(s.definition, bindService(s.definition, s.handlers, { log, authenticate, shutdown: shutdown.signal }));
+  for (const s of all) server.addService(tolerantDefinition(s.definition), bindService(s.definition, s.handlers, { log, authenticate, shutdown: shutdown.signal }));
 
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${opts.host}:${opts.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
