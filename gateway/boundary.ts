@@ -54,7 +54,7 @@ const shaped = (code: string, message: string): string => JSON.stringify({ error
 
 /** Fastify options that keep malformed requests in ABC's error shape. */
 export const boundaryOptions = {
-  maxParamLength: MAX_PARAM_LENGTH,
+  routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   // A path that does not decode (`%zz`, a NUL) or a route constraint that fails.
   frameworkErrors: (error, _req, res) => {
     const reply = res as unknown as FastifyReply;
@@ -71,8 +71,26 @@ export const boundaryOptions = {
   },
 } satisfies Partial<FastifyServerOptions>;
 
-/** Installs the JSON parser, the query and path checks, and the not-found answer. */
+/** Gives every integer of a schema without a maximum the largest one a protobuf int64 carries exactly. */
+function capIntegers(schema: unknown): void {
+  if (!schema || typeof schema !== 'object') return;
+  const node = schema as Record<string, unknown>;
+  const types = Array.isArray(node.type) ? node.type : [node.type];
+  if (types.includes('integer') && node.maximum === undefined) node.maximum = Number.MAX_SAFE_INTEGER;
+  if (types.includes('integer') && node.minimum === undefined) node.minimum = Number.MIN_SAFE_INTEGER;
+  for (const inner of Object.values(node)) {
+    if (Array.isArray(inner)) inner.forEach(capIntegers);
+    else capIntegers(inner);
+  }
+}
+
+/** Installs the JSON parser, the query and path checks, the integer caps and the not-found answer. */
 export function installBoundary(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    const schema = route.schema as Record<string, unknown> | undefined;
+    for (const part of ['body', 'querystring', 'params'] as const) capIntegers(schema?.[part]);
+  });
+
   // An empty JSON body is no body (many clients send content-type: application/json with nothing).
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, text, done) => {
     const raw = String(text);

@@ -29,6 +29,7 @@ function sendOpenAiError(reply: FastifyReply, error: unknown): FastifyReply {
 
 export function llmRoutes(app: FastifyInstance, core: CoreClients): void {
   // Keep the caller's bytes: the body is parsed here only to route and to name a bad field.
+  app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
   app.setErrorHandler((error: FastifyError, _req, reply) => {
     if (error.statusCode === 413) return reply.code(413).send({ error: { message: error.message, type: 'invalid_request_error', code: 'body_too_large', param: null } });

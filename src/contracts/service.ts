@@ -2,6 +2,7 @@
 // read-only poll with long wait, cancel, and the packaged artifact. Every
 // request is validated against its contract schema, and every response
 // against the schema it claims, before it is sent.
+import { retryOnConflict } from '../store/outage.js';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -118,7 +119,8 @@ export class ContractService {
   }
 
   async cancel(ticket: string, reason: string): Promise<{ ticket: string; status: string }> {
-    const row = await this.opts.orm.em.fork().transactional(async (tx) => {
+    // The cancel and the worker lock the ticket and its steps; a deadlock between them just runs again.
+    const row = await retryOnConflict(() => this.opts.orm.em.fork().transactional(async (tx) => {
       const current = await getTicket(tx, ticket, true);
       if (!current) throw ticketNotFound(ticket);
       if (isFinished(current)) {
@@ -136,7 +138,7 @@ export class ContractService {
       // Tells the worker executing it, on whichever core, to stop.
       await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, ticket]);
       return updated;
-    });
+    }));
     return { ticket, status: row.status };
   }
 

@@ -80,6 +80,7 @@ export class AbcError extends Error {
   static from(thrown: unknown): AbcError {
     if (thrown instanceof AbcError) return thrown;
     if (isDatabaseUnavailable(thrown)) return databaseUnavailable(thrown);
+    if (isTransactionConflict(thrown)) return new AbcError('ABORTED', { code: 'conflict', message: 'a concurrent change got in the way; retry', retryable: true }, { cause: thrown });
     const data = databaseDataError(thrown);
     if (data) return new AbcError('INVALID_ARGUMENT', { code: 'invalid_request', message: data }, { cause: thrown });
     return new AbcError('INTERNAL', { code: 'internal_error', message: 'internal error' }, { cause: thrown });
@@ -98,10 +99,10 @@ export const unauthenticated = (message = 'a valid API key is required') =>
 export const databaseUnavailable = (cause?: unknown) =>
   new AbcError('UNAVAILABLE', { code: 'database_unavailable', category: 'INTERNAL', message: 'the database is unreachable; retry shortly', retryable: true, retryAfterSeconds: 1 }, { cause });
 
-// SQLSTATE classes 08 (connection exception) and 57P (operator intervention:
+// SQLSTATE class 08 (connection exception, but not 08P01: a malformed message) and 57P (operator intervention:
 // shutdown, crash recovery, cannot connect now), and the socket errors of a
 // server that is gone. Checked along the `cause` chain, as drivers wrap them.
-const UNAVAILABLE_SQLSTATE = /^(08|57P0[1-3]|53300)/;
+const UNAVAILABLE_SQLSTATE = /^(0800[0-6]|57P0[1-3]|53300)$/;
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)|Cannot use a pool after calling end/i;
 
@@ -126,6 +127,8 @@ const DATA_MESSAGES: Record<string, string> = {
   '22P05': 'a string holds an unsupported Unicode escape (NUL or a lone surrogate)',
   '22P02': 'a value has the wrong syntax for its type',
   '22001': 'a string is too long',
+  // The driver sends a NUL inside a parameter as a malformed protocol message.
+  '08P01': 'a value could not be sent to the database (such as a string holding NUL)',
   '54000': 'a value is too large or too deeply nested',
   '54001': 'a value is too deeply nested',
 };
@@ -136,4 +139,12 @@ export function databaseDataError(thrown: unknown): string | undefined {
     if (typeof e.code === 'string' && DATA_MESSAGES[e.code]) return DATA_MESSAGES[e.code];
   }
   return undefined;
+}
+
+/** A deadlock victim (40P01) or a serialization failure (40001): the same transaction may simply run again. */
+export function isTransactionConflict(thrown: unknown): boolean {
+  for (let e = thrown as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
+    if (e.code === '40P01' || e.code === '40001') return true;
+  }
+  return false;
 }

@@ -1,7 +1,8 @@
-// Riding out a database outage: work that must not be lost is retried with
-// backoff while the database is unreachable, for a bounded time.
+// Riding out what the database does to a transaction without it being wrong:
+// an outage (retried with backoff for a bounded time), and a deadlock or
+// serialization failure (PostgreSQL aborts one side; it simply runs again).
 import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
-import { isDatabaseUnavailable } from '../domain/errors.js';
+import { isDatabaseUnavailable, isTransactionConflict } from '../domain/errors.js';
 
 /** Seed 001 §10.2's formula, capped low so a returning database is used within seconds. */
 export const OUTAGE_RETRY: RetryPolicy = { maxRetries: Infinity, initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
@@ -21,6 +22,18 @@ export async function retryWhileUnavailable<T>(fn: (attempt: number) => Promise<
     } catch (error) {
       if (!isDatabaseUnavailable(error) || Date.now() - since > limitMs) throw error;
       await new Promise((resolve) => setTimeout(resolve, backoffDelay(OUTAGE_RETRY, attempt, Math.random())));
+    }
+  }
+}
+
+/** Runs the transaction `fn` again (up to `attempts` times) when PostgreSQL aborted it as a deadlock victim or a serialization failure. */
+export async function retryOnConflict<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (!isTransactionConflict(error) || attempt >= attempts) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 5 + Math.random() * 20 * attempt));
     }
   }
 }
