@@ -86,6 +86,7 @@ afterAll(async () => {
   await agent?.close();
   await s?.close();
   await llm?.close();
+  keepAlive.destroy();
 });
 
 const contractRequest = () => JSON.parse(readFileSync('examples/contracts/analyze-portfolio.json', 'utf8')) as Record<string, unknown>;
@@ -174,11 +175,14 @@ function checkHttp(label: string, status: number, text: string, contentType: str
   }
 }
 
+/** One connection reused from case to case, so each case also proves the last one left it usable. */
+const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
 /** One raw HTTP request (fetch refuses some of these URLs and headers). */
 function rawHttp(method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string; contentType: string | null }> {
   const url = new URL(s.url);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers: { authorization: `Bearer ${s.key}`, ...headers }, agent: false }, (res) => {
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers: { authorization: `Bearer ${s.key}`, ...headers }, agent: keepAlive }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => {
@@ -235,7 +239,7 @@ describe('the fuzz corpus', () => {
     const table = routes();
 
     // HTTP: every route, mutated many ways.
-    for (let i = 0; i < 900; i++) await httpCase(r, table[i % table.length]!);
+    for (let i = 0; i < 1200; i++) await httpCase(r, table[i % table.length]!);
     // An oversized header block and a bad URL answer in ABC's shape too.
     for (const [path, headers] of [['/v1/agents', { 'x-big': 'x'.repeat(20_000) }], ['/v1/%zz', {}], [`/v1/runs/${'r'.repeat(5000)}`, {}]] as const) {
       const res = await rawHttp('GET', path, headers);
