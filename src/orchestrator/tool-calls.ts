@@ -245,7 +245,10 @@ export class ToolCalls {
    */
   async #sendToClient(tx: EntityManager, call: ToolCallRow, sessionId: string): Promise<ToolCallRow> {
     const online = await this.#opts.presence.online(sessionId);
-    if (call.status === 'APPROVED') call = await this.#transition(tx, call.toolCallId, 'start', [], { started: true, deadlineMs: call.timeoutMs ?? 60_000 });
+    if (call.status === 'APPROVED') {
+      const dispatched = { type: 'tool_dispatched', payload: { tool_call_id: call.toolCallId, kind: 'client', after_approval: true } };
+      call = await this.#transition(tx, call.toolCallId, 'start', [dispatched], { started: true, deadlineMs: call.timeoutMs ?? 60_000 });
+    }
     if (!online) {
       const error = { code: 'client_offline', message: 'no client of the session is connected to run this client tool' };
       return this.#transition(tx, call.toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: call.toolCallId, kind: 'client', status: 'failed', error } }], {
@@ -369,7 +372,12 @@ export class ToolCalls {
       .transactional(async (tx) => {
         // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
         const done = await completedElsewhere(tx, toolCallId);
-        if (!done) return this.#transition(tx, toolCallId, 'start', [], { started: true });
+        if (!done) {
+          // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
+          const current = await this.get(toolCallId, tx);
+          const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
+          return this.#transition(tx, toolCallId, 'start', dispatched, { started: true });
+        }
         const error = { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
         const current = await this.get(toolCallId, tx);
         if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });

@@ -11,17 +11,19 @@ export interface Move {
 const move = (trigger: ExecutionTrigger, actor: string): Move => ({ trigger, actor });
 
 /**
- * Tool call (from state, trigger) → contract moves. As in seed 004's worked
- * example, a call that needs approval stays pending while its approval (its
- * own `ecs_request` contract) is suspended; it starts once approved. Dispatch
- * and policy checks leave it pending; a call that never ran is rejected,
- * cancelled or failed.
+ * Tool call (from state, trigger) → contract moves. A call that needs approval
+ * is suspended (WAITING) while a human decides, and resumed once approved, so
+ * its consequence carries seed 004's `was_suspended` and reads
+ * "(human-confirmed)"; the approval keeps its own `ecs_request` contract.
+ * Dispatch and policy checks leave a call pending; a call that never ran is
+ * rejected, cancelled or failed.
  */
 export const TOOL_CALL_TO_CONTRACT: Readonly<Record<string, readonly Move[]>> = {
   'POLICY_CHECKED:block': [move('reject', 'policy')],
+  'POLICY_CHECKED:require_approval': [move('start', 'ecs_node'), move('suspend', 'ecs_node')],
+  'WAITING_APPROVAL:approve': [move('resume', 'graph_runner')],
   'WAITING_APPROVAL:reject': [move('reject', 'human')],
   'WAITING_APPROVAL:time_out': [move('cancel', 'system')],
-  'APPROVED:start': [move('start', 'tool_node')],
   'DISPATCHED:start': [move('start', 'tool_node')],
   'DISPATCHED:fail': [move('start', 'tool_node'), move('fail', 'tool_node')],
   'DISPATCHED:time_out': [move('start', 'tool_node'), move('fail', 'system')],

@@ -43,7 +43,8 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
   webhookUrl = `http://127.0.0.1:${(webhook.address() as AddressInfo).port}/hook`;
-  s = await startTestStack({ policyFile, approvalTimeoutMs: 60_000, timerSweepMs: 100 });
+  // Held runs outlive the policy reload's waits: a run token works only while its run lives.
+  s = await startTestStack({ policyFile, approvalTimeoutMs: 60_000, timerSweepMs: 100, agentIdleTimeoutMs: 30_000 });
   agent = await startFakeAgent();
   await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'worker', name: 'Worker', endpoint: agent.url } });
   for (const tool of [
@@ -223,6 +224,9 @@ describe('approvals', () => {
     const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());
     run.ws.send({ type: 'approval_decision', run_id: run.runId, approval_id: asked.approval_id, decision: 'approve' });
     expect((await waiting).status).toBe('succeeded');
+    // Seed 001 §9.1: the approved call was dispatched, and the log says so.
+    const hops = await types(run.runId, ['approval_decision', 'tool_dispatched', 'tool_result']);
+    expect(hops.slice(hops.indexOf('approval_decision'))).toEqual(['approval_decision', 'tool_dispatched', 'tool_result']);
     const [warning] = await readEvents(s.orm.em.fork(), { runId: run.runId, types: ['execution_alignment_warning'] }, '0', 10);
     expect(warning!.payload).toMatchObject({ expected_waiting: 0, actual_waiting: 1 });
     expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
@@ -272,7 +276,7 @@ describe('the seed 004 worked example', () => {
     expect(pending.body.status).toBe('pending');
     const asked = await run.ws.next('approval_required');
 
-    // Suspended: the confirmation waits, the send has not started.
+    // Suspended: the confirmation waits, and so does the send it guards.
     const during = await (await s.http(`/api/execution/${run.sessionId}/timeline`)).json();
     // The agent's call came first; the policy then asked for the confirmation.
     const [send, ecs] = during.contracts;
@@ -281,8 +285,8 @@ describe('the seed 004 worked example', () => {
       has_side_effects: false, transition_count: 2, last_actor: 'ecs_node', last_trigger: 'suspend',
     });
     expect(send).toMatchObject({
-      action_type: 'tool_call', action_summary: 'email.send → bob@example.com', current_status: 'pending', is_stable: false, is_resumable: false,
-      has_side_effects: true, irreversible: true, transition_count: 0, last_actor: null,
+      action_type: 'tool_call', action_summary: 'email.send → bob@example.com', current_status: 'waiting', is_stable: true, is_resumable: true,
+      has_side_effects: true, irreversible: true, transition_count: 2, last_actor: 'ecs_node', last_trigger: 'suspend',
     });
     expect(during).toMatchObject({ total_contracts: 2, terminal_contracts: 0, active_contracts: 2, has_suspended: true, ended_at: null });
 
@@ -300,18 +304,21 @@ describe('the seed 004 worked example', () => {
       [3, 'running→completed', 'succeed', 'graph_runner', 'system', true],
     ]);
     expect(rows(send.execution_id)).toEqual([
-      [0, 'pending→running', 'start', 'tool_node', 'tool', false],
-      [1, 'running→completed', 'succeed', 'tool_node', 'tool', true],
+      [0, 'pending→running', 'start', 'ecs_node', 'system', false],
+      [1, 'running→waiting', 'suspend', 'ecs_node', 'system', false],
+      [2, 'waiting→running', 'resume', 'graph_runner', 'system', false],
+      [3, 'running→completed', 'succeed', 'tool_node', 'tool', true],
     ]);
     const sendAfter = t.contracts.find((c: { execution_id: string }) => c.execution_id === send.execution_id);
     expect(t).toMatchObject({ total_contracts: 2, terminal_contracts: 2, active_contracts: 0, has_suspended: false, has_irreversible_completed: true, started_at: send.created_at, ended_at: sendAfter.entered_at });
 
     const c = await (await s.http(`/api/execution/${run.sessionId}/consequences`)).json();
     expect(c.views).toEqual([
-      expect.objectContaining({ execution_id: send.execution_id, action_summary: 'email.send → bob@example.com', consequence_label: 'SUCCESS', has_side_effects: true, was_suspended: false, is_still_pending: false }),
+      expect.objectContaining({ execution_id: send.execution_id, action_summary: 'email.send → bob@example.com', consequence_label: 'SUCCESS', has_side_effects: true, was_suspended: true, is_still_pending: false }),
       expect.objectContaining({ execution_id: ecs.execution_id, action_type: 'ecs_request', consequence_label: 'SUCCESS', has_side_effects: false, was_suspended: true, is_still_pending: false }),
     ]);
-    expect(c.prompt_text).toMatch(/^\[SUCCESS ⚠️ IRREVERSIBLE\] email\.send → bob@example\.com: \{"ok":true/);
+    // A human approved the send: seed 004's marker says so.
+    expect(c.prompt_text).toMatch(/^\[SUCCESS ⚠️ IRREVERSIBLE \(human-confirmed\)\] email\.send → bob@example\.com: \{"ok":true/);
     expect(JSON.stringify(c)).not.toContain(send.idempotency_key);
     // The same views for the run alone.
     expect(await (await s.http(`/v1/runs/${run.runId}/consequences`)).json()).toEqual(c);
@@ -333,14 +340,14 @@ describe('the seed 004 worked example', () => {
     // execution_state events, in order, on the run's log; SSE resumes after Last-Event-ID.
     const replay = (await (await s.http(`/v1/runs/${run.runId}/events?types=execution_state`)).json()).events;
     expect(replay.map((e: { payload: Record<string, string> }) => `${e.payload.execution_id === ecs.execution_id ? 'ecs' : 'send'}:${e.payload.trigger}`))
-      .toEqual(['ecs:start', 'ecs:suspend', 'ecs:resume', 'ecs:succeed', 'send:start', 'send:succeed']);
+      .toEqual(['ecs:start', 'ecs:suspend', 'send:start', 'send:suspend', 'ecs:resume', 'ecs:succeed', 'send:resume', 'send:succeed']);
     expect(replay[1].payload).toEqual({
       execution_id: ecs.execution_id, action_summary: ecs.action_summary, from_status: 'running', to_status: 'waiting', trigger: 'suspend',
       actor_category: 'system', is_terminal: false, is_resumable: true, has_side_effects: false, timestamp: expect.any(Number),
     });
     const controller = new AbortController();
     const res = await s.http(`/v1/runs/${run.runId}/events/stream?types=execution_state`, { signal: controller.signal, headers: { 'last-event-id': replay[2].cursor } });
-    const rest = await readSse(res, 3, controller);
+    const rest = await readSse(res, replay.length - 3, controller);
     expect(rest.map((e) => JSON.parse(e.data).event_id)).toEqual(replay.slice(3).map((e: { event_id: string }) => e.event_id));
     // Clients that do not want execution_state leave it out: replay, and IM frames on resume.
     const without = (await (await s.http(`/v1/runs/${run.runId}/events?exclude_types=execution_state`)).json()).events;
@@ -357,7 +364,7 @@ describe('the seed 004 worked example', () => {
       return ws.frames.filter((f) => f.type === 'state' && f.state === 'execution_state');
     };
     const seen = await executionFrames([]);
-    expect(seen.map((f) => f.detail.execution_state.trigger)).toEqual(['start', 'suspend', 'resume', 'succeed', 'start', 'succeed']);
+    expect(seen.map((f) => f.detail.execution_state.trigger)).toEqual(['start', 'suspend', 'start', 'suspend', 'resume', 'succeed', 'resume', 'succeed']);
     expect(await executionFrames(['execution_state'])).toEqual([]);
 
     run.release();
