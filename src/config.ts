@@ -43,6 +43,8 @@ export interface Config {
   toolsFile: string | undefined;
   /** A run whose executor has not renewed its lease for this long is recovered by another core. */
   runLeaseMs: number;
+  /** How many of a session's latest messages an agent receives on invoke. */
+  agentTranscriptLimit: number;
   /** At shutdown, how long work in flight may finish before it is handed back. */
   shutdownGraceMs: number;
   /** Backoff of seed 001 §10.2, for agent and upstream calls. */
@@ -120,6 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     agentIdleTimeoutMs: ms('AGENT_IDLE_TIMEOUT_MS', 120_000),
     runLeaseMs: ms('RUN_LEASE_MS', 15_000),
     shutdownGraceMs: ms('ABC_SHUTDOWN_GRACE_MS', 10_000),
+    agentTranscriptLimit: read('AGENT_TRANSCRIPT_LIMIT', 1000, parseLimit),
     a2aMaxDepth: ms('A2A_MAX_DEPTH', 5),
     policyFile: read<string | undefined>('ABC_POLICY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     toolsFile: read<string | undefined>('ABC_TOOLS_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
@@ -177,6 +180,10 @@ export function parseFallbacks(raw: string): Parsed<Record<string, string[]>> {
     chains[models[0]!] = models.slice(1);
   }
   return { value: chains };
+}
+
+function parseLimit(raw: string): Parsed<number> {
+  return /^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= 100_000 ? { value: Number(raw) } : { error: `expected an integer 1-100000, got "${raw}"` };
 }
 
 function parseCount(raw: string): Parsed<number> {

@@ -31,7 +31,7 @@ export const toolCallJson = (c: ToolCall) => ({
   status: plainEnum(c.status, 'TOOL_CALL_STATUS').toLowerCase(),
   args: c.args ?? {},
   result: c.result ?? null,
-  error: c.error ? { code: c.error.code, message: c.error.message } : null,
+  error: c.error ? { code: c.error.code, message: c.error.message, retryable: c.error.retryable } : null,
   approval_id: c.approvalId || null,
   idempotency_key: c.idempotencyKey || null,
   timestamps: { created_at: c.timestamps?.createdAt ?? 0, started_at: c.timestamps?.startedAt || null, completed_at: c.timestamps?.completedAt || null },
@@ -136,7 +136,7 @@ export function toolRoutes(app: FastifyInstance, core: CoreClients): void {
       const status = plainEnum(res.status, 'TOOL_INVOKE_STATUS').toLowerCase();
       if (status === 'succeeded') return { status, tool_call_id: res.toolCallId, result: res.result ?? null };
       if (status === 'pending') return { status, tool_call_id: res.toolCallId, reason: res.reason };
-      return { status, tool_call_id: res.toolCallId, error: { code: res.error?.code ?? 'tool_failed', message: res.error?.message ?? '' } };
+      return { status, tool_call_id: res.toolCallId, error: { code: res.error?.code ?? 'tool_failed', message: res.error?.message ?? '', retryable: res.error?.retryable ?? false } };
     },
   );
 

@@ -41,12 +41,13 @@ export function frameOf(event: StoredEvent): ConnectResponse | null {
       };
       break;
     case 'tool_result': {
-      // An expired approval, or a client tool past its deadline, is news to the client;
+      // An expired approval, a client tool past its deadline, or one no client was
+      // connected to run (seed 001 §5.3, delivered on resume), is news to the client;
       // other results reach the agent only.
       const error = (p.error ?? {}) as Record<string, unknown>;
-      const code = error.code === 'approval_timeout' || (error.code === 'tool_timeout' && p.kind === 'client') ? String(error.code) : null;
+      const code = error.code === 'approval_timeout' || (p.kind === 'client' && (error.code === 'tool_timeout' || error.code === 'client_offline')) ? String(error.code) : null;
       if (!code) break;
-      frame = { $case: 'error', value: { code, message: str(error.message), field: '', retryable: code === 'tool_timeout' } };
+      frame = { $case: 'error', value: { code, message: str(error.message), field: '', retryable: code !== 'approval_timeout' } };
       break;
     }
     case 'run_cancelled':

@@ -62,6 +62,7 @@ export function coreOptions(config: Config) {
     runLeaseMs: config.runLeaseMs,
     drainTimeoutMs: config.shutdownGraceMs,
     imHelloTimeoutMs: config.imHelloTimeoutMs,
+    agentTranscriptLimit: config.agentTranscriptLimit,
     a2aMaxDepth: config.a2aMaxDepth,
     policyFile: config.policyFile,
     toolsFile: config.toolsFile,

@@ -74,6 +74,8 @@ export interface CoreOptions {
   secrets?: SecretBox;
   /** An IM connection that has not said a valid hello by then is closed (default 10 s). */
   imHelloTimeoutMs?: number;
+  /** How many of a session's latest messages an agent receives on invoke (default 1,000). */
+  agentTranscriptLimit?: number;
 }
 
 export interface ContractOptions {
@@ -128,6 +130,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     coreId,
     leaseMs: opts.runLeaseMs ?? 15_000,
     maxDepth: opts.a2aMaxDepth,
+    transcriptLimit: opts.agentTranscriptLimit,
   });
   const retry = opts.retry ?? DEFAULT_RETRY;
   const llm = new LlmProxy({

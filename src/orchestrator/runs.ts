@@ -32,6 +32,8 @@ export interface RunsOptions {
   retry: RetryPolicy;
   /** How deep agent-to-agent calls may nest (a root run is depth 1). */
   maxDepth?: number;
+  /** How many of the session's latest messages an agent receives (seed 001 §6.1 sends the transcript). */
+  transcriptLimit?: number;
   /** This core's identity, recorded as the lease owner of the runs it executes. */
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
@@ -62,7 +64,8 @@ export interface Started {
   cursorBefore: string;
 }
 
-const TRANSCRIPT_LIMIT = 200;
+/** The default of RunsOptions.transcriptLimit (AGENT_TRANSCRIPT_LIMIT). */
+export const TRANSCRIPT_LIMIT = 1000;
 
 export class Runs {
   readonly #opts: RunsOptions;
@@ -340,7 +343,11 @@ export class Runs {
     // On resume, the agent's re-streamed prefix is what clients already have: drop it.
     let skip = alreadySent;
     try {
-      const transcript = await listMessages(this.#em(), run.sessionId, TRANSCRIPT_LIMIT);
+      const limit = this.#opts.transcriptLimit ?? TRANSCRIPT_LIMIT;
+      const transcript = await listMessages(this.#em(), run.sessionId, limit);
+      // A cut transcript is said so: the agent can page the rest from GET /v1/sessions/{id}/messages.
+      const cut = transcript.hasMore ? { transcript_truncated: { sent_messages: transcript.messages.length, limit, oldest_message_id: transcript.messages[0]?.messageId } } : {};
+      if (transcript.hasMore) log.info({ limit }, 'the transcript sent to the agent was cut to its latest messages');
       const consequences = await this.#opts.consequencesOf?.(run.sessionId);
       const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
@@ -367,7 +374,7 @@ export class Runs {
           run_id: run.runId,
           input_message: { role: 'user', content: input?.content ?? '' },
           messages: transcript.messages.map((m) => ({ role: m.role, content: m.content })),
-          context: { user_id: run.userId, ...(consequences && { execution_consequences: consequences }), ...context },
+          context: { user_id: run.userId, ...(consequences && { execution_consequences: consequences }), ...cut, ...context },
         },
       });
       for await (const event of events) {
@@ -388,7 +395,9 @@ export class Runs {
           writer.push({ type: 'agent_state', payload: { state: event.state, detail: event.detail } });
         } else if (event.type === 'done') {
           await writer.flush();
-          await this.#complete(run, event.usage, event.finalMessage ?? texts.join(''), Date.now() - started);
+          const finalMessage = event.finalMessage ?? texts.join('');
+          if (await this.#detachIfPaused(run, event.usage, finalMessage)) return;
+          await this.#complete(run, event.usage, finalMessage, Date.now() - started);
           return;
         } else {
           await writer.flush();
@@ -433,6 +442,26 @@ export class Runs {
         ]);
       }),
     ).catch((error) => ignoreIfEnded(error));
+  }
+
+  /**
+   * An agent that says `done` while its run waits on an approval or a client
+   * tool has not seen that outcome yet. The run is not ended under the human:
+   * the early `done` is recorded (`agent_done_while_paused`), the run is
+   * detached, and once the wait ends the agent is invoked again in resume mode
+   * with the outcome, as for a run whose core stopped while it waited.
+   */
+  async #detachIfPaused(run: RunRow, usage: Record<string, unknown>, finalMessage: string): Promise<boolean> {
+    return retryWhileUnavailable(() =>
+      this.#em().transactional(async (tx) => {
+        const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [run.runId]);
+        if (row?.status !== 'PAUSED_WAITING_APPROVAL' && row?.status !== 'PAUSED_WAITING_TOOL') return false;
+        await appendEvents(tx, run.runId, [{ type: 'agent_done_while_paused', payload: { status: row.status, final_message: finalMessage, usage, outcome: 'resumes_after_wait' } }]);
+        await tx.execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ?', [run.runId]);
+        this.#log.warn({ runId: run.runId, status: row.status }, 'the agent finished while its run waits; the run resumes the agent after the wait');
+        return true;
+      }),
+    );
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {

@@ -37,14 +37,16 @@ export const toToolMessage = (t: ToolRow): ToolMessage => ({
   metadata: t.metadata ?? undefined,
 });
 
-/** A tool call's error; only a timeout is worth retrying. */
+/** A tool call's error; a timeout, or a client that was offline, is worth retrying. */
 const toolError = (e: { code: string; message: string }) => ({
   code: e.code,
   message: e.message,
   category: ErrorCategory.ERROR_CATEGORY_EXECUTION,
-  retryable: e.code === 'tool_timeout',
+  retryable: RETRYABLE_TOOL_ERRORS.has(e.code),
   traceId: '',
 });
+
+const RETRYABLE_TOOL_ERRORS = new Set(['tool_timeout', 'client_offline']);
 
 export const toToolCallMessage = (c: ToolCallRow): ToolCallMessage => ({
   toolCallId: c.toolCallId,

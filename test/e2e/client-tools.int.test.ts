@@ -71,8 +71,14 @@ describe('client tools', () => {
     await ws.until(() => ws.closed);
     await new Promise((r) => setTimeout(r, 100)); // the connection's presence is removed on close
     const res = await invoke(token, { run_id: runId, args: { url: 'https://example.com' } });
-    expect(res).toMatchObject({ status: 'failed', error: { code: 'client_offline' } });
+    expect(res).toMatchObject({ status: 'failed', error: { code: 'client_offline', retryable: true } });
     expect((await (await s.http(`/v1/runs/${runId}`)).json()).run.status).toBe('RUNNING');
+    // The client learns of it as an IM error frame (seed 001 §5.3) when it comes back.
+    const back = await new WsClient(s.url).open();
+    back.send({ type: 'hello', api_key: s.key, user_id: 'u1' });
+    back.send({ type: 'resume', session_id: (await (await s.http(`/v1/runs/${runId}`)).json()).run.session_id, cursor: '0' });
+    expect(await back.next('error')).toMatchObject({ code: 'client_offline', retryable: true, run_id: runId });
+    back.close();
   });
 
   it('times out a call whose client misses the deadline, and tells the client', async () => {

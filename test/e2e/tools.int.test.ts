@@ -85,6 +85,10 @@ describe('allowed server tools', () => {
     const call = await (await s.http(`/v1/tool_calls/${res.body.tool_call_id}`, { key: run.token })).json();
     expect(call).toMatchObject({ status: 'succeeded', result: { hello: 'world' }, timestamps: { created_at: expect.any(Number), started_at: expect.any(Number), completed_at: expect.any(Number) } });
     expect(await types(run.runId, ['tool_call_created', 'policy_decision', 'tool_dispatched', 'tool_result'])).toEqual(['tool_call_created', 'policy_decision', 'tool_dispatched', 'tool_result']);
+    // Many clients send content-type: application/json with an empty body: that is no body, not a 400.
+    const waited = await s.http(`/v1/tool_calls/${res.body.tool_call_id}:wait`, { method: 'POST', key: run.token, headers: { 'content-type': 'application/json' } });
+    expect(waited.status).toBe(200);
+    expect((await waited.json()).status).toBe('succeeded');
     run.release();
     run.ws.close();
   });
