@@ -4,6 +4,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { Logger } from 'pino';
 import type { CoreClients } from './core-client.js';
 import { boundaryOptions, installBoundary, invalid } from './boundary.js';
+import { installTracing } from './tracing.js';
 import { fromGrpcError } from './errors.js';
 import websocket from '@fastify/websocket';
 import { agentRoutes } from './routes/agents.js';
@@ -41,6 +42,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     ...boundaryOptions,
   });
   installBoundary(app);
+  installTracing(app);
 
   app.setErrorHandler((error, request, reply) => {
     const e = error as { validation?: unknown; statusCode?: number; code?: unknown; message: string; validationContext?: string; instancePath?: string };
@@ -82,7 +84,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   });
 
   app.addHook('onResponse', (request, reply, done) => {
-    request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, traceId: request.traceId }, 'request');
     done();
   });
 

@@ -12,6 +12,7 @@ export function metadataOf(request: FastifyRequest): Metadata {
   const traceparent = request.headers.traceparent;
   if (typeof traceparent === 'string') metadata.set('traceparent', traceparent);
   metadata.set('x-request-id', String(request.id));
+  if (request.traceId) metadata.set('x-abc-trace-id', request.traceId);
   return metadata;
 }
 

@@ -74,7 +74,7 @@ export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
     '/v1/tickets/:ticket',
     { schema: { params: ticketParams, querystring: { type: 'object', additionalProperties: false, properties: { wait_ms: { type: 'integer', minimum: 0, maximum: 30000 } } } } },
     async (req, reply) => {
-      const res = await call(core.ingress.pollTicket.bind(core.ingress), { ticket: req.params.ticket, waitMs: req.query.wait_ms ?? 0 }, req);
+      const res = await call(core.ingress.pollTicket.bind(core.ingress), { ticket: req.params.ticket, waitMs: req.query.wait_ms ?? 0, noWait: req.query.wait_ms === 0 }, req);
       // The body is the contract's schema; the engine's own state (WAIT_HUMAN, ...) rides in a header.
       if (res.lifecycleState) reply.header('x-abc-lifecycle-state', res.lifecycleState);
       return pollJson(res);

@@ -19,11 +19,11 @@ export function contractHandlers(service: ContractService): ContractHandlers {
   return {
     submitContract: async (req, ctx) => {
       requireKey(ctx.principal);
-      return toSubmitResponse(await service.submit(req.body ?? null, ctx.signal));
+      return toSubmitResponse(await service.submit(req.body ?? null, ctx.signal, String(ctx.metadata.get('traceparent')[0] ?? '') || undefined));
     },
     pollTicket: async (req, ctx) => {
       requireKey(ctx.principal);
-      const view = await service.poll(req.ticket, req.waitMs === 0 ? undefined : req.waitMs, ctx.signal);
+      const view = await service.poll(req.ticket, req.noWait ? 0 : req.waitMs === 0 ? undefined : req.waitMs, ctx.signal);
       return { ...toPollResponse(view.document), lifecycleState: view.lifecycleState };
     },
     submitHumanFeedback: async (req, ctx) => {

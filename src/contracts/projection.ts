@@ -40,7 +40,9 @@ export function pollHintMs(row: TicketRow): number {
 
 export function pollDocument(row: TicketRow, steps: StepRow[], now: number): Record<string, unknown> {
   const prefs = preferencesOf(row.request);
-  const done = steps.filter((s) => s.status === 'SUCCEEDED' || s.status === 'SKIPPED' || s.status === 'FAILED').length;
+  // Progress is work done: a step skipped because the execution halted, or one that failed, is none.
+  const halted = row.lifecycle_state === 'FAILED' || row.lifecycle_state === 'CANCELED';
+  const done = steps.filter((s) => s.status === 'SUCCEEDED' || (s.status === 'SKIPPED' && !halted)).length;
   const current = steps.find((s) => s.status === 'RUNNING');
   const progress: Record<string, unknown> = { phase: row.phase, percent: row.lifecycle_state === 'COMPLETED' ? 100 : percentOf(row.phase, done, steps.length) };
   if (prefs.progress_granularity !== 'none' && current) progress.current_step = current.step_id;

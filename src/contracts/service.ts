@@ -12,6 +12,7 @@ import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
 import { appendTicketEvent, getTicket, type StepRow, type TicketRow } from '../engine/ticket-store.js';
 import { newId } from '../ids.js';
+import { traceIdFrom, w3cTraceId } from '../domain/ids.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
 import { WakeWatch } from '../store/wake-watch.js';
@@ -44,10 +45,15 @@ export class ContractService {
     this.#log = opts.log.child({ component: 'contracts' });
   }
 
-  /** `signal` ends a sync wait early when the caller goes away; the execution goes on. */
-  async submit(body: unknown, signal?: AbortSignal): Promise<SubmitOutcome> {
+  /**
+   * `signal` ends a sync wait early when the caller goes away; the execution goes on.
+   * The ticket joins the caller's trace: its `traceparent`, else a `correlation.client_trace_id`
+   * that is a W3C trace id; any other client_trace_id is recorded on the ticket's first event.
+   */
+  async submit(body: unknown, signal?: AbortSignal, traceparent?: string): Promise<SubmitOutcome> {
     const received = Date.now();
-    const traceId = randomBytes(16).toString('hex');
+    const clientTraceId = (body as { correlation?: { client_trace_id?: unknown } } | null)?.correlation?.client_trace_id;
+    const traceId = traceIdFrom(traceparent) ?? w3cTraceId(clientTraceId) ?? randomBytes(16).toString('hex');
     const contract = this.#contractOf(body, traceId);
     const check = this.opts.contracts.validateRequest(contract, body);
     if (!check.ok) throw validationError(check.violations, traceId);
@@ -188,7 +194,8 @@ export class ContractService {
       );
       if (inserted[0]) {
         await this.opts.engine.queue.enqueue(tx, ticket);
-        await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id });
+        const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
+        await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) });
         return inserted[0];
       }
       const [existing] = await tx.execute<TicketRow[]>('SELECT * FROM contract_executions WHERE contract_id = ? AND idempotency_key = ?', [contract.contract_id, correlation.idempotency_key]);

@@ -38,7 +38,7 @@ export function aggregate(request: Record<string, unknown>, outputs: Outputs): P
     locale: s.locale,
     sections: s.sections,
   });
-  const warnings = valuation.unvalued.map((u) => `${u.asset_id} was not valued: ${u.reason}`);
+  const warnings = [...valuation.unvalued.map((u) => `${u.asset_id} was not valued: ${u.reason}`), ...(valuation.notes ?? [])];
   return { result, warnings };
 }
 

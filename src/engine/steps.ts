@@ -146,7 +146,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       }
       const ancestors = ancestorsOf(planned, id);
       const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestors.has(d)));
-      const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal };
+      const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
+      const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
       const used = await facts(result.capability);

@@ -26,7 +26,7 @@ const object = (required: string[]): Record<string, unknown> => ({ type: 'object
 
 export const UNIT_META: Record<string, UnitMeta> = {
   'portfolio.read': { version: '1.0.0', permission_level: 'INTERNAL', side_effect: false, timeout_ms: 5000, output_schema: object(['source', 'positions']) },
-  'market.read': { version: '1.0.0', permission_level: 'INTERNAL', side_effect: false, timeout_ms: 5000, output_schema: object(['as_of', 'currency', 'total', 'positions', 'unvalued']) },
+  'market.read': { version: '1.0.0', permission_level: 'INTERNAL', side_effect: false, timeout_ms: 5000, output_schema: object(['as_of', 'currency', 'total', 'positions', 'unvalued', 'notes']) },
   'analytics.allocation': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 5000, output_schema: object(['allocation', 'top_positions', 'sectors']) },
   'analytics.risk': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 10_000, output_schema: object(['metrics', 'notes']) },
   'analytics.performance': { version: '1.0.0', permission_level: 'PUBLIC', side_effect: false, timeout_ms: 10_000, output_schema: object(['periods', 'attribution']) },
@@ -45,6 +45,8 @@ export interface UnitContext {
   /** Receives the record of each LLM call the unit makes. */
   onLlmCall?: (record: Record<string, unknown>) => void;
   signal: AbortSignal;
+  /** The plan's constraints on the capability (assembly `capabilities[].constraints`), e.g. an LLM's max_tokens. */
+  constraints?: Record<string, unknown>;
 }
 
 /** The LLM through ABC's own proxy path: `viaProxy` gives the `openai` SDK a fetch into the core's proxy. */
@@ -107,6 +109,7 @@ export const EXECUTION_UNITS: Record<string, ExecutionUnit> = {
       {
         model: ctx.llm.model,
         temperature: 0,
+        ...(typeof ctx.constraints?.max_tokens === 'number' && { max_tokens: ctx.constraints.max_tokens }),
         messages: [
           { role: 'system', content: `You write portfolio highlights. Reply with a JSON array of at most ${n} short strings in locale ${String(ctx.input.locale ?? 'zh-TW')}. Use only the facts given; never add numbers.` },
           { role: 'user', content: JSON.stringify(facts) },

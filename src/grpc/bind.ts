@@ -15,6 +15,7 @@ import type {
 import { AbcError } from '../domain/errors.js';
 import type { Principal } from '../access/principal.js';
 import type { Logger } from '../log.js';
+import { traceIdFrom } from '../domain/ids.js';
 import { boundedError, checkRequest } from './boundary.js';
 import { toServiceError } from './errors.js';
 
@@ -82,8 +83,8 @@ export function bindService<D extends ServiceDefinition>(
       active.add(controller);
       return { controller, release: () => active.delete(controller) };
     };
-    const fail = (error: unknown) => {
-      const abc = boundedError(AbcError.from(error));
+    const fail = (error: unknown, metadata?: Metadata) => {
+      const abc = withTrace(boundedError(AbcError.from(error)), metadata);
       if (abc.status === 'INTERNAL' || abc.status === 'UNKNOWN') log.error({ err: error }, 'rpc failed');
       return toServiceError(abc);
     };
@@ -96,7 +97,7 @@ export function bindService<D extends ServiceDefinition>(
             checkRequest(call.request);
             return (handler as Unary<unknown, unknown>)(call.request, ctx);
           })
-          .then((res) => callback(null, res), (error) => callback(fail(error)))
+          .then((res) => callback(null, res), (error) => callback(fail(error, call.metadata)))
           .finally(release);
       };
     } else if (!method.requestStream) {
@@ -126,7 +127,7 @@ export function bindService<D extends ServiceDefinition>(
         if (!call.cancelled) call.end();
       } catch (error) {
         if (call.cancelled) return;
-        call.emit('error', fail(error));
+        call.emit('error', fail(error, call.metadata));
       } finally {
         release();
       }
@@ -145,4 +146,12 @@ function waitForDrain(stream: NodeJS.EventEmitter, signal: AbortSignal): Promise
     stream.once('drain', done);
     signal.addEventListener('abort', done, { once: true });
   });
+}
+
+/** An error that names no trace gets the caller's (x-abc-trace-id from the gateway, or a traceparent). */
+function withTrace(error: AbcError, metadata: Metadata | undefined): AbcError {
+  if (error.payload.traceId || !metadata) return error;
+  const traceId = String(metadata.get('x-abc-trace-id')[0] ?? '') || traceIdFrom(String(metadata.get('traceparent')[0] ?? ''));
+  if (!traceId || !/^[\da-f]{32}$/.test(traceId)) return error;
+  return new AbcError(error.status, { ...error.payload, traceId }, { cause: error.cause ?? error });
 }

@@ -9,6 +9,7 @@ import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import { newId } from '../ids.js';
+import { traceIdFrom } from '../domain/ids.js';
 import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
@@ -484,7 +485,3 @@ class ShutdownAbort extends Error {}
 /** States in which a run has an executor holding a lease. */
 const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
 
-function traceIdFrom(traceparent: string | undefined): string | undefined {
-  const match = traceparent && /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/.exec(traceparent);
-  return match && !/^0+$/.test(match[1]!) ? match[1] : undefined;
-}

@@ -91,7 +91,7 @@ it('completes the ticket after a restart without re-running finished steps', asy
   try {
     let poll;
     for (let i = 0; i < 40; i++) {
-      poll = await unary(rclients.ingress.pollTicket.bind(rclients.ingress), { ticket, waitMs: 1000 }, meta);
+      poll = await unary(rclients.ingress.pollTicket.bind(rclients.ingress), { ticket, waitMs: 1000, noWait: false }, meta);
       if (poll.status !== 'TICKET_STATUS_RUNNING') break;
     }
     expect(poll!.status).toBe('TICKET_STATUS_SUCCEEDED');
@@ -129,7 +129,7 @@ it('hands a ticket back within the shutdown grace period on SIGTERM, and the nex
   try {
     let poll;
     for (let i = 0; i < 40; i++) {
-      poll = await unary(nclients.ingress.pollTicket.bind(nclients.ingress), { ticket, waitMs: 1000 }, meta);
+      poll = await unary(nclients.ingress.pollTicket.bind(nclients.ingress), { ticket, waitMs: 1000, noWait: false }, meta);
       if (poll.status !== 'TICKET_STATUS_RUNNING') break;
     }
     expect(poll!.status).toBe('TICKET_STATUS_SUCCEEDED');

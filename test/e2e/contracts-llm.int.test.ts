@@ -34,6 +34,8 @@ describe('the highlights step', () => {
     // The model sees computed facts only, and is told not to add numbers.
     expect(call.json.messages[1].content).toContain('Portfolio value');
     expect(call.json.messages[0].content).toContain('never add numbers');
+    // The assembly's constraint on the capability reaches the model.
+    expect(call.json.max_tokens).toBe(400);
     const [plan] = await s.orm.em.fork().execute<{ plan: { whitelist: { name: string }[]; steps: { id: string; tool_name: string }[] } }[]>(
       'SELECT plan FROM frozen_plans WHERE ticket = ?',
       [res.headers.get('x-abc-ticket')],

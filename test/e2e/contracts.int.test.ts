@@ -193,7 +193,7 @@ describe('submit and poll', () => {
     const body = request({ execution_preferences: { mode: 'sync', max_latency_ms: 10_000 } });
     const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), { body }, withKey(s.key));
     expect(res.outcome?.$case).toBe('result');
-    const poll = await unary(s.clients.ingress.pollTicket.bind(s.clients.ingress), { ticket: res.ticket, waitMs: 0 }, withKey(s.key));
+    const poll = await unary(s.clients.ingress.pollTicket.bind(s.clients.ingress), { ticket: res.ticket, waitMs: 0, noWait: true }, withKey(s.key));
     expect(poll).toMatchObject({ ticket: res.ticket, status: 'TICKET_STATUS_SUCCEEDED', progress: { phase: 'LIFECYCLE_PHASE_DONE', percent: 100 } });
     if (res.outcome?.$case === 'result') expect(poll.result).toEqual(res.outcome.value.result);
   });

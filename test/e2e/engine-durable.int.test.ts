@@ -53,7 +53,7 @@ it('keeps a WAIT_HUMAN execution across a core restart, and another core finishe
   await unary(a.clients.decision.registerAssembly.bind(a.clients.decision), { assembly: assemblyMessage(assembly) }, withKey(key));
   const submitted = await unary(a.clients.ingress.submitContract.bind(a.clients.ingress), { body: request() }, withKey(key));
   const ticket = submitted.ticket;
-  const poll = (n: Node) => unary(n.clients.ingress.pollTicket.bind(n.clients.ingress), { ticket, waitMs: 0 }, withKey(key));
+  const poll = (n: Node) => unary(n.clients.ingress.pollTicket.bind(n.clients.ingress), { ticket, waitMs: 0, noWait: true }, withKey(key));
   await expect.poll(async () => (await poll(a)).lifecycleState, { timeout: 10_000 }).toBe('WAIT_HUMAN');
   await a.stop();
 

@@ -30,7 +30,7 @@ afterAll(async () => {
 it('answers INTERNAL instead of a poll response that breaks its schema', async () => {
   const ingress = core.clients.ingress;
   const submitted = await unary(ingress.submitContract.bind(ingress), { body: request() }, withKey(core.key));
-  const error = await failure(unary(ingress.pollTicket.bind(ingress), { ticket: submitted.ticket, waitMs: 0 }, withKey(core.key)));
+  const error = await failure(unary(ingress.pollTicket.bind(ingress), { ticket: submitted.ticket, waitMs: 0, noWait: true }, withKey(core.key)));
   expect(error.code).toBe(13);
   expect(ErrorMessage(error)).toMatchObject({ code: 'RESPONSE_SCHEMA_VIOLATION', category: 'ERROR_CATEGORY_INTERNAL', retryable: false });
   expect(ErrorMessage(error).traceId).toMatch(/^[0-9a-f]{32}$/);

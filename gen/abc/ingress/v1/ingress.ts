@@ -165,10 +165,15 @@ export interface SubmitContractResponse {
   ticket: string;
 }
 
-/** PollTicketRequest reads a ticket, waiting up to wait_ms (at most 30000) for a change. */
+/**
+ * PollTicketRequest reads a ticket, waiting up to wait_ms (at most 30000) for a change.
+ * With wait_ms unset (0) the request's poll_long_wait_ms applies, unless no_wait is set.
+ */
 export interface PollTicketRequest {
   ticket: string;
   waitMs: number;
+  /** Answer at once, whatever poll_long_wait_ms says (HTTP: wait_ms=0). */
+  noWait: boolean;
 }
 
 /** PollTicketResponse follows the contract's poll-response schema. */
@@ -1011,7 +1016,7 @@ export const SubmitContractResponse: MessageFns<SubmitContractResponse> = {
 };
 
 function createBasePollTicketRequest(): PollTicketRequest {
-  return { ticket: "", waitMs: 0 };
+  return { ticket: "", waitMs: 0, noWait: false };
 }
 
 export const PollTicketRequest: MessageFns<PollTicketRequest> = {
@@ -1021,6 +1026,9 @@ export const PollTicketRequest: MessageFns<PollTicketRequest> = {
     }
     if (message.waitMs !== 0) {
       writer.uint32(16).int32(message.waitMs);
+    }
+    if (message.noWait !== false) {
+      writer.uint32(24).bool(message.noWait);
     }
     return writer;
   },
@@ -1054,6 +1062,14 @@ export const PollTicketRequest: MessageFns<PollTicketRequest> = {
             message.waitMs = reader.int32();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.noWait = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1074,6 +1090,11 @@ export const PollTicketRequest: MessageFns<PollTicketRequest> = {
         : isSet(object.wait_ms)
         ? globalThis.Number(object.wait_ms)
         : 0,
+      noWait: isSet(object.noWait)
+        ? globalThis.Boolean(object.noWait)
+        : isSet(object.no_wait)
+        ? globalThis.Boolean(object.no_wait)
+        : false,
     };
   },
 
@@ -1085,6 +1106,9 @@ export const PollTicketRequest: MessageFns<PollTicketRequest> = {
     if (message.waitMs !== 0) {
       obj.waitMs = Math.round(message.waitMs);
     }
+    if (message.noWait !== false) {
+      obj.noWait = message.noWait;
+    }
     return obj;
   },
 
@@ -1095,6 +1119,7 @@ export const PollTicketRequest: MessageFns<PollTicketRequest> = {
     const message = createBasePollTicketRequest();
     message.ticket = object.ticket ?? "";
     message.waitMs = object.waitMs ?? 0;
+    message.noWait = object.noWait ?? false;
     return message;
   },
 };
