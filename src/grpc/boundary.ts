@@ -1,6 +1,7 @@
 // The gRPC boundary, once for every method: bytes that do not decode, and
 // decoded requests that PostgreSQL could not take, are INVALID_ARGUMENT naming
-// the field, never INTERNAL. The limits are documented in proto/README.md.
+// the field, never INTERNAL. The limits are documented in the README (Limits
+// and bad input) and on abc.common.v1.Error.
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import { AbcError, invalidRequest } from '../domain/errors.js';
 

@@ -221,6 +221,15 @@ export function suggestedActionToNumber(object: SuggestedAction): number {
 
 /**
  * Error is the one error shape every plane returns in a payload.
+ *
+ * Limits every service enforces before a handler runs, answering
+ * INVALID_ARGUMENT `invalid_request` with details.field naming the field:
+ * - bytes that do not decode as the request message;
+ * - a NUL (U+0000) or a lone surrogate in any string or map key;
+ * - an identifier (a field named *_id or *_key, ticket, cursor) over 256 characters;
+ * - an integer beyond +-(2^53 - 1), or a non-finite number;
+ * - nesting deeper than 64 levels (Struct values included).
+ * Error messages echo at most 1 KiB of the caller's input.
  * `code` is a stable machine code (for example `agent_error`, `client_offline`,
  * `invalid_request`, `IDEMPOTENCY_CONFLICT`); see the error catalogue in the README.
  */
