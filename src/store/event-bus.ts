@@ -27,6 +27,8 @@ export const TICKETS_CHANNEL = 'abc_tickets';
 
 /** Reconnect backoff of the listener: seed 001 §10.2's formula, capped low so a returning database is seen within seconds. */
 export const LISTEN_RETRY: RetryPolicy = { maxRetries: Infinity, initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
+/** The listener's application_name, so operators (and tests) can find its backend. */
+export const LISTENER_APPLICATION = 'abc-listener';
 /** How often the live listener proves its connection with a query; no answer within this long ends it. */
 const PROBE_MS = 2000;
 
@@ -72,7 +74,7 @@ export class EventBus {
   }
 
   async #connect(): Promise<pg.Client> {
-    const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: 5000, keepAlive: true });
+    const client = new pg.Client({ connectionString: this.#url, connectionTimeoutMillis: 5000, keepAlive: true, application_name: LISTENER_APPLICATION });
     // pg emits 'error' on a broken connection (and 'end' after it, even after a failed connect):
     // the loop below watches 'end' of a connected client only, so each failure retries once.
     client.on('error', (error) => this.#log.debug({ err: error }, 'listener connection error'));

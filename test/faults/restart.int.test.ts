@@ -115,6 +115,24 @@ describe('after kill -9', () => {
   }, 120_000);
 });
 
+describe('SIGTERM while the database is down', () => {
+  it('still stops abc serve within its grace period', async () => {
+    const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-down-'));
+    dirs.push(dataDir);
+    const child = run(['serve'], { ...env(dataDir), ABC_SHUTDOWN_GRACE_MS: '2000' });
+    const ready = await waitForLog(child, 'ABC is ready');
+    const postmaster = Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    process.kill(postmaster, 'SIGKILL');
+    for (let i = 0; i < 50 && (await fetch(`${ready.http as string}/ready`)).status !== 503; i++) await new Promise((r) => setTimeout(r, 100));
+    expect((await fetch(`${ready.http as string}/ready`)).status).toBe(503);
+    const stopping = Date.now();
+    child.kill('SIGTERM');
+    await exited(child);
+    expect(Date.now() - stopping).toBeLessThan(20_000);
+    expect(postgresProcesses(path.join(dataDir, 'pg'))).toEqual([]);
+  }, 90_000);
+});
+
 describe('npm start', () => {
   it('passes SIGTERM to ABC, which stops with its PostgreSQL', async () => {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-npm-'));

@@ -37,7 +37,7 @@ describe('the LISTEN connection', () => {
 
     // Kill every backend that is LISTENing (the bus), as a network fault or a DB failover would.
     const killed = await t.orm.em.fork().execute<{ ok: boolean }[]>(
-      "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+      "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'abc-listener' AND pid <> pg_backend_pid()",
     );
     expect(killed.length).toBeGreaterThan(0);
 
