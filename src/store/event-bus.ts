@@ -123,7 +123,8 @@ export class EventBus {
       if (outcome === 'lost') break;
       if ((await Promise.race([ended.then(() => 'lost' as const), this.#pause(PROBE_MS).then(() => 'ok' as const)])) === 'lost') break;
     }
-    await client.end().catch(() => {});
+    // A connection that stopped answering may never acknowledge the end either.
+    await Promise.race([client.end().catch(() => {}), sleep(1000)]);
   }
 
   #setClient(client: pg.Client | undefined): void {

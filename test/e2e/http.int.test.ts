@@ -49,7 +49,7 @@ describe('agents over HTTP', () => {
   it('answers 401 with the seed error shape without an API key', async () => {
     const res = await s.http('/v1/agents', { key: null });
     expect(res.status).toBe(401);
-    expect(await res.json()).toEqual({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false } });
+    expect(await res.json()).toEqual({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false, trace_id: expect.stringMatching(/^[0-9a-f]{32}$/) } });
   });
 
   it('refuses to cancel a finished run: the illegal transition is an error, not a no-op', async () => {

@@ -18,7 +18,8 @@ export function waitForLog(child: ChildProcess, msg: string, timeoutMs = 60_000)
     const timer = setTimeout(() => reject(new Error(`no "${msg}" log within ${timeoutMs} ms:\n${buffer}`)), timeoutMs);
     child.stdout!.on('data', (chunk: Buffer) => {
       buffer += chunk.toString();
-      for (const line of buffer.split('\n')) {
+      // Only whole lines: a chunk may end in the middle of one.
+      for (const line of buffer.split('\n').slice(0, -1)) {
         if (!line.startsWith('{')) continue;
         const entry = JSON.parse(line) as Record<string, unknown>;
         if (entry.msg === msg) {
