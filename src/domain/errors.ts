@@ -104,7 +104,7 @@ export const databaseUnavailable = (cause?: unknown) =>
 // server that is gone. Checked along the `cause` chain, as drivers wrap them.
 const UNAVAILABLE_SQLSTATE = /^(0800[0-6]|57P0[1-3]|53300)$/;
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
-const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|Client has encountered a connection error|the database system is (starting up|shutting down|in recovery mode)|Cannot use a pool after calling end/i;
+const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)|Cannot use a pool after calling end/i;
 
 /** Whether `thrown` means the database cannot be reached right now (retryable), not that the request is wrong. */
 export function isDatabaseUnavailable(thrown: unknown): boolean {

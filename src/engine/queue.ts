@@ -37,7 +37,7 @@ export class ContractQueue {
   /** Installs the queue schema and, with concurrency > 0, starts the workers. */
   async start(handler: TicketHandler): Promise<void> {
     // The queue's own small pool: one connection per worker plus its LISTEN and one spare.
-    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2) });
+    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2), connectionTimeoutMillis: 5000 });
     pgPool.on('error', (error) => this.#log.warn({ err: error }, 'queue pool connection failed'));
     this.#pool = pgPool;
     const logger = new WorkerLogger((scope) => (level, message, meta) => {

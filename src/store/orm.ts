@@ -7,6 +7,9 @@ import { migrations } from './migrations/index.js';
 
 export type Orm = MikroORM;
 
+/** How long any pool waits for a new connection to the database. */
+export const CONNECT_TIMEOUT_MS = 5000;
+
 export interface OrmOptions {
   url: string;
   logger?: Logger;
@@ -30,6 +33,8 @@ export async function createOrm(opts: OrmOptions): Promise<Orm> {
       schema: opts.schema,
     },
     pool: { max: opts.poolMax ?? 10 },
+    // A connect that hangs (a database that is away but not refusing) fails, as database_unavailable, instead of waiting forever.
+    driverOptions: { connectionTimeoutMillis: CONNECT_TIMEOUT_MS },
     debug: false,
     allowGlobalContext: false,
     ensureDatabase: false,

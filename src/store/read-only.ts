@@ -4,7 +4,7 @@
 import pg from 'pg';
 
 export function readOnlyPool(url: string, max = 4): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, options: '-c default_transaction_read_only=on' });
+  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, options: '-c default_transaction_read_only=on' });
   pool.on('error', () => {}); // an idle client's error; the next query reconnects
   return pool;
 }

@@ -114,7 +114,9 @@ describe('a PostgreSQL outage', () => {
     expect(most - baseline).toBeLessThanOrEqual(12);
     expect(recoveredInMs).toBeLessThan(10_000);
 
-    await ws.next('done');
+    // The rest of the stream, under whatever load the machine is under.
+    await ws.until((f) => f.some((x) => x.type === 'done' || x.type === 'error'), 30_000);
+    expect(ws.of('error')).toEqual([]);
     expect(ws.of('delta').map((d) => d.text)).toEqual(Array.from({ length: DELTAS }, (_, i) => `${i} `));
     const run = (await (await fetch(`${gateway.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { run: { status: string } };
     expect(run.run.status).toBe('DONE');

@@ -21,6 +21,7 @@ describe('AbcError.from', () => {
   it('finds the cause of a wrapped driver error, and a closed connection by its message', () => {
     expect(isDatabaseUnavailable(new Error('query failed', { cause: pgError('ECONNRESET') }))).toBe(true);
     expect(isDatabaseUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);
+    expect(isDatabaseUnavailable(new Error('timeout exceeded when trying to connect'))).toBe(true);
   });
 
   it.each(['22021', '22003', '22P05', '08P01', '54001'])('maps the data error %s to INVALID_ARGUMENT', (code) => {
