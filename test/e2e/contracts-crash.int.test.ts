@@ -66,6 +66,23 @@ async function registerAuditAssembly(clients: ReturnType<typeof connectCore>): P
 
 }
 
+/** An in-process core on the same database, with one worker, to take over tickets. */
+async function nextCore(): Promise<{ clients: ReturnType<typeof connectCore>; close(): Promise<void> }> {
+  const core: Core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } });
+  const clients = connectCore(core.address);
+  return { clients, close: async () => (closeCore(clients), await core.close()) };
+}
+
+/** Long-polls until the ticket stops running; its final status. */
+async function finalStatus(clients: ReturnType<typeof connectCore>, ticket: string): Promise<string> {
+  let poll;
+  for (let i = 0; i < 40; i++) {
+    poll = await unary(clients.ingress.pollTicket.bind(clients.ingress), { ticket, waitMs: 1000, noWait: false }, withKey(KEY));
+    if (poll.status !== 'TICKET_STATUS_RUNNING') break;
+  }
+  return poll!.status;
+}
+
 const childCore = (env: Record<string, string> = {}) =>
   startChildCore({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1', ...env });
 
@@ -86,21 +103,14 @@ it('completes the ticket after a restart without re-running finished steps', asy
   expect(before.find((x) => x.step_id === 'audit')!.status).toBe('SUCCEEDED');
   expect(before.find((x) => x.step_id === 'gate')!.status).toBe('RUNNING');
 
-  const recoverer: Core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } });
-  const rclients = connectCore(recoverer.address);
+  const recoverer = await nextCore();
   try {
-    let poll;
-    for (let i = 0; i < 40; i++) {
-      poll = await unary(rclients.ingress.pollTicket.bind(rclients.ingress), { ticket, waitMs: 1000, noWait: false }, meta);
-      if (poll.status !== 'TICKET_STATUS_RUNNING') break;
-    }
-    expect(poll!.status).toBe('TICKET_STATUS_SUCCEEDED');
+    expect(await finalStatus(recoverer.clients, ticket)).toBe('TICKET_STATUS_SUCCEEDED');
     expect(calls).toEqual({ audit: 1, gate: 2 });
     const events = await em.execute<{ payload: { step_id?: string; trigger: string } }[]>("SELECT payload FROM ticket_events WHERE ticket = ? AND type = 'step_transition' ORDER BY seq", [ticket]);
     expect(events.filter((e) => e.payload.step_id === 'gate').map((e) => e.payload.trigger)).toEqual(['start', 'restart', 'succeed']);
     expect(events.filter((e) => e.payload.step_id === 'audit').map((e) => e.payload.trigger)).toEqual(['start', 'succeed']);
   } finally {
-    closeCore(rclients);
     await recoverer.close();
   }
 }, 60_000);
@@ -124,18 +134,11 @@ it('hands a ticket back within the shutdown grace period on SIGTERM, and the nex
   const jobs = await em.execute<{ n: number }[]>("SELECT count(*)::int AS n FROM graphile_worker._private_jobs WHERE key = ? AND locked_at IS NULL", [ticket]);
   expect(jobs[0]!.n).toBe(1);
 
-  const next: Core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } });
-  const nclients = connectCore(next.address);
+  const next = await nextCore();
   try {
-    let poll;
-    for (let i = 0; i < 40; i++) {
-      poll = await unary(nclients.ingress.pollTicket.bind(nclients.ingress), { ticket, waitMs: 1000, noWait: false }, meta);
-      if (poll.status !== 'TICKET_STATUS_RUNNING') break;
-    }
-    expect(poll!.status).toBe('TICKET_STATUS_SUCCEEDED');
+    expect(await finalStatus(next.clients, ticket)).toBe('TICKET_STATUS_SUCCEEDED');
     expect(calls).toEqual({ audit: 1, gate: 2 });
   } finally {
-    closeCore(nclients);
     await next.close();
   }
 }, 60_000);
