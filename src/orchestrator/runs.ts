@@ -255,7 +255,7 @@ export class Runs {
    *   live stream could diverge from what the client already saw.
    */
   async recoverOrphans(): Promise<number> {
-    const claimed = await this.#em().execute<{ run_id: string; status: RunState; detached: boolean; streamed: boolean; after_pause: boolean }[]>(
+    const claimed = await this.#em().execute<{ run_id: string; status: RunState; detached: boolean; streamed: boolean; after_pause: boolean; done_early: boolean }[]>(
       `WITH picked AS (
          SELECT run_id, status, lease_owner IS NULL AS detached FROM runs
          WHERE status IN (${ACTIVE}) AND (lease_until < now() OR (status = 'RUNNING' AND lease_owner IS NULL))
@@ -266,10 +266,12 @@ export class Runs {
        UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') FROM picked WHERE r.run_id = picked.run_id
        RETURNING r.run_id, picked.status, picked.detached,
          EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed,
-         coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause`,
+         coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause,
+         coalesce((SELECT e.type FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_invoke_started', 'agent_invoke_retry', 'agent_done_while_paused')
+                   ORDER BY e.seq DESC LIMIT 1) = 'agent_done_while_paused', false) AS done_early`,
       [this.#opts.coreId, JSON.stringify([...this.#inFlight.keys()]), this.#opts.coreId, this.#opts.leaseMs],
     );
-    for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause } of claimed) {
+    for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause, done_early: doneEarly } of claimed) {
       // A run that died while paused (or right after its pause ended) resumes; its agent was waiting, not streaming.
       const detached = wasDetached || afterPause;
       const run = (await findRun(this.#em(), runId))!;
@@ -292,11 +294,13 @@ export class Runs {
       const token = newRunToken();
       await this.#em().execute('UPDATE runs SET token_hash = ? WHERE run_id = ?', [hashToken(token), runId]);
       const sent = detached ? await this.#streamedText(runId) : '';
-      this.#log.warn({ runId, resume: detached }, 'invoking the agent of a recovered run again');
+      // An agent that said done while its run waited is resumed for the outcome it has not seen.
+      const reason = doneEarly ? 'agent_done_while_paused' : 'executor_lost';
+      this.#log.warn({ runId, resume: detached, reason }, 'invoking the agent of a recovered run again');
       await this.#em().transactional((tx) =>
-        appendEvents(tx, runId, [{ type: 'agent_invoke_retry', payload: { reason: 'executor_lost', resume: detached, attempt: 0, delay_ms: 0 } }]),
+        appendEvents(tx, runId, [{ type: 'agent_invoke_retry', payload: { reason, resume: detached, attempt: 0, delay_ms: 0 } }]),
       );
-      this.#launch(run, agent, token, detached ? { resume: { reason: 'executor_lost', streamed_chars: sent.length } } : {}, sent);
+      this.#launch(run, agent, token, detached ? { resume: { reason, streamed_chars: sent.length } } : {}, sent);
     }
     return claimed.length;
   }

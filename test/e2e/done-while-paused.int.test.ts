@@ -55,7 +55,7 @@ it('records the early done, waits for the human, then resumes the agent and comp
   const done = await ws.next('done');
   expect(done.final_message).toBe('finished with the approved result');
   expect(agent.invocations).toHaveLength(2);
-  expect(agent.invocations[1]!.body.context).toMatchObject({ resume: { reason: 'executor_lost' } });
+  expect(agent.invocations[1]!.body.context).toMatchObject({ resume: { reason: 'agent_done_while_paused' } });
   expect((await (await s.http(`/v1/runs/${runId}`)).json()).run.status).toBe('DONE');
   ws.close();
 }, 30_000);
