@@ -19,6 +19,7 @@ import type { Principal } from '../access/principal.js';
 import type { Presence } from '../ingress/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from './run-store.js';
+import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from './sessions.js';
 import { getTool, type ToolRow } from './tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
@@ -370,16 +371,20 @@ export class ToolCalls {
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
     const started = await this.#em()
       .transactional(async (tx) => {
+        const current = await this.get(toolCallId, tx);
+        // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
+        const run = await findRun(tx, current.runId);
+        const ended = run !== null && RUN_MACHINE.isTerminal(run.status);
         // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
-        const done = await completedElsewhere(tx, toolCallId);
-        if (!done) {
+        const done = ended ? undefined : await completedElsewhere(tx, toolCallId);
+        if (!ended && !done) {
           // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
-          const current = await this.get(toolCallId, tx);
           const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
           return this.#transition(tx, toolCallId, 'start', dispatched, { started: true });
         }
-        const error = { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
-        const current = await this.get(toolCallId, tx);
+        const error = ended
+          ? { code: 'run_ended', message: `run ${current.runId} ended (${run!.status}) before this call could start` }
+          : { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
         if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
         await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });
         return null;
@@ -424,7 +429,7 @@ export class ToolCalls {
    * fails the call with `rejected`. Either way the run resumes.
    */
   async decide(approvalId: string, decision: 'approve' | 'reject', userId: string, reason: string): Promise<ApprovalRow> {
-    const call = await this.#em().transactional(async (tx) => {
+    const outcome = await this.#em().transactional(async (tx) => {
       const approval = await this.#lockApproval(tx, approvalId);
       const session = await getSession(tx, approval.sessionId);
       if (!session || session.userId !== userId) {
@@ -434,8 +439,19 @@ export class ToolCalls {
       if (canonicalHash(current.args) !== approval.argsHash) {
         throw new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
       }
-      return this.#settle(tx, approval, decision, `user:${userId}`, reason);
+      // A run that ended (cancelled, failed) withdraws its open approvals: nothing may act for it any more.
+      const run = await findRun(tx, approval.runId);
+      if (run && RUN_MACHINE.isTerminal(run.status) && approval.status === 'PENDING') {
+        await this.#settle(tx, approval, 'expire', 'system', `run ${run.runId} ended (${run.status}) before a decision`);
+        return { withdrawn: run, call: undefined };
+      }
+      return { withdrawn: undefined, call: await this.#settle(tx, approval, decision, `user:${userId}`, reason) };
     });
+    if (outcome.withdrawn) {
+      const { runId, status } = outcome.withdrawn;
+      throw new AbcError('FAILED_PRECONDITION', { code: 'run_ended', message: `run ${runId} has ended (${status}); approval ${approvalId} was withdrawn`, details: { run_id: runId, status } });
+    }
+    const call = outcome.call!;
     if (call.status === 'APPROVED') {
       this.#background(() => (call.kind === 'client' ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
     }

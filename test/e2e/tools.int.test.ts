@@ -191,6 +191,23 @@ describe('policy', () => {
 });
 
 describe('approvals', () => {
+  it('withdraws the approvals of a run that was cancelled: approving is refused and the tool never runs', async () => {
+    const run = await liveRun();
+    const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 900, to: 'acct-7' } });
+    expect(pending.body.status).toBe('pending');
+    const asked = await run.ws.next('approval_required');
+    expect((await s.http(`/v1/runs/${run.runId}:cancel`, { method: 'POST', json: { reason: 'changed my mind' } })).status).toBe(200);
+    const late = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });
+    expect(late.status).toBe(412);
+    expect((await late.json()).error).toMatchObject({ code: 'run_ended', details: { status: 'CANCELLED' } });
+    const approvals = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals;
+    expect(approvals[0]).toMatchObject({ status: 'EXPIRED', decided_by: 'system' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(webhookCalls).toHaveLength(0);
+    run.release();
+    run.ws.close();
+  });
+
   it('pauses on an args condition, asks the client, and on approve runs the tool once and resumes', async () => {
     const run = await liveRun();
     const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 500, to: 'acct-9' } });
