@@ -41,11 +41,6 @@ export class SecretBox {
       throw new AbcError('FAILED_PRECONDITION', { code: 'secret_unreadable', category: 'INTERNAL', message: 'a stored secret cannot be decrypted: ABC_SECRET_KEY differs from the key it was sealed with', retryable: false }, { cause: error });
     }
   }
-
-  /** Whether `stored` is sealed (not a legacy plaintext value). */
-  static isSealed(stored: string): boolean {
-    return stored.startsWith(PREFIX);
-  }
 }
 
 /** Parses ABC_SECRET_KEY: 32 bytes as 64 hex digits or as base64. */

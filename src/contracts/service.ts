@@ -2,7 +2,6 @@
 // read-only poll with long wait, cancel, and the packaged artifact. Every
 // request is validated against its contract schema, and every response
 // against the schema it claims, before it is sent.
-import { retryOnConflict } from '../store/outage.js';
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -15,6 +14,7 @@ import { newId } from '../ids.js';
 import { traceIdFrom, w3cTraceId } from '../domain/ids.js';
 import type { Logger } from '../log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
+import { retryOnConflict } from '../store/outage.js';
 import { WakeWatch } from '../store/wake-watch.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';

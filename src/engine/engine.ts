@@ -687,7 +687,6 @@ function isInfrastructure(error: unknown): boolean {
 /** Outputs of the succeeded steps, by step id. */
 export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
-
 /** The abort reason of a ticket handed back at shutdown. */
 const HAND_BACK = new Error('handed back at shutdown');
 /** How long handed-back tickets get to reach a step boundary. */

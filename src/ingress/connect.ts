@@ -47,6 +47,8 @@ class Connection {
   readonly #watchers = new Map<string, AbortController>();
   readonly #id = newId('conn');
   #user: { userId: string; keyId: string } | undefined;
+  /** Closes a connection that has said no valid hello in time. */
+  readonly #helloTimer: NodeJS.Timeout;
   /** Event types this connection asked not to receive (hello.exclude_events). */
   #exclude: string[] = [];
 
@@ -61,8 +63,6 @@ class Connection {
     }, deps.helloTimeoutMs);
     this.#helloTimer.unref();
   }
-
-  readonly #helloTimer: NodeJS.Timeout;
 
   async read(requests: AsyncIterable<ConnectRequest>): Promise<void> {
     try {
