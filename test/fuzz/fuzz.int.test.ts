@@ -293,6 +293,27 @@ describe('the fuzz corpus', () => {
         }
       }
     }
+    // The IM stream over gRPC (Connect): junk bytes and nasty frames get error frames, never INTERNAL, and the stream lives on.
+    const connect = client.makeBidiStreamRequest('/abc.ingress.v1.IngressService/Connect', (b: Buffer) => b, (b: Buffer) => b, new Metadata());
+    const replies: Buffer[] = [];
+    let status: ServiceError | undefined;
+    connect.on('data', (b: Buffer) => replies.push(b));
+    connect.on('error', (e: ServiceError) => (status = e));
+    const frameMethod = IngressServiceService.connect;
+    connect.write(frameMethod.requestSerialize({ ts: 1, requestId: 'h', sessionId: '', runId: '', frame: { $case: 'hello', value: { apiKey: s.key, userId: 'u1', clientMeta: undefined, excludeEvents: [] } } }));
+    for (let i = 0; i < 60; i++) {
+      connect.write(i % 2 === 0 ? junkBytes(r) : fieldBytes(r, frameMethod as unknown as ServiceDefinition[string]) ?? junkBytes(r));
+      cases++;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const answers = replies.map((b) => frameMethod.responseDeserialize(b));
+    if (status) failures.push(`gRPC Connect ended: ${GrpcStatus[status.code]} ${status.details}`);
+    for (const a of answers) {
+      if (a.frame?.$case === 'error' && (a.frame.value.code === 'internal_error' || !a.frame.value.message)) failures.push(`gRPC Connect frame: ${JSON.stringify(a.frame.value).slice(0, 200)}`);
+    }
+    expect(answers[0]?.frame?.$case).toBe('helloAck');
+    expect(answers.filter((a) => a.frame?.$case === 'error').length).toBeGreaterThan(0);
+    connect.end();
     client.close();
 
     // The same process still serves a normal run.
@@ -303,6 +324,7 @@ describe('the fuzz corpus', () => {
     ok.close();
 
     expect(cases).toBeGreaterThanOrEqual(1000);
+    console.info(`fuzz: ${cases} cases, seed ${SEED}`);
     expect(failures, `${failures.length} of ${cases} cases failed (seed ${SEED})`).toEqual([]);
   }, 120_000);
 });
