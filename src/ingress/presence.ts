@@ -8,6 +8,9 @@ export class Presence {
   readonly #ttlMs: number;
   /** connection id -> the sessions it watches, on this core. */
   readonly #local = new Map<string, Set<string>>();
+  /** Writes in flight, so close() can wait for them before the pool ends. */
+  readonly #writes = new Set<Promise<unknown>>();
+  #closed = false;
 
   constructor(orm: Orm, coreId: string, ttlMs: number) {
     this.#orm = orm;
@@ -25,7 +28,7 @@ export class Presence {
     const sessions = this.#local.get(connectionId) ?? new Set();
     sessions.add(sessionId);
     this.#local.set(connectionId, sessions);
-    await this.#orm.em.fork().execute(
+    await this.#write(
       `INSERT INTO client_connections (connection_id, session_id, user_id, core_id) VALUES (?, ?, ?, ?)
        ON CONFLICT (connection_id, session_id) DO UPDATE SET seen_at = now()`,
       [connectionId, sessionId, userId, this.#coreId],
@@ -34,7 +37,29 @@ export class Presence {
 
   async leave(connectionId: string): Promise<void> {
     if (!this.#local.delete(connectionId)) return;
-    await this.#orm.em.fork().execute('DELETE FROM client_connections WHERE connection_id = ?', [connectionId]);
+    await this.#write('DELETE FROM client_connections WHERE connection_id = ?', [connectionId]);
+  }
+
+  /**
+   * Stops writing and waits for the writes in flight. Connections that close
+   * while the core shuts down would otherwise reach for the pool as it ends
+   * (and an acquire racing the end is never released); their rows go stale
+   * with the TTL instead.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.allSettled([...this.#writes]);
+  }
+
+  async #write(sql: string, params: unknown[]): Promise<void> {
+    if (this.#closed) return;
+    const write = this.#orm.em.fork().execute(sql, params);
+    this.#writes.add(write);
+    try {
+      await write;
+    } finally {
+      this.#writes.delete(write);
+    }
   }
 
   /** Whether any core has a live client of the session. */

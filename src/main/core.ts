@@ -292,6 +292,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
           resolve();
         });
       });
+      await presence.close();
       await bus.close();
       await readOnly.end();
       log.info('core stopped');

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
-import { liveRun } from '../support/live-run.js';
+import { liveRun, type LiveRun } from '../support/live-run.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -20,6 +20,12 @@ afterAll(async () => {
   await agent.close();
   await s.close();
 });
+
+/** Lets a held run finish and closes its socket. */
+const end = (run: LiveRun) => {
+  run.release();
+  run.ws.close();
+};
 
 const put = (json: unknown, key?: string) => s.http('/v1/context', { method: 'POST', json, key });
 
@@ -47,8 +53,7 @@ describe('a run token', () => {
       expect((await put({ context_key: key, owner_type: 'session', owner_id: mine.sessionId, data: {} }, mine.token)).status).toBe(404);
     }
     expect((await put({ owner_type: 'agent', owner_id: 'sec-b', data: {} }, mine.token)).status).toBe(403);
-    mine.release();
-    theirs.release();
+    for (const r of [mine, theirs]) end(r);
   });
 
   it('reads its own run but not another run', async () => {
@@ -57,8 +62,7 @@ describe('a run token', () => {
     expect((await s.http(`/v1/runs/${mine.runId}`, { key: mine.token })).status).toBe(200);
     const other = await s.http(`/v1/runs/${theirs.runId}`, { key: mine.token });
     expect(other.status).toBe(404);
-    mine.release();
-    theirs.release();
+    for (const r of [mine, theirs]) end(r);
   });
 
   it('cannot mark an agent healthy', async () => {
@@ -66,7 +70,7 @@ describe('a run token', () => {
     const res = await s.http('/v1/agents/sec-b/heartbeat', { method: 'POST', key: run.token, json: {} });
     expect(res.status).toBe(403);
     expect((await s.http('/v1/agents/sec-b/heartbeat', { method: 'POST', json: {} })).status).toBe(200);
-    run.release();
+    end(run);
   });
 
   it('dies with its run, except for reading the transcript it wrote', async () => {
@@ -82,6 +86,7 @@ describe('a run token', () => {
     const transcript = await s.http(`/v1/sessions/${run.sessionId}/messages`, { key: run.token });
     expect(transcript.status).toBe(200);
     expect((await transcript.json()).messages.length).toBeGreaterThan(0);
+    run.ws.close();
   });
 });
 
@@ -118,7 +123,7 @@ describe('stored credentials', () => {
     expect(rows[0]!.auth_token).not.toContain(AGENT_SECRET);
     const run = await liveRun(s, agent, { agentId: 'sec-a' });
     expect(run.inv.headers.authorization).toBe(`Bearer ${AGENT_SECRET}`);
-    run.release();
+    end(run);
   });
 
   it('answers 401 before validating the query when no key is given', async () => {
