@@ -50,7 +50,8 @@ export const invalid = (p: Problem, code = 'invalid_request'): { error: ErrorBod
   error: { code, category: 'VALIDATION', message: p.message, retryable: false, ...(p.field && { details: { field: p.field } }) },
 });
 
-const shaped = (code: string, message: string): string => JSON.stringify({ error: { code, category: 'VALIDATION', message, retryable: false } });
+/** The error body of a request refused before routing, as text (the reply may be a raw socket). */
+const shaped = (code: string, message: string): string => JSON.stringify(invalid({ field: '', message }, code));
 
 /** Fastify options that keep malformed requests in ABC's error shape. */
 export const boundaryOptions = {

@@ -99,19 +99,26 @@ export const unauthenticated = (message = 'a valid API key is required') =>
 export const databaseUnavailable = (cause?: unknown) =>
   new AbcError('UNAVAILABLE', { code: 'database_unavailable', category: 'INTERNAL', message: 'the database is unreachable; retry shortly', retryable: true, retryAfterSeconds: 1 }, { cause });
 
-// SQLSTATE class 08 (connection exception, but not 08P01: a malformed message) and 57P (operator intervention:
-// shutdown, crash recovery, cannot connect now), and the socket errors of a
-// server that is gone. Checked along the `cause` chain, as drivers wrap them.
+/** `thrown` and the errors it wraps (drivers wrap the driver's error in `cause`), outermost first. */
+function* causes(thrown: unknown): Generator<{ code?: unknown; message?: unknown }> {
+  let e = thrown as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && typeof e === 'object' && depth < 5; depth++, e = e.cause as typeof e) yield e;
+}
+
+const codeOf = (e: { code?: unknown }) => (typeof e.code === 'string' ? e.code : '');
+
+// SQLSTATE class 08 (connection exception, but not 08P01: a malformed message)
+// and 57P (operator intervention: shutdown, crash recovery, cannot connect now),
+// and the socket and pool errors of a server that is gone.
 const UNAVAILABLE_SQLSTATE = /^(0800[0-6]|57P0[1-3]|53300)$/;
 const UNAVAILABLE_ERRNO = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
 const UNAVAILABLE_MESSAGE = /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|the database system is (starting up|shutting down|in recovery mode)|Cannot use a pool after calling end/i;
 
 /** Whether `thrown` means the database cannot be reached right now (retryable), not that the request is wrong. */
 export function isDatabaseUnavailable(thrown: unknown): boolean {
-  for (let e = thrown as { code?: unknown; message?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-    if (typeof e !== 'object') return false;
-    const code = typeof e.code === 'string' ? e.code : '';
-    if (UNAVAILABLE_ERRNO.has(code) || (code.length === 5 && UNAVAILABLE_SQLSTATE.test(code))) return true;
+  for (const e of causes(thrown)) {
+    const code = codeOf(e);
+    if (UNAVAILABLE_ERRNO.has(code) || UNAVAILABLE_SQLSTATE.test(code)) return true;
     if (typeof e.message === 'string' && UNAVAILABLE_MESSAGE.test(e.message)) return true;
   }
   return false;
@@ -135,16 +142,12 @@ const DATA_MESSAGES: Record<string, string> = {
 
 /** A safe message when `thrown` is PostgreSQL refusing a value, else undefined. */
 export function databaseDataError(thrown: unknown): string | undefined {
-  for (let e = thrown as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
-    if (typeof e.code === 'string' && DATA_MESSAGES[e.code]) return DATA_MESSAGES[e.code];
-  }
+  for (const e of causes(thrown)) if (DATA_MESSAGES[codeOf(e)]) return DATA_MESSAGES[codeOf(e)];
   return undefined;
 }
 
 /** A deadlock victim (40P01) or a serialization failure (40001): the same transaction may simply run again. */
 export function isTransactionConflict(thrown: unknown): boolean {
-  for (let e = thrown as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 5; e = e.cause as typeof e, depth++) {
-    if (e.code === '40P01' || e.code === '40001') return true;
-  }
+  for (const e of causes(thrown)) if (codeOf(e) === '40P01' || codeOf(e) === '40001') return true;
   return false;
 }

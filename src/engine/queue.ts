@@ -6,7 +6,7 @@ import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../log.js';
-import type { Orm } from '../store/orm.js';
+import { CONNECT_TIMEOUT_MS, type Orm } from '../store/orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
 
@@ -37,7 +37,7 @@ export class ContractQueue {
   /** Installs the queue schema and, with concurrency > 0, starts the workers. */
   async start(handler: TicketHandler): Promise<void> {
     // The queue's own small pool: one connection per worker plus its LISTEN and one spare.
-    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2), connectionTimeoutMillis: 5000 });
+    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2), connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     pgPool.on('error', (error) => this.#log.warn({ err: error }, 'queue pool connection failed'));
     this.#pool = pgPool;
     const logger = new WorkerLogger((scope) => (level, message, meta) => {

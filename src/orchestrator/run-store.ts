@@ -119,13 +119,15 @@ export async function transitionRun(
     });
   }
   const ended = RUN_MACHINE.isTerminal(next.value);
+  // An ended run also NOTIFYs, delivered at commit: every process forgets its token (it dies with its run).
   await tx.execute(
-    `UPDATE runs SET status = ?, ended_at = CASE WHEN ? THEN now() ELSE ended_at END,
-       error = COALESCE(?::jsonb, error), version = version + 1 WHERE run_id = ?`,
-    [next.value, ended, error ? JSON.stringify(error) : null, runId],
+    `WITH updated AS (
+       UPDATE runs SET status = ?, ended_at = CASE WHEN ? THEN now() ELSE ended_at END,
+         error = COALESCE(?::jsonb, error), version = version + 1 WHERE run_id = ? RETURNING run_id
+     )
+     SELECT pg_notify(?, run_id) FROM updated WHERE ?`,
+    [next.value, ended, error ? JSON.stringify(error) : null, runId, RUN_ENDED_CHANNEL, ended],
   );
-  // Delivered at commit: every process forgets the run's token (it dies with its run).
-  if (ended) await tx.execute('SELECT pg_notify(?, ?)', [RUN_ENDED_CHANNEL, runId]);
   // A child run is its parent's agent_call contract (seed 004). Its execution_state
   // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
   const mirrored: NewEvent[] = [];

@@ -401,7 +401,6 @@ export class Runs {
         } else if (event.type === 'done') {
           await writer.flush();
           const finalMessage = event.finalMessage ?? texts.join('');
-          if (await this.#detachIfPaused(run, event.usage, finalMessage)) return;
           await this.#complete(run, event.usage, finalMessage, Date.now() - started);
           return;
         } else {
@@ -440,6 +439,8 @@ export class Runs {
     // A retry after a lost commit finds the run ended and is refused as a whole.
     await retryWhileUnavailable(() =>
       this.#em().transactional(async (tx) => {
+        const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [run.runId]);
+        if (row?.status === 'PAUSED_WAITING_APPROVAL' || row?.status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, row.status, usage, finalMessage);
         await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId });
         await transitionRun(tx, this.#log, run.runId, 'complete', [
           { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
@@ -449,6 +450,7 @@ export class Runs {
     ).catch((error) => ignoreIfEnded(error));
   }
 
+
   /**
    * An agent that says `done` while its run waits on an approval or a client
    * tool has not seen that outcome yet. The run is not ended under the human:
@@ -456,17 +458,10 @@ export class Runs {
    * detached, and once the wait ends the agent is invoked again in resume mode
    * with the outcome, as for a run whose core stopped while it waited.
    */
-  async #detachIfPaused(run: RunRow, usage: Record<string, unknown>, finalMessage: string): Promise<boolean> {
-    return retryWhileUnavailable(() =>
-      this.#em().transactional(async (tx) => {
-        const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [run.runId]);
-        if (row?.status !== 'PAUSED_WAITING_APPROVAL' && row?.status !== 'PAUSED_WAITING_TOOL') return false;
-        await appendEvents(tx, run.runId, [{ type: 'agent_done_while_paused', payload: { status: row.status, final_message: finalMessage, usage, outcome: 'resumes_after_wait' } }]);
-        await tx.execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ?', [run.runId]);
-        this.#log.warn({ runId: run.runId, status: row.status }, 'the agent finished while its run waits; the run resumes the agent after the wait');
-        return true;
-      }),
-    );
+  async #detach(tx: EntityManager, run: RunRow, status: RunState, usage: Record<string, unknown>, finalMessage: string): Promise<void> {
+    await appendEvents(tx, run.runId, [{ type: 'agent_done_while_paused', payload: { status, final_message: finalMessage, usage, outcome: 'resumes_after_wait' } }]);
+    await tx.execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ?', [run.runId]);
+    this.#log.warn({ runId: run.runId, status }, 'the agent finished while its run waits; the run resumes the agent after the wait');
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {

@@ -19,7 +19,7 @@ import type { Principal } from '../access/principal.js';
 import type { Presence } from '../ingress/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from './run-store.js';
-import { RUN_MACHINE } from '../domain/run.machine.js';
+import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { getSession } from './sessions.js';
 import { getTool, type ToolRow } from './tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
@@ -371,10 +371,13 @@ export class ToolCalls {
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
     const started = await this.#em()
       .transactional(async (tx) => {
-        const current = await this.get(toolCallId, tx);
+        const [current] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState }[]>(
+          'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus" FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
+          [toolCallId],
+        );
+        if (!current) throw notFound('tool_call', toolCallId);
         // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
-        const run = await findRun(tx, current.runId);
-        const ended = run !== null && RUN_MACHINE.isTerminal(run.status);
+        const ended = RUN_MACHINE.isTerminal(current.runStatus);
         // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
         const done = ended ? undefined : await completedElsewhere(tx, toolCallId);
         if (!ended && !done) {
@@ -383,7 +386,7 @@ export class ToolCalls {
           return this.#transition(tx, toolCallId, 'start', dispatched, { started: true });
         }
         const error = ended
-          ? { code: 'run_ended', message: `run ${current.runId} ended (${run!.status}) before this call could start` }
+          ? { code: 'run_ended', message: `run ${current.runId} ended (${current.runStatus}) before this call could start` }
           : { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
         if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
         await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });

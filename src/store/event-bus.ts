@@ -1,22 +1,15 @@
 // Cross-process wake-ups over PostgreSQL LISTEN/NOTIFY. A notification only says
 // "look again"; watchers always read the log from their own cursor.
 import { EventEmitter } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '../log.js';
 import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
+import { OUTAGE_RETRY } from './outage.js';
 import { EVENTS_CHANNEL } from './event-log.js';
 
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    timer.unref();
-    signal?.addEventListener('abort', done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      resolve();
-    }
-  });
+/** Sleeps `ms`, or less when `signal` aborts; keeps no process alive. */
+const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, { signal, ref: false }).catch(() => {});
 
 /** Payload: the id of a run or ticket just cancelled. */
 export const CANCEL_CHANNEL = 'abc_run_cancel';
@@ -25,8 +18,6 @@ export const RUN_ENDED_CHANNEL = 'abc_run_ended';
 /** Payload: a ticket whose execution row changed. */
 export const TICKETS_CHANNEL = 'abc_tickets';
 
-/** Reconnect backoff of the listener: seed 001 §10.2's formula, capped low so a returning database is seen within seconds. */
-export const LISTEN_RETRY: RetryPolicy = { maxRetries: Infinity, initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
 /** The listener's application_name, so operators (and tests) can find its backend. */
 export const LISTENER_APPLICATION = 'abc-listener';
 /** How often the live listener proves its connection with a query; no answer within this long ends it. */
@@ -55,7 +46,7 @@ export class EventBus {
   }
 
   /** Connects the listener (failing if the first connect fails), then keeps it connected until close(). */
-  static async start(url: string, log: Logger, retry: RetryPolicy = LISTEN_RETRY): Promise<EventBus> {
+  static async start(url: string, log: Logger, retry: RetryPolicy = OUTAGE_RETRY): Promise<EventBus> {
     const bus = new EventBus(url, log.child({ component: 'event-bus' }), retry);
     const first = await bus.#connect();
     bus.#loop = bus.#keepListening(first);

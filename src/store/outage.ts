@@ -4,7 +4,7 @@
 import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { isDatabaseUnavailable, isTransactionConflict } from '../domain/errors.js';
 
-/** Seed 001 §10.2's formula, capped low so a returning database is used within seconds. */
+/** Seed 001 §10.2's formula, capped low so a returning database is used within seconds (writes and the listener). */
 export const OUTAGE_RETRY: RetryPolicy = { maxRetries: Infinity, initialDelayMs: 100, maxDelayMs: 2000, multiplier: 2, jitter: 0.2 };
 /** How long a write waits for the database before it gives up. */
 export const OUTAGE_LIMIT_MS = 60_000;

@@ -124,6 +124,16 @@ describe('retention', () => {
 });
 
 describe('long poll', () => {
+  it('answers wait_ms=0 at once, even when the request asks for long polls', async () => {
+    // Queued with no worker: nothing will change, so any wait would last the full 20 s.
+    const ticket = await queued({ execution_preferences: { poll_long_wait_ms: 20000 } });
+    const started = Date.now();
+    const poll = await s.http(`/v1/tickets/${ticket}?wait_ms=0`);
+    expect(poll.status).toBe(200);
+    expect((await poll.json()).status).toBe('QUEUED');
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
   it('returns as soon as a worker makes progress', async () => {
     const ticket = await queued({ execution_preferences: { poll_long_wait_ms: 20000 } });
     const started = Date.now();
