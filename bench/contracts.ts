@@ -30,7 +30,7 @@ export async function contracts(): Promise<void> {
   const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4' });
   const raw = new pg.Pool({ connectionString: db.url, max: CONCURRENCY });
   try {
-    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
     const submit = async (mode: 'sync' | 'async') => {
       const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody(mode, 'bench-session') });
@@ -58,7 +58,7 @@ export async function contracts(): Promise<void> {
     let rawRate = 0;
     for (let round = 0; round < 2; round++) {
       pollRate += await throughput(POLLS / 2, CONCURRENCY, (i) => poll(tickets[i % tickets.length]!));
-      rawRate += await throughput(POLLS / 2, CONCURRENCY, (i) => raw.query('SELECT * FROM contract_executions WHERE ticket = $1', [tickets[i % tickets.length]]));
+      rawRate += await throughput(POLLS / 2, CONCURRENCY, (i) => raw.query('SELECT * FROM tickets WHERE ticket = $1', [tickets[i % tickets.length]]));
     }
 
     // 3. Submit-to-done latency: sync, and async with a long poll.

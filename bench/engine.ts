@@ -39,7 +39,7 @@ export async function engine(): Promise<void> {
   const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4' });
   const probe = await probeTool();
   try {
-    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
     const post = async (path: string, json: unknown) => {
       const res = await fetch(`${abc.http}${path}`, { method: 'POST', headers, body: typeof json === 'string' ? json : JSON.stringify(json) });
@@ -47,7 +47,7 @@ export async function engine(): Promise<void> {
       return res.json() as Promise<Record<string, any>>;
     };
     await post('/v1/tools/register', { name: 'probe', kind: 'http', endpoint: probe.url, timeout_ms: 5000 });
-    const assembly = JSON.parse(readFileSync('assemblies/analyze_portfolio/1.0.0.json', 'utf8'));
+    const assembly = JSON.parse(readFileSync('packs/analyze-portfolio/assemblies/analyze_portfolio/1.0.0.json', 'utf8'));
     assembly.version = '1.1.0';
     assembly.capabilities.push({ name: 'tool.probe', kind: 'TOOL' });
     assembly.steps.push({ id: 'probe', label: 'Probe', tool_name: 'tool.probe', input: {}, dependencies: ['value_positions'] });

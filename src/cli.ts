@@ -3,14 +3,14 @@
 import { parseArgs } from 'node:util';
 import { startGateway } from '../gateway/server.js';
 import { ApiKeys } from './access/api-keys.js';
-import { parseHostPort } from './config.js';
-import { bootstrapKeys, configOrExit, coreOptions, openStore, rootLogger, secretBox } from './main/boot.js';
+import { coreSettings, parseHostPort } from './config.js';
+import { bootstrapKeys, configOrExit, openStore, rootLogger, secretBox } from './main/boot.js';
 import { startCore } from './main/core.js';
 import { startGatewayThread } from './main/gateway-thread.js';
 import { Lifecycle } from './main/lifecycle.js';
+import { loadPacks } from './main/packs.js';
 import { migrate } from './store/orm.js';
-import { readFile } from 'node:fs/promises';
-import { importPortfolios, type PortfolioDoc } from './portfolio/store.js';
+import { migratePacks, packDb } from './store/pack-db.js';
 
 const USAGE = `usage: abc <command>
 
@@ -19,7 +19,6 @@ const USAGE = `usage: abc <command>
   gateway [--core H:P]      run the HTTP/WebSocket gateway on ABC_HTTP_ADDR against a core
   migrate                   apply pending database migrations
   keys create --name NAME   mint an API key and print it once
-  portfolios import FILE    load portfolios ({"portfolios": [...]}) for input.portfolio_ref
 `;
 
 class UsageError extends Error {}
@@ -27,6 +26,9 @@ class UsageError extends Error {}
 const [command, ...rest] = process.argv.slice(2);
 const config = configOrExit();
 const log = rootLogger(config);
+const packs = await loadPacks(config.packsDir);
+const packCommands = new Map(packs.flatMap((p) => Object.entries(p.commands ?? {})));
+const usage = () => USAGE + [...packCommands.values()].map((c) => `  ${c.usage}\n`).join('');
 const lifecycle = new Lifecycle(log);
 lifecycle.exitOnSignals();
 
@@ -37,7 +39,7 @@ try {
       const applied = await migrate(orm);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreOptions(config), secrets: await secretBox(config, log) });
+      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs });
       lifecycle.add('core', core.close);
       const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, wsPingIntervalMs: config.wsPingIntervalMs };
       const gateway = config.gatewayThread
@@ -53,7 +55,7 @@ try {
     case 'core': {
       const orm = await openStore(config, log, lifecycle);
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreOptions(config), secrets: await secretBox(config, log) });
+      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs });
       lifecycle.add('core', core.close);
       break;
     }
@@ -84,24 +86,22 @@ try {
       await lifecycle.stop();
       break;
     }
-    case 'portfolios': {
-      const [sub, file] = rest;
-      if (sub !== 'import' || !file) throw new UsageError('portfolios import FILE');
-      const doc = JSON.parse(await readFile(file, 'utf8')) as { portfolios?: PortfolioDoc[] };
-      if (!Array.isArray(doc.portfolios)) throw new UsageError(`${file} has no "portfolios" array`);
+    default: {
+      const packCommand = command ? packCommands.get(command) : undefined;
+      if (!packCommand) throw new UsageError(command ? `unknown command "${command}"` : 'no command given');
       const orm = await openStore(config, log, lifecycle);
       await migrate(orm);
-      const count = await importPortfolios(orm.em.fork(), doc.portfolios);
-      process.stdout.write(`imported ${count} portfolio(s): ${doc.portfolios.map((p) => p.portfolio_id).join(', ')}\n`);
+      await migratePacks(orm, packs);
+      const out = await packCommand.run(rest, packDb(() => orm.em.fork())).catch((error: Error) => {
+        throw /^usage: /.test(error.message) ? new UsageError(error.message.slice(7)) : error;
+      });
+      process.stdout.write(`${out}\n`);
       await lifecycle.stop();
-      break;
     }
-    default:
-      throw new UsageError(command ? `unknown command "${command}"` : 'no command given');
   }
 } catch (error) {
   if (error instanceof UsageError) {
-    process.stderr.write(`${error.message}\n\n${USAGE}`);
+    process.stderr.write(`${error.message}\n\n${usage()}`);
   } else {
     log.fatal({ err: error }, 'failed to start');
   }

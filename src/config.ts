@@ -3,7 +3,12 @@
 import { parseSecretKey } from './access/secret-box.js';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { RetryPolicy } from './domain/backoff.js';
+import type { EngineSettings } from './domain/engine-policy.js';
+
+/** The package's own folders hold the shipped packs, contracts and assemblies. */
+const PACKAGE_ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 export interface Config {
   databaseUrl: string | undefined;
@@ -61,6 +66,22 @@ export interface Config {
   /** Engine defaults under every assembly's `engine` section (seed 002). */
   engineHumanTimeoutMs: number;
   engineMaxConsecutiveFailures: number;
+  /** Steps of one execution that may run at once, unless its assembly says otherwise. */
+  engineStepConcurrency: number;
+  /** Business packs (`<dir>/<name>/index.ts`), contracts (`<group>/<name>/<version>/`) and assemblies (`<intent>/<version>.json`) loaded at boot. */
+  packsDir: string;
+  contractsDir: string;
+  assembliesDir: string;
+  /** How often tool and approval deadlines are swept. */
+  timerSweepMs: number;
+  /** How often finished tickets past their retention are deleted. */
+  retentionSweepMs: number;
+  /** How often an idle contract worker looks for work a notification did not bring. */
+  queuePollMs: number;
+  /** While the schema is behind, how often the core checks it again. */
+  migrationPollMs: number;
+  /** A client connection not refreshed for this long no longer counts as online. */
+  presenceTtlMs: number;
 }
 
 export interface HostPort {
@@ -140,9 +161,64 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     contractLlmModel: read('ABC_CONTRACT_LLM_MODEL', 'gpt-4o-mini', (raw) => ({ value: raw })),
     engineHumanTimeoutMs: ms('ABC_ENGINE_HUMAN_TIMEOUT_MS', 3_600_000),
     engineMaxConsecutiveFailures: read('ABC_ENGINE_MAX_CONSECUTIVE_FAILURES', 3, parsePositiveInt),
+    engineStepConcurrency: read('ABC_ENGINE_STEP_CONCURRENCY', 4, parsePositiveInt),
+    packsDir: read('ABC_PACKS_DIR', path.join(PACKAGE_ROOT, 'packs'), (raw) => ({ value: path.resolve(raw) })),
+    contractsDir: read('ABC_CONTRACTS_DIR', path.join(PACKAGE_ROOT, 'contracts'), (raw) => ({ value: path.resolve(raw) })),
+    assembliesDir: read('ABC_ASSEMBLIES_DIR', path.join(PACKAGE_ROOT, 'assemblies'), (raw) => ({ value: path.resolve(raw) })),
+    timerSweepMs: ms('ABC_TIMER_SWEEP_MS', 1000),
+    retentionSweepMs: ms('ABC_RETENTION_SWEEP_MS', 60_000),
+    queuePollMs: ms('ABC_QUEUE_POLL_MS', 1000),
+    migrationPollMs: ms('ABC_MIGRATION_POLL_MS', 2000),
+    presenceTtlMs: ms('ABC_PRESENCE_TTL_MS', 30_000),
   };
   return problems.length ? { ok: false, problems } : { ok: true, config };
 }
+
+/** Every default, as a configuration read from an empty environment. */
+export function defaultConfig(): Config {
+  const result = loadConfig({});
+  if (!result.ok) throw new Error(formatProblems(result.problems));
+  return result.config;
+}
+
+/** What a core runs with: every setting required, all of them from the configuration. */
+export function coreSettings(config: Config) {
+  return {
+    ...config.grpcAddr,
+    publicBaseUrl: config.publicBaseUrl,
+    agentHeartbeatIntervalMs: config.agentHeartbeatIntervalMs,
+    agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
+    agentIdleTimeoutMs: config.agentIdleTimeoutMs,
+    runLeaseMs: config.runLeaseMs,
+    drainTimeoutMs: config.shutdownGraceMs,
+    imHelloTimeoutMs: config.imHelloTimeoutMs,
+    agentTranscriptLimit: config.agentTranscriptLimit,
+    a2aMaxDepth: config.a2aMaxDepth,
+    policyFile: config.policyFile,
+    toolsFile: config.toolsFile,
+    toolTimeoutMs: config.toolTimeoutMs,
+    approvalTimeoutMs: config.approvalTimeoutMs,
+    idempotencyTtlMs: config.idempotencyTtlMs,
+    timerSweepMs: config.timerSweepMs,
+    migrationPollMs: config.migrationPollMs,
+    presenceTtlMs: config.presenceTtlMs,
+    retry: config.retry,
+    llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks, model: config.contractLlmModel },
+    contracts: {
+      workers: config.contractWorkers,
+      leaseMs: config.contractLeaseMs,
+      ticketRetentionMs: config.ticketRetentionMs,
+      stepConcurrency: config.engineStepConcurrency,
+      retentionSweepMs: config.retentionSweepMs,
+      pollIntervalMs: config.queuePollMs,
+      contractsDir: config.contractsDir,
+      assembliesDir: config.assembliesDir,
+      engine: { human_timeout_ms: config.engineHumanTimeoutMs, max_consecutive_failures: config.engineMaxConsecutiveFailures } as Partial<EngineSettings>,
+    },
+  };
+}
+
+export type CoreSettings = ReturnType<typeof coreSettings>;
 
 /** One line per problem, naming the variable, for a boot failure message. */
 export function formatProblems(problems: ConfigProblem[]): string {

@@ -2,7 +2,7 @@
 // long wait, cancel, and the packaged artifact. The core validates every body
 // against the contract's own JSON Schema; these routes only shape the wire.
 import type { FastifyInstance } from 'fastify';
-import type { PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import type { ContractInfo, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { CoreClients } from '../core-client.js';
 import { errorBody } from '../errors.js';
 import { call } from '../grpc-call.js';
@@ -57,7 +57,43 @@ export function pollJson(res: PollTicketResponse): Record<string, unknown> {
   };
 }
 
+const contractJson = (c: ContractInfo) => ({ contract_id: c.contractId, version: c.version, intent: c.intent, ...(c.description && { description: c.description }), source: c.source, schemas: c.schemas ?? {} });
+
+const schemaObject = { type: 'object', required: ['$id'], properties: { $id: { type: 'string', minLength: 1, maxLength: 512 } } } as const;
+/** The shape of a definition; the core checks the rest (ids, versions, compilable schemas, additivity). */
+const definitionSchema = {
+  type: 'object',
+  required: ['contract_id', 'version', 'intent', 'schemas'],
+  additionalProperties: false,
+  properties: {
+    contract_id: { type: 'string', minLength: 1, maxLength: 128 },
+    version: { type: 'string', pattern: '^\\d+\\.\\d+\\.\\d+$', maxLength: 32 },
+    intent: { type: 'string', minLength: 1, maxLength: 128 },
+    description: { type: 'string', maxLength: 2000 },
+    schemas: {
+      type: 'object',
+      required: ['request', 'result'],
+      additionalProperties: false,
+      properties: { request: schemaObject, result: schemaObject, 'submit-response': schemaObject, 'poll-response': schemaObject, error: schemaObject },
+    },
+  },
+} as const;
+
 export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
+  app.post<{ Body: Record<string, unknown> }>('/v1/contracts', { schema: { body: definitionSchema }, bodyLimit: 1024 * 1024 }, async (req, reply) => {
+    const res = await call(core.ingress.registerContract.bind(core.ingress), { definition: req.body }, req);
+    return reply.code(res.created ? 201 : 200).send({ contract: contractJson(res.contract!), created: res.created });
+  });
+
+  app.get<{ Querystring: { contract_id?: string } }>(
+    '/v1/contracts',
+    { schema: { querystring: { type: 'object', additionalProperties: false, properties: { contract_id: { type: 'string', maxLength: 128 } } } } },
+    async (req) => {
+      const res = await call(core.ingress.listContracts.bind(core.ingress), { contractId: req.query.contract_id ?? '' }, req);
+      return { contracts: res.contracts.map(contractJson) };
+    },
+  );
+
   app.post<{ Body: Record<string, unknown> }>(
     '/v1/contracts::submit',
     { schema: { body: { type: 'object' } }, bodyLimit: 1024 * 1024 },

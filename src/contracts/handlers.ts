@@ -2,14 +2,15 @@
 // carried in their proto shapes.
 import type { ErrorCategory } from '../../gen/abc/common/v1/error.js';
 import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ingress/v1/contract.js';
-import type { IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import type { ContractInfo, IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import { requireKey } from '../access/principal.js';
 import { invalidRequest } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf } from '../grpc/mappers.js';
 import type { ContractService } from './service.js';
+import type { ContractDefinition, ContractVersion } from './registry.js';
 
-type ContractHandlers = Pick<ServiceHandlers<typeof IngressServiceService>, 'submitContract' | 'pollTicket' | 'cancelTicket' | 'getArtifact' | 'submitHumanFeedback'>;
+type ContractHandlers = Pick<ServiceHandlers<typeof IngressServiceService>, 'submitContract' | 'pollTicket' | 'cancelTicket' | 'getArtifact' | 'submitHumanFeedback' | 'registerContract' | 'listContracts'>;
 
 const HUMAN_ACTIONS = { HUMAN_ACTION_CONTINUE: 'continue', HUMAN_ACTION_REPLAN: 'replan', HUMAN_ACTION_REJECT: 'reject' } as const;
 
@@ -45,8 +46,21 @@ export function contractHandlers(service: ContractService): ContractHandlers {
       const a = await service.artifact(req.ticket);
       return { ticket: a.ticket, mediaType: a.mediaType, content: a.content };
     },
+    registerContract: async (req, ctx) => {
+      requireKey(ctx.principal);
+      if (!req.definition) throw invalidRequest('definition is required', 'definition');
+      const out = await service.opts.contracts.register(req.definition as unknown as ContractDefinition);
+      return { contract: toContractInfo(out.contract), created: out.created };
+    },
+    listContracts: async (req, ctx) => {
+      requireKey(ctx.principal);
+      if (req.contractId.length > 128) throw invalidRequest('contract_id is longer than 128 characters', 'contract_id');
+      return { contracts: (await service.opts.contracts.list(req.contractId || undefined)).map(toContractInfo) };
+    },
   };
 }
+
+const toContractInfo = (c: ContractVersion): ContractInfo => ({ contractId: c.contract_id, version: c.version, intent: c.intent, description: c.description ?? '', source: c.source, schemas: c.schemas });
 
 const ref = (d: Doc) => ({ contractId: d.contract_id, version: d.version });
 const correlation = (d: Doc) => ({ requestId: d.request_id, sessionId: d.session_id });

@@ -1,91 +1,123 @@
-// The contract registry: one folder per contract id and version under
-// `contracts/`, holding the seed's JSON Schemas. Requests and every response
-// ABC emits are validated with ajv (draft 2020-12, with formats).
+// The contract registry: every contract version with its seed JSON Schemas,
+// from folders (`<group>/<name>/<version>/`, ABC's own and each pack's) and
+// from runtime registration. Requests and every response ABC emits are
+// validated with ajv (draft 2020-12, with formats).
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { envelopeSchemas } from './envelopes.js';
 
-export const SCHEMA_FILES = ['request', 'submit-response', 'result', 'poll-response', 'error'] as const;
-export type SchemaKind = (typeof SCHEMA_FILES)[number];
+import { SCHEMA_KINDS, type ContractDefinition, type ContractManifest, type ContractVersion, type SchemaKind, type Validation, type Violation } from '../domain/contract.js';
 
-export interface ContractManifest {
-  contract_id: string;
-  version: string;
-  intent: string;
-  description?: string;
+export type { ContractDefinition, ContractManifest, ContractVersion, SchemaKind, Validation, Violation };
+export const SCHEMA_FILES = SCHEMA_KINDS;
+
+/** A definition that cannot be a contract version; `pointer` locates the problem in it. */
+export class ContractDefinitionError extends Error {
+  constructor(message: string, readonly pointer: string) {
+    super(message);
+  }
 }
 
-export interface ContractVersion extends ContractManifest {
-  dir: string;
-  schemas: Record<SchemaKind, Record<string, unknown>>;
-}
+const ID = /^[a-z0-9][a-z0-9._-]*(:[a-z0-9][a-z0-9._-]*)?$/;
+const SEMVER = /^\d+\.\d+\.\d+$/;
 
-/** One violation, located by a JSON pointer into the validated document. */
-export interface Violation {
-  pointer: string;
-  keyword: string;
-  message: string;
+interface Compiled {
+  version: ContractVersion;
+  request: ValidateFunction;
+  responses: Map<SchemaKind, ValidateFunction>;
 }
-
-export type Validation = { ok: true } | { ok: false; violations: Violation[] };
 
 export class ContractRegistry {
-  readonly #versions = new Map<string, ContractVersion>();
-  readonly #requests = new Map<string, ValidateFunction>();
-  readonly #responses = new Map<string, ValidateFunction>();
+  readonly #versions = new Map<string, Compiled>();
 
-  /** Loads every `<group>/<name>/<version>/contract.json` under `root`. */
-  static load(root: string): ContractRegistry {
+  /** Loads every `<group>/<name>/<version>/contract.json` under each root. */
+  static load(roots: string | readonly string[]): ContractRegistry {
     const registry = new ContractRegistry();
-    for (const dir of contractDirs(root)) registry.#add(dir);
+    for (const root of typeof roots === 'string' ? [roots] : roots) for (const dir of contractDirs(root)) registry.add(readDefinition(dir), 'file');
     return registry;
   }
 
-  #add(dir: string): void {
-    const manifest = JSON.parse(readFileSync(join(dir, 'contract.json'), 'utf8')) as ContractManifest;
-    const schemas = Object.fromEntries(
-      SCHEMA_FILES.map((kind) => [kind, JSON.parse(readFileSync(join(dir, `${kind}.schema.json`), 'utf8'))]),
-    ) as ContractVersion['schemas'];
-    const key = keyOf(manifest.contract_id, manifest.version);
+  /** Compiles a definition without adding it; throws ContractDefinitionError. */
+  static compile(def: ContractDefinition, source: ContractVersion['source']): Compiled {
+    if (!def || typeof def !== 'object') throw new ContractDefinitionError('a contract definition is a JSON object', '');
+    for (const field of ['contract_id', 'version', 'intent'] as const) {
+      if (typeof def[field] !== 'string' || !def[field]) throw new ContractDefinitionError(`${field} is required`, `/${field}`);
+    }
+    if (!ID.test(def.contract_id) || def.contract_id.length > 128) throw new ContractDefinitionError('contract_id is lowercase GROUP:NAME (letters, digits, . _ -), at most 128 characters', '/contract_id');
+    if (!SEMVER.test(def.version)) throw new ContractDefinitionError(`version ${def.version} is not MAJOR.MINOR.PATCH`, '/version');
+    if (!/^[a-z][a-z0-9_]{0,127}$/.test(def.intent)) throw new ContractDefinitionError('intent is snake_case', '/intent');
+    for (const kind of ['request', 'result'] as const) {
+      const schema = def.schemas?.[kind];
+      if (!schema || typeof schema !== 'object' || Array.isArray(schema)) throw new ContractDefinitionError(`schemas.${kind} is required`, `/schemas/${kind}`);
+      if (typeof schema.$id !== 'string' || !schema.$id) throw new ContractDefinitionError(`schemas.${kind} needs an $id`, `/schemas/${kind}/$id`);
+    }
+    const schemas = { ...envelopeSchemas(def), ...def.schemas } as Record<SchemaKind, Record<string, unknown>>;
+    const ids = new Set<string>();
+    for (const kind of SCHEMA_FILES) {
+      const id = String(schemas[kind].$id ?? '');
+      if (!id || ids.has(id)) throw new ContractDefinitionError(`schemas.${kind} needs its own $id`, `/schemas/${kind}/$id`);
+      ids.add(id);
+    }
     // Requests get their declared defaults filled in; responses are checked as sent.
     const requestAjv = newAjv(true);
     const responseAjv = newAjv(false);
-    for (const kind of SCHEMA_FILES) {
-      requestAjv.addSchema(schemas[kind]);
-      responseAjv.addSchema(schemas[kind]);
+    const responses = new Map<SchemaKind, ValidateFunction>();
+    let kind: SchemaKind = 'request';
+    try {
+      for (kind of SCHEMA_FILES) {
+        requestAjv.addSchema(schemas[kind]);
+        responseAjv.addSchema(schemas[kind]);
+      }
+      for (kind of SCHEMA_FILES) responses.set(kind, responseAjv.getSchema(String(schemas[kind].$id))!);
+      kind = 'request';
+      const request = requestAjv.getSchema(String(schemas.request.$id))!;
+      const manifest = { contract_id: def.contract_id, version: def.version, intent: def.intent, ...(def.description && { description: def.description }) };
+      return { version: { ...manifest, source, schemas }, request, responses };
+    } catch (error) {
+      throw new ContractDefinitionError(`schemas.${kind} is not a valid JSON Schema: ${(error as Error).message}`, `/schemas/${kind}`);
     }
-    this.#requests.set(key, requestAjv.getSchema(String(schemas.request.$id))!);
-    for (const kind of SCHEMA_FILES) {
-      this.#responses.set(`${key}#${kind}`, responseAjv.getSchema(String(schemas[kind].$id))!);
-    }
-    this.#versions.set(key, { ...manifest, dir, schemas });
+  }
+
+  /** Adds a version (replacing one of the same id and version). */
+  add(def: ContractDefinition, source: ContractVersion['source']): ContractVersion {
+    const compiled = ContractRegistry.compile(def, source);
+    this.#versions.set(keyOf(def.contract_id, def.version), compiled);
+    return compiled.version;
   }
 
   get(contractId: string, version: string): ContractVersion | undefined {
-    return this.#versions.get(keyOf(contractId, version));
+    return this.#versions.get(keyOf(contractId, version))?.version;
   }
 
   list(): ContractVersion[] {
-    return [...this.#versions.values()];
+    return [...this.#versions.values()].map((c) => c.version).sort((a, b) => a.contract_id.localeCompare(b.contract_id) || compareSemver(a.version, b.version));
   }
 
   /** Versions of one contract, oldest first. */
   versionsOf(contractId: string): ContractVersion[] {
-    return this.list()
-      .filter((c) => c.contract_id === contractId)
-      .sort((a, b) => compareSemver(a.version, b.version));
+    return this.list().filter((c) => c.contract_id === contractId);
   }
 
   /** Validates a request in place: declared defaults are filled in. */
   validateRequest(contract: ContractVersion, body: unknown): Validation {
-    return verdict(this.#requests.get(keyOf(contract.contract_id, contract.version))!, body);
+    return verdict(this.#versions.get(keyOf(contract.contract_id, contract.version))!.request, body);
   }
 
   /** Validates a document ABC is about to send. */
   validateResponse(contract: ContractVersion, kind: SchemaKind, doc: unknown): Validation {
-    return verdict(this.#responses.get(`${keyOf(contract.contract_id, contract.version)}#${kind}`)!, doc);
+    return verdict(this.#versions.get(keyOf(contract.contract_id, contract.version))!.responses.get(kind)!, doc);
   }
+}
+
+/** A contract folder as a definition: contract.json, and the schema files present. */
+function readDefinition(dir: string): ContractDefinition {
+  const manifest = JSON.parse(readFileSync(join(dir, 'contract.json'), 'utf8')) as ContractManifest;
+  const schemas = Object.fromEntries(
+    SCHEMA_FILES.filter((kind) => existsSync(join(dir, `${kind}.schema.json`))).map((kind) => [kind, JSON.parse(readFileSync(join(dir, `${kind}.schema.json`), 'utf8'))]),
+  ) as ContractDefinition['schemas'];
+  return { ...manifest, schemas };
 }
 
 function newAjv(useDefaults: boolean): Ajv2020 {
@@ -137,7 +169,7 @@ function allowedValues(e: ErrorObject): string {
 
 const escapePointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
-const keyOf = (contractId: string, version: string) => `${contractId}@${version}`;
+export const keyOf = (contractId: string, version: string) => `${contractId}@${version}`;
 
 function contractDirs(root: string): string[] {
   if (!existsSync(root)) return [];

@@ -18,7 +18,8 @@ import { retryOnConflict } from '../store/outage.js';
 import { WakeWatch } from '../store/wake-watch.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
-import type { ContractRegistry, ContractVersion, SchemaKind, Violation } from './registry.js';
+import type { ContractCatalog } from './catalog.js';
+import type { ContractVersion, SchemaKind, Violation } from './registry.js';
 
 /** The longest a poll may wait for a change (seed 000: poll_long_wait_ms ≤ 30000). */
 export const MAX_POLL_WAIT_MS = 30_000;
@@ -27,7 +28,7 @@ export interface ContractServiceOptions {
   orm: Orm;
   bus: EventBus;
   log: Logger;
-  contracts: ContractRegistry;
+  contracts: ContractCatalog;
   decision: Decision;
   engine: ContractEngine;
   /** How long a ticket stays pollable after it was created. */
@@ -54,7 +55,7 @@ export class ContractService {
     const received = Date.now();
     const clientTraceId = (body as { correlation?: { client_trace_id?: unknown } } | null)?.correlation?.client_trace_id;
     const traceId = traceIdFrom(traceparent) ?? w3cTraceId(clientTraceId) ?? randomBytes(16).toString('hex');
-    const contract = this.#contractOf(body, traceId);
+    const contract = await this.#contractOf(body, traceId);
     const check = this.opts.contracts.validateRequest(contract, body);
     if (!check.ok) throw validationError(check.violations, traceId);
     const request = body as Record<string, unknown>;
@@ -112,7 +113,7 @@ export class ContractService {
         view = await this.#read(ticket);
         if (JSON.stringify(view.document) !== seen) break;
       }
-      const contract = this.opts.contracts.get(view.row.contract_id, view.row.contract_version)!;
+      const contract = (await this.opts.contracts.find(view.row.contract_id, view.row.contract_version))!;
       return { document: this.#checked(contract, 'poll-response', view.document, view.row.trace_id), lifecycleState: view.row.lifecycle_state };
     } finally {
       watch.close();
@@ -150,7 +151,7 @@ export class ContractService {
 
   /** The packaged output of a succeeded ticket. */
   async artifact(ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
-    const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM contract_executions WHERE ticket = $1 AND expires_at > now()', [ticket]);
+    const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM tickets WHERE ticket = $1 AND expires_at > now()', [ticket]);
     const row = rows[0];
     if (!row) throw ticketNotFound(ticket);
     if (row.lifecycle_state !== 'COMPLETED' || row.artifact === null) {
@@ -159,14 +160,14 @@ export class ContractService {
     return { ticket, mediaType: row.artifact_media_type ?? 'application/json', content: row.artifact };
   }
 
-  #contractOf(body: unknown, traceId: string): ContractVersion {
+  async #contractOf(body: unknown, traceId: string): Promise<ContractVersion> {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError([{ pointer: '', keyword: 'type', message: '/ must be a JSON object' }], traceId);
     const ref = (body as { contract?: { contract_id?: unknown; version?: unknown } }).contract;
     if (!ref || typeof ref !== 'object') throw validationError([{ pointer: '/contract', keyword: 'required', message: "/ must have required property 'contract'" }], traceId);
     const id = String(ref.contract_id ?? '');
-    const found = this.opts.contracts.get(id, String(ref.version ?? ''));
+    const found = await this.opts.contracts.find(id, String(ref.version ?? ''));
     if (found) return found;
-    const known = this.opts.contracts.versionsOf(id);
+    const known = await this.opts.contracts.versionsOf(id);
     const pointer = known.length ? '/contract/version' : '/contract/contract_id';
     throw new AbcError('INVALID_ARGUMENT', {
       code: 'UNKNOWN_CONTRACT',
@@ -185,7 +186,7 @@ export class ContractService {
     const ticket = newId('tkt');
     return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
       const inserted = await tx.execute<TicketRow[]>(
-        `INSERT INTO contract_executions (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
+        `INSERT INTO tickets (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
            status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
          ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
@@ -198,7 +199,7 @@ export class ContractService {
         await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) });
         return inserted[0];
       }
-      const [existing] = await tx.execute<TicketRow[]>('SELECT * FROM contract_executions WHERE contract_id = ? AND idempotency_key = ?', [contract.contract_id, correlation.idempotency_key]);
+      const [existing] = await tx.execute<TicketRow[]>('SELECT * FROM tickets WHERE contract_id = ? AND idempotency_key = ?', [contract.contract_id, correlation.idempotency_key]);
       if (existing!.request_hash !== hash) {
         throw new AbcError('ALREADY_EXISTS', {
           code: 'IDEMPOTENCY_CONFLICT',
@@ -234,8 +235,8 @@ export class ContractService {
               CASE WHEN c.status = 'FAILED' THEN c.error END AS error,
               coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'label', s.label, 'status', s.status, 'message', s.message,
                                                            'started_at', s.started_at, 'ended_at', s.ended_at) ORDER BY s.position)
-                        FROM contract_steps s WHERE s.ticket = c.ticket), '[]') AS steps
-       FROM contract_executions c
+                        FROM ticket_steps s WHERE s.ticket = c.ticket), '[]') AS steps
+       FROM tickets c
        WHERE c.ticket = $1 AND (c.expires_at > now() OR c.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED'))`,
       [ticket],
     );

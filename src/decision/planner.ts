@@ -2,6 +2,8 @@
 // frozen plan with its capability whitelist (VCS) and plan_hash. Pure: the same
 // input and assembly version always give the same plan and hash.
 import { canonicalHash } from '../domain/hash.js';
+import { getPointer, parsePointer } from '../domain/pointer.js';
+import { parseTemplate } from '../domain/template.js';
 
 export interface CapabilityDef {
   name: string;
@@ -36,6 +38,20 @@ export interface AssemblyDef {
   steps: StepDef[];
   /** Seed 002 engine policy and role bindings for executions of this assembly (engine/policy.ts). */
   engine?: Record<string, unknown>;
+  /** How the result is built when no pack owns the assembly (engine/outputs.ts). */
+  output?: OutputSpec;
+}
+
+/**
+ * A declarative output. Each key is a JSON pointer into the result; each value
+ * a source: `/<step_id>/…` (a pointer into step outputs) or `$request/…` (into
+ * the request). `markdown` is a template (domain/template.ts) over the result,
+ * used when the request asks `output_spec.format: markdown`.
+ */
+export interface OutputSpec {
+  result: Record<string, string>;
+  partial?: Record<string, string>;
+  markdown?: string;
 }
 
 export interface PlanInput {
@@ -99,6 +115,75 @@ export function checkAssembly(a: AssemblyDef): void {
     }),
   );
   topoOrder(a.steps.map((s) => ({ id: s.id, dependencies: s.dependencies ?? [] })));
+  a.steps.forEach((s, i) => {
+    const ancestors = descendantsUp(a.steps, s.id);
+    for (const ref of stepRefs(s.input ?? {})) {
+      const from = parsePointer(ref.slice(STEP_REF.length))[0];
+      if (!from || !ancestors.has(from)) throw new AssemblyError(`step ${s.id} reads ${ref}, but ${from} is not one of its dependencies`, `/assembly/steps/${i}/input`);
+    }
+  });
+  if (a.output) checkOutput(a.output, ids);
+}
+
+function checkOutput(o: OutputSpec, ids: Set<string>): void {
+  if (!o.result || typeof o.result !== 'object') throw new AssemblyError('output.result must map result pointers to sources', '/assembly/output/result');
+  for (const part of ['result', 'partial'] as const) {
+    for (const [target, source] of Object.entries(o[part] ?? {})) {
+      const at = `/assembly/output/${part}/${target.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+      try {
+        if (!parsePointer(target).length) throw new Error('the whole result cannot be one source');
+        if (typeof source !== 'string') throw new Error('a source is a string');
+        if (source.startsWith(REQUEST_REF)) parsePointer(source.slice(REQUEST_REF.length));
+        else if (!ids.has(parsePointer(source)[0] ?? '')) throw new Error(`${source} names no step`);
+      } catch (error) {
+        throw new AssemblyError(`output.${part} ${target}: ${(error as Error).message}`, at);
+      }
+    }
+  }
+  if (o.markdown !== undefined) {
+    try {
+      parseTemplate(o.markdown);
+    } catch (error) {
+      throw new AssemblyError(`output.markdown: ${(error as Error).message}`, '/assembly/output/markdown');
+    }
+  }
+}
+
+/** A step input string `$steps/<step_id>/…` reads an ancestor's output when the step runs. */
+export const STEP_REF = '$steps';
+/** An output source `$request/…` reads the request. */
+export const REQUEST_REF = '$request';
+
+function stepRefs(value: unknown): string[] {
+  if (typeof value === 'string') return value.startsWith(`${STEP_REF}/`) ? [value] : [];
+  if (value && typeof value === 'object') return Object.values(value).flatMap(stepRefs);
+  return [];
+}
+
+/** Replaces `$steps/<id>/…` strings with those values of the ancestors' outputs; absent values drop the key. */
+export function bindStepOutputs(input: unknown, outputs: Record<string, unknown>): unknown {
+  if (typeof input === 'string' && input.startsWith(`${STEP_REF}/`)) return getPointer(outputs, input.slice(STEP_REF.length));
+  if (Array.isArray(input)) return input.map((x) => bindStepOutputs(x, outputs));
+  if (input && typeof input === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(input)) {
+      const bound = bindStepOutputs(v, outputs);
+      if (bound !== undefined) out[k] = bound;
+    }
+    return out;
+  }
+  return input;
+}
+
+/** Every step `id` depends on, directly or not. */
+function descendantsUp(steps: StepDef[], id: string): Set<string> {
+  const byId = new Map(steps.map((s) => [s.id, s]));
+  const seen = new Set<string>();
+  const visit = (x: string) => {
+    for (const d of byId.get(x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
+  };
+  visit(id);
+  return seen;
 }
 
 /** Kahn's algorithm; throws on a cycle. Returns ids in a stable dependency order. */

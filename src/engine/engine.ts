@@ -6,7 +6,7 @@
 // turns into RETRY, REPLAN (LOCAL or GLOBAL), ROLLBACK, WAIT_HUMAN or HALT.
 import type { SecretBox } from '../access/secret-box.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { ContractRegistry } from '../contracts/registry.js';
+import type { ContractLookup } from '../ports/contracts.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
 import { planInput } from '../decision/decision.js';
 import { descendants, goalOf, type PlanBody, type PlanInput } from '../decision/planner.js';
@@ -14,12 +14,13 @@ import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings }
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
 import { AbcError, ERROR_CATEGORIES } from '../domain/errors.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
-import type { LlmAccess } from '../execution/capabilities.js';
-import type { MarketData } from '../portfolio/market.js';
+import type { LlmAccess, PackDb } from '../ports/pack.js';
+import type { AssemblyDef } from '../decision/planner.js';
 import type { Logger } from '../log.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
-import { aggregate, render } from './analyze-portfolio.js';
+import type { AssemblyOutputs } from './outputs.js';
+import type { Capabilities } from './pep.js';
 import { Memory } from './memory.js';
 import { ContractQueue } from './queue.js';
 import { recordOf, withError, type ExecRecord, type HumanFeedback } from './record.js';
@@ -39,8 +40,13 @@ export interface EngineOptions {
   bus: EventBus;
   log: Logger;
   decision: Decision;
-  contracts: ContractRegistry;
-  market: MarketData;
+  contracts: ContractLookup;
+  /** What serves plan steps. */
+  capabilities: Capabilities;
+  /** How results and artifacts are built, per assembly. */
+  outputs: AssemblyOutputs;
+  /** The database as units see it. */
+  db: PackDb;
   llm?: LlmAccess;
   /** Queue workers in this process; 0 only enqueues. */
   concurrency: number;
@@ -48,10 +54,10 @@ export interface EngineOptions {
   stepConcurrency: number;
   /** How long a worker's claim on a ticket lasts without renewal. */
   leaseMs: number;
-  pollIntervalMs?: number;
+  pollIntervalMs: number;
   /** Defaults under every assembly's `engine` section. */
-  settings?: Partial<EngineSettings>;
-  agentIdleTimeoutMs?: number;
+  settings: Partial<EngineSettings>;
+  agentIdleTimeoutMs: number;
   /** Opens agents' sealed tokens. */
   secrets: SecretBox;
 }
@@ -75,10 +81,10 @@ export class ContractEngine {
     this.#em = () => opts.orm.em.fork();
     this.queue = new ContractQueue({ orm: opts.orm, log: this.#log, concurrency: opts.concurrency, leaseMs: opts.leaseMs, pollIntervalMs: opts.pollIntervalMs });
     this.memory = new Memory(this.#em);
-    this.roles = new Roles(builtinAgents({ em: this.#em, contracts: opts.contracts, decision: opts.decision, memory: this.memory }), {
+    this.roles = new Roles(builtinAgents({ em: this.#em, contracts: opts.contracts, decision: opts.decision, memory: this.memory, capabilities: opts.capabilities }), {
       em: this.#em,
       llm: opts.llm,
-      agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 60_000,
+      agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
       secrets: opts.secrets,
     });
   }
@@ -290,7 +296,7 @@ export class ContractEngine {
   }
 
   async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<void> {
-    await syncSteps(tx, row, plan, rec.reset_steps);
+    await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
     const snapshot = await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec);
     await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot, base_snapshot_id: snapshot } });
   }
@@ -316,8 +322,10 @@ export class ContractEngine {
       settings,
       signal,
       em: this.#em,
-      market: this.opts.market,
+      db: this.opts.db,
       llm: this.opts.llm,
+      capabilities: this.opts.capabilities,
+      output: await this.#output(row),
       log: this.#log,
       memory: this.memory,
       global: this.#global(row, rec),
@@ -476,7 +484,7 @@ export class ContractEngine {
   async #reviewResult(row: TicketRow, rec: ExecRecord): Promise<void> {
     const steps = await getSteps(this.#em(), row.ticket);
     const done = steps.filter((s) => s.status === 'SUCCEEDED');
-    const { result, warnings } = aggregate(row.request, outputsOf(done));
+    const { result, warnings } = (await this.#output(row)).aggregate(row.request, outputsOf(done));
     // A step that finished by another path (its fallback) says so.
     const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
     const patch: TicketPatch = { result, warnings: [...warnings, ...notes] };
@@ -517,7 +525,7 @@ export class ContractEngine {
   }
 
   async #packageIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[]): Promise<void> {
-    const artifact = render(row.request, row.result!, outputsOf(steps));
+    const artifact = (await this.#output(row)).render(row.request, row.result!, outputsOf(steps));
     const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, tx) : undefined;
     const intent = String(requestOf(row).intent);
     await this.memory.store(
@@ -569,6 +577,12 @@ export class ContractEngine {
   }
 
   // ---- helpers ---------------------------------------------------------------
+
+  /** How this execution's result and artifact are built (its assembly's pack, or its declarative output). */
+  async #output(row: TicketRow) {
+    const assembly: AssemblyDef | undefined = row.assembly_id && row.assembly_version ? await this.opts.decision.get(row.assembly_id, row.assembly_version) : undefined;
+    return this.opts.outputs.of(assembly);
+  }
 
   #global(row: TicketRow, rec: ExecRecord): GlobalState {
     return frozen({

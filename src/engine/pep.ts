@@ -4,28 +4,37 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import type { ToolFacts } from '../domain/engine-types.js';
-import { BUILTIN_CAPABILITIES, EXECUTION_UNITS, UNIT_META, type UnitContext } from '../execution/capabilities.js';
+import type { UnitCatalog } from '../execution/units.js';
+import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../orchestrator/tool-store.js';
 
 export const TOOL_CAPABILITY_PREFIX = 'tool.';
 
-/** What the control plane grants: built-in units (LLM ones only with a router) and registered server tools. */
-export async function grantedCapabilities(em: EntityManager, llmConfigured: boolean): Promise<Set<string>> {
-  const granted = new Set(BUILTIN_CAPABILITIES.filter((c) => llmConfigured || !c.startsWith('llm.')));
-  for (const tool of await listTools(em)) if (tool.kind !== 'client') granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
-  return granted;
-}
+/** What serves plan steps: execution units (built-in and packs') and registered server tools (`tool.<name>`). */
+export class Capabilities {
+  constructor(
+    readonly units: UnitCatalog,
+    readonly llmConfigured: boolean,
+  ) {}
 
-/** A capability's tool metadata (permission, side effect, schemas), or undefined if nothing serves it. */
-export async function toolFacts(em: EntityManager, capability: string): Promise<ToolFacts | undefined> {
-  if (capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
-    const tool = await getTool(em, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
-    if (!tool || tool.kind === 'client') return undefined;
-    return { name: capability, permission_level: tool.permissionLevel, side_effect: tool.sideEffect, input_schema: tool.inputSchema, output_schema: tool.outputSchema };
+  /** What the control plane grants: units (LLM ones only with a router) and registered server tools. */
+  async granted(em: EntityManager): Promise<Set<string>> {
+    const granted = new Set(this.units.names(this.llmConfigured));
+    for (const tool of await listTools(em)) if (tool.kind !== 'client') granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
+    return granted;
   }
-  const meta = UNIT_META[capability];
-  return meta && { name: capability, permission_level: meta.permission_level, side_effect: meta.side_effect, input_schema: null, output_schema: meta.output_schema };
+
+  /** A capability's tool metadata (permission, side effect, schemas), or undefined if nothing serves it. */
+  async facts(em: EntityManager, capability: string): Promise<ToolFacts | undefined> {
+    if (capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
+      const tool = await getTool(em, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
+      if (!tool || tool.kind === 'client') return undefined;
+      return { name: capability, permission_level: tool.permissionLevel, side_effect: tool.sideEffect, input_schema: tool.inputSchema, output_schema: tool.outputSchema };
+    }
+    const meta = this.units.meta(capability);
+    return meta && { name: capability, permission_level: meta.permission_level, side_effect: meta.side_effect, input_schema: null, output_schema: meta.output_schema };
+  }
 }
 
 export interface StepCall {
@@ -38,7 +47,7 @@ export interface StepCall {
 export class Pep {
   constructor(
     readonly whitelist: ReadonlySet<string>,
-    readonly llmConfigured: boolean,
+    readonly capabilities: Capabilities,
   ) {}
 
   /** Throws COMPLIANCE unless the capability may run under this plan. */
@@ -52,12 +61,12 @@ export class Pep {
         details: { capability, whitelist: [...this.whitelist].sort() },
       });
     }
-    if (capability.startsWith('llm.') && !this.llmConfigured) {
+    if (capability.startsWith('llm.') && !this.capabilities.llmConfigured) {
       throw new AbcError('PERMISSION_DENIED', { code: 'LLM_NOT_CONFIGURED', category: 'COMPLIANCE', message: `${capability} needs LLM_ROUTER_URL`, retryable: false });
     }
   }
 
-  async execute(call: StepCall, ctx: UnitContext): Promise<unknown> {
+  async execute(call: StepCall, ctx: UnitContext & { em: () => EntityManager }): Promise<unknown> {
     this.check(call.capability);
     const timeout = AbortSignal.timeout(call.timeoutMs);
     const signal = AbortSignal.any([ctx.signal, timeout]);
@@ -75,7 +84,7 @@ export class Pep {
     return Promise.race([work, timedOut]);
   }
 
-  async #run(call: StepCall, ctx: UnitContext): Promise<unknown> {
+  async #run(call: StepCall, ctx: UnitContext & { em: () => EntityManager }): Promise<unknown> {
     if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
       const tool = await getTool(ctx.em(), call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
       try {
@@ -93,8 +102,6 @@ export class Pep {
         throw error;
       }
     }
-    const unit = EXECUTION_UNITS[call.capability];
-    if (!unit) throw new AbcError('INTERNAL', { code: 'NO_EXECUTION_UNIT', category: 'INTERNAL', message: `no execution unit serves ${call.capability}`, retryable: false });
-    return unit(ctx);
+    return this.capabilities.units.unit(call.capability).run(ctx);
   }
 }

@@ -75,7 +75,7 @@ export class ContractQueue {
 
   /** Takes (or takes over) the claim on a ticket, inside `tx`. */
   async claim(tx: EntityManager, ticket: string, workerId: string): Promise<void> {
-    await tx.execute(`UPDATE contract_executions SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, this.opts.leaseMs, ticket]);
+    await tx.execute(`UPDATE tickets SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, this.opts.leaseMs, ticket]);
   }
 
   /** Keeps the claim alive every third of the lease; calls `lost` if another worker took it. */
@@ -83,7 +83,7 @@ export class ContractQueue {
     const timer = setInterval(async () => {
       try {
         const rows = await this.opts.orm.em.fork().execute<{ ticket: string }[]>(
-          `UPDATE contract_executions SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
+          `UPDATE tickets SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
           [this.opts.leaseMs, ticket, workerId],
         );
         if (!rows.length) lost();
@@ -98,7 +98,7 @@ export class ContractQueue {
   async release(ticket: string, workerId: string): Promise<void> {
     await this.opts.orm.em
       .fork()
-      .execute('UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket = ? AND lease_owner = ?', [ticket, workerId])
+      .execute('UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket = ? AND lease_owner = ?', [ticket, workerId])
       .catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not release the claim; it lapses on its own'));
   }
 
@@ -110,7 +110,7 @@ export class ContractQueue {
   async recover(): Promise<number> {
     return this.opts.orm.em.fork().transactional(async (tx) => {
       const stale = await tx.execute<{ ticket: string; lease_owner: string }[]>(
-        `SELECT ticket, lease_owner FROM contract_executions
+        `SELECT ticket, lease_owner FROM tickets
          WHERE lease_expires_at < now() AND status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
          FOR UPDATE SKIP LOCKED LIMIT 100`,
       );
@@ -118,7 +118,7 @@ export class ContractQueue {
       const owners = [...new Set(stale.map((s) => s.lease_owner))];
       await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
       await tx.execute(
-        `UPDATE contract_executions SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))`,
+        `UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))`,
         [JSON.stringify(stale.map((s) => s.ticket))],
       );
       this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');

@@ -1,7 +1,7 @@
 // The engine's execution record: the mutable part of seed 002's
 // ExecutionContext that is not a step row or a plan (loop counters, the current
 // batch, replan and rollback requests, a pending human request). It lives in
-// contract_executions.engine and changes only with a lifecycle transition.
+// tickets.engine and changes only with a lifecycle transition.
 import type { EngineSettings } from '../domain/engine-policy.js';
 import type { Scope, StructuredError } from '../domain/engine-types.js';
 

@@ -2,7 +2,7 @@
 // each reviewed batch), for ROLLBACK. A snapshot holds the plan, every step's
 // status, and the record fields a rollback restores. Outputs are not copied:
 // a step that had succeeded at the snapshot is never put back by restoring
-// it, so its output in contract_steps is the one the snapshot saw.
+// it, so its output in ticket_steps is the one the snapshot saw.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { StepState } from '../domain/contract-lifecycle.machine.js';
 import { newId } from '../ids.js';

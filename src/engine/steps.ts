@@ -7,13 +7,12 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import { checkToolPermission, evaluateTransition, type EngineSettings } from '../domain/engine-policy.js';
 import type { GlobalState, PolicyDecision, StepContext, StructuredError, ToolFacts } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
-import type { LlmAccess } from '../execution/capabilities.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
-import type { MarketData } from '../portfolio/market.js';
-import { partialResult } from './analyze-portfolio.js';
+import { bindStepOutputs } from '../decision/planner.js';
+import type { AssemblyOutput, LlmAccess, PackDb } from '../ports/pack.js';
 import type { Memory } from './memory.js';
-import { Pep, toolFacts } from './pep.js';
+import { Pep, type Capabilities } from './pep.js';
 import type { ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
@@ -29,8 +28,11 @@ export interface BatchKit {
   settings: EngineSettings;
   signal: AbortSignal;
   em: () => EntityManager;
-  market: MarketData;
+  db: PackDb;
   llm?: LlmAccess;
+  capabilities: Capabilities;
+  /** Builds the partial result pollers see. */
+  output: AssemblyOutput;
   log: Logger;
   memory: Memory;
   global: GlobalState;
@@ -72,7 +74,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const allowed = new Map<string, PolicyDecision>();
   const factsOf = new Map<string, ToolFacts | undefined>();
   const facts = async (capability: string) => {
-    if (!factsOf.has(capability)) factsOf.set(capability, await toolFacts(k.em(), capability));
+    if (!factsOf.has(capability)) factsOf.set(capability, await k.capabilities.facts(k.em(), capability));
     return factsOf.get(capability);
   };
   const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
@@ -115,7 +117,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     );
   }
 
-  const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), Boolean(k.llm));
+  const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), k.capabilities);
   const running = new Set<string>();
   const outputs = Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
@@ -147,7 +149,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const ancestors = ancestorsOf(planned, id);
       const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestors.has(d)));
       const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
-      const unit = { input: call.input, deps, em: k.em, market: k.market, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
+      const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
+      const unit = { input, deps, em: k.em, db: k.db, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
       const used = await facts(result.capability);
@@ -161,8 +164,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
           trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
         });
-        const partial = partialResult(k.row.request, outputs);
-        if (partial) await tx.execute('UPDATE contract_executions SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);
+        const partial = k.output.partialResult(k.row.request, outputs);
+        if (partial) await tx.execute('UPDATE tickets SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);
       });
     } catch (error) {
       const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });

@@ -4,18 +4,18 @@
 // and never replayed. Steps the plan no longer has are skipped if not yet run.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FrozenPlanDoc } from '../decision/decision.js';
-import { UNIT_META } from '../execution/capabilities.js';
+import type { UnitCatalog } from '../execution/units.js';
 import { openContract } from '../store/execution-contracts.js';
 import { TOOL_CAPABILITY_PREFIX } from './pep.js';
 import { appendTicketEvents, getSteps, transitionStep, type TicketEventInput, type TicketRow } from './ticket-store.js';
 
-export async function syncSteps(tx: EntityManager, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
+export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
   const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));
-  const effects = await sideEffects(tx, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
+  const effects = await sideEffects(tx, units, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
   const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
   if (fresh.length) {
     await tx.execute(
-      `INSERT INTO contract_steps (ticket, step_id, position, label, capability, side_effect, status, message)
+      `INSERT INTO ticket_steps (ticket, step_id, position, label, capability, side_effect, status, message)
        SELECT ?, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
        FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)`,
       [row.ticket, JSON.stringify(fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })))],
@@ -37,7 +37,7 @@ export async function syncSteps(tx: EntityManager, row: TicketRow, plan: FrozenP
   const kept: TicketEventInput[] = [];
   for (const s of plan.steps.filter((x) => existing.has(x.id))) {
     const current = existing.get(s.id)!;
-    const retarget = () => tx.execute('UPDATE contract_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [s.tool_name, effects.has(s.tool_name), s.label, row.ticket, s.id]);
+    const retarget = () => tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [s.tool_name, effects.has(s.tool_name), s.label, row.ticket, s.id]);
     if (!reset?.includes(s.id)) {
       if (current.status === 'PENDING' && current.capability !== s.tool_name) await retarget();
       continue;
@@ -60,8 +60,8 @@ export async function syncSteps(tx: EntityManager, row: TicketRow, plan: FrozenP
 }
 
 /** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */
-async function sideEffects(tx: EntityManager, capabilities: string[]): Promise<Set<string>> {
-  const out = new Set(capabilities.filter((c) => UNIT_META[c]?.side_effect));
+async function sideEffects(tx: EntityManager, units: UnitCatalog, capabilities: string[]): Promise<Set<string>> {
+  const out = new Set(capabilities.filter((c) => units.meta(c)?.side_effect));
   const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
   if (!tools.length) return out;
   const rows = await tx.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(tools)]);

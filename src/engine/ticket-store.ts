@@ -87,12 +87,12 @@ const JSON_COLUMNS = new Set<keyof TicketPatch>(['partial_result', 'result', 'er
 const JSONB_COLUMNS = new Set<keyof TicketPatch>(['engine']);
 
 export async function getTicket(em: EntityManager, ticket: string, lock = false): Promise<TicketRow | undefined> {
-  const [row] = await em.execute<TicketRow[]>(`SELECT * FROM contract_executions WHERE ticket = ? ${lock ? 'FOR UPDATE' : ''}`, [ticket]);
+  const [row] = await em.execute<TicketRow[]>(`SELECT * FROM tickets WHERE ticket = ? ${lock ? 'FOR UPDATE' : ''}`, [ticket]);
   return row;
 }
 
 export async function getSteps(em: EntityManager, ticket: string): Promise<StepRow[]> {
-  return em.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? ORDER BY position', [ticket]);
+  return em.execute<StepRow[]>('SELECT * FROM ticket_steps WHERE ticket = ? ORDER BY position', [ticket]);
 }
 
 export interface TicketEventInput {
@@ -104,7 +104,7 @@ export interface TicketEventInput {
 export async function appendTicketEvents(tx: EntityManager, ticket: string, events: TicketEventInput[], locked = false): Promise<void> {
   if (!events.length) return;
   // The ticket row lock orders the events of parallel steps (gap-free seq); a lifecycle move already holds it.
-  if (!locked) await tx.execute('SELECT 1 FROM contract_executions WHERE ticket = ? FOR UPDATE', [ticket]);
+  if (!locked) await tx.execute('SELECT 1 FROM tickets WHERE ticket = ? FOR UPDATE', [ticket]);
   // The insert and its NOTIFY in one statement. (Not the lock: max(seq) must be read after it is held.)
   await tx.execute(
     `WITH added AS (
@@ -155,7 +155,7 @@ export async function transitionTicket(
   }
   if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');
   if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
-  const [updated] = await tx.execute<TicketRow[]>(`UPDATE contract_executions SET ${sets.join(', ')} WHERE ticket = ? RETURNING *`, [...params, ticket]);
+  const [updated] = await tx.execute<TicketRow[]>(`UPDATE tickets SET ${sets.join(', ')} WHERE ticket = ? RETURNING *`, [...params, ticket]);
   // Seed 002's STATE_TRANSITION trace event, in the transaction of the move.
   await appendTicketEvents(
     tx,
@@ -174,7 +174,7 @@ export async function transitionStep(
   trigger: StepTrigger,
   patch: { output?: unknown; message?: string; capability?: string; sideEffect?: boolean; trace?: TicketEventInput[] } = {},
 ): Promise<StepRow> {
-  const [row] = await tx.execute<StepRow[]>('SELECT * FROM contract_steps WHERE ticket = ? AND step_id = ? FOR UPDATE', [ticket, stepId]);
+  const [row] = await tx.execute<StepRow[]>('SELECT * FROM ticket_steps WHERE ticket = ? AND step_id = ? FOR UPDATE', [ticket, stepId]);
   if (!row) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
   const next = transition(CONTRACT_STEP_MACHINE, row.status, trigger);
   if (!next.ok) {
@@ -185,7 +185,7 @@ export async function transitionStep(
   if (trigger === 'retry' || trigger === 'reset') await reopenContract(tx, ticket, row, patch.capability ?? row.capability);
   const mirrored = STEP_TO_CONTRACT[`${row.status}:${trigger}`];
   const [updated] = await tx.execute<StepRow[]>(
-    `UPDATE contract_steps SET status = ?,
+    `UPDATE ticket_steps SET status = ?,
        output = coalesce(?::jsonb, output),
        message = coalesce(?, message),
        capability = coalesce(?, capability),
@@ -212,7 +212,7 @@ export async function transitionStep(
 async function reopenContract(tx: EntityManager, ticket: string, step: StepRow, capability: string): Promise<void> {
   const [t] = await tx.execute<{ session_id: string; attempts: number; timeout_seconds: number | null }[]>(
     `SELECT c.session_id, count(e.execution_id)::int AS attempts, (array_agg(e.timeout_seconds ORDER BY e.created_at DESC))[1] AS timeout_seconds
-     FROM contract_executions c LEFT JOIN execution_contracts e ON e.ticket = c.ticket AND e.subject_id = ?
+     FROM tickets c LEFT JOIN execution_contracts e ON e.ticket = c.ticket AND e.subject_id = ?
      WHERE c.ticket = ? GROUP BY c.session_id`,
     [step.step_id, ticket],
   );
@@ -246,8 +246,8 @@ const STEP_TO_CONTRACT: Record<string, ExecutionTrigger | undefined> = {
 export async function deleteExpiredTickets(em: EntityManager, limit = 500): Promise<number> {
   return em.transactional(async (tx) => {
     const gone = await tx.execute<{ ticket: string }[]>(
-      `DELETE FROM contract_executions WHERE ticket IN (
-         SELECT ticket FROM contract_executions
+      `DELETE FROM tickets WHERE ticket IN (
+         SELECT ticket FROM tickets
          WHERE expires_at < now() AND status IN ('SUCCEEDED', 'FAILED', 'CANCELED')
          ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED)
        RETURNING ticket`,
@@ -255,7 +255,7 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
     );
     if (!gone.length) return 0;
     const tickets = JSON.stringify(gone.map((g) => g.ticket));
-    await tx.execute('DELETE FROM contract_steps WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
+    await tx.execute('DELETE FROM ticket_steps WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
     await tx.execute('DELETE FROM ticket_events WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
     return gone.length;
   });

@@ -50,33 +50,3 @@ export async function secretBox(config: Config, log: Logger): Promise<SecretBox>
   if (minted) log.info({ file: `${config.dataDir}/secret-key` }, 'minted the key that seals agent tokens; set ABC_SECRET_KEY to share one key between cores');
   return new SecretBox(key);
 }
-
-/** The core's settings from the configuration. */
-export function coreOptions(config: Config) {
-  return {
-    ...config.grpcAddr,
-    publicBaseUrl: config.publicBaseUrl,
-    agentHeartbeatIntervalMs: config.agentHeartbeatIntervalMs,
-    agentUnhealthyAfterMs: config.agentUnhealthyAfterMs,
-    agentIdleTimeoutMs: config.agentIdleTimeoutMs,
-    runLeaseMs: config.runLeaseMs,
-    drainTimeoutMs: config.shutdownGraceMs,
-    imHelloTimeoutMs: config.imHelloTimeoutMs,
-    agentTranscriptLimit: config.agentTranscriptLimit,
-    a2aMaxDepth: config.a2aMaxDepth,
-    policyFile: config.policyFile,
-    toolsFile: config.toolsFile,
-    toolTimeoutMs: config.toolTimeoutMs,
-    approvalTimeoutMs: config.approvalTimeoutMs,
-    idempotencyTtlMs: config.idempotencyTtlMs,
-    retry: config.retry,
-    llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks },
-    contracts: {
-      workers: config.contractWorkers,
-      leaseMs: config.contractLeaseMs,
-      ticketRetentionMs: config.ticketRetentionMs,
-      llmModel: config.contractLlmModel,
-      engine: { human_timeout_ms: config.engineHumanTimeoutMs, max_consecutive_failures: config.engineMaxConsecutiveFailures },
-    },
-  };
-}

@@ -3,7 +3,6 @@ import { Server, ServerCredentials, type Metadata } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ApiKeys } from '../access/api-keys.js';
 import type { Principal } from '../access/principal.js';
-import { DEFAULT_RETRY, type RetryPolicy } from '../domain/backoff.js';
 import { LlmUpstream } from '../execution/llm-upstream.js';
 import { LlmProxy } from '../orchestrator/llm-proxy.js';
 import { PolicyStore } from '../orchestrator/policy-store.js';
@@ -16,23 +15,27 @@ import { bindService } from '../grpc/bind.js';
 import { tolerantDefinition } from '../grpc/boundary.js';
 import type { Logger } from '../log.js';
 import { sealLegacyTokens, startHealthMonitor } from '../orchestrator/agents.js';
-import { SecretBox } from '../access/secret-box.js';
+import type { SecretBox } from '../access/secret-box.js';
 import { Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
 import { newId } from '../ids.js';
 import { services } from './services.js';
 import { every, type Ticker } from '../ticker.js';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
 import { ContractRegistry } from '../contracts/registry.js';
+import { ContractCatalog } from '../contracts/catalog.js';
 import { ContractService } from '../contracts/service.js';
 import { Decision } from '../decision/decision.js';
 import { ContractEngine } from '../engine/engine.js';
-import type { EngineSettings } from '../domain/engine-policy.js';
+import type { CoreSettings } from '../config.js';
+import type { AssemblyPack } from '../ports/pack.js';
+import { UnitCatalog } from '../execution/units.js';
+import { AssemblyOutputs } from '../engine/outputs.js';
+import { migratePacks, packDb } from '../store/pack-db.js';
+import { routerBase } from '../execution/llm-upstream.js';
+import OpenAI from 'openai';
 import { deleteExpiredTickets } from '../engine/ticket-store.js';
-import { grantedCapabilities } from '../engine/pep.js';
-import { loadMarketData } from '../portfolio/market.js';
+import { Capabilities } from '../engine/pep.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
 import { factFailures } from '../store/execution-contracts.js';
@@ -43,64 +46,18 @@ export interface Core {
   close(): Promise<void>;
 }
 
-export interface CoreOptions {
+export interface CoreOptions extends CoreSettings {
   orm: Orm;
   log: Logger;
-  host: string;
-  port: number;
-  publicBaseUrl?: string;
-  agentHeartbeatIntervalMs?: number;
-  agentUnhealthyAfterMs?: number;
-  agentIdleTimeoutMs?: number;
-  retry?: RetryPolicy;
-  /** How long a run's lease lasts before another core may recover it. */
-  runLeaseMs?: number;
-  /** How deep agent-to-agent calls may nest. */
-  a2aMaxDepth?: number;
-  policyFile?: string;
-  toolsFile?: string;
-  toolTimeoutMs?: number;
-  approvalTimeoutMs?: number;
-  idempotencyTtlMs?: number;
-  /** How often tool and approval deadlines are swept. */
-  timerSweepMs?: number;
-  llm?: { routerUrl?: string; apiKey?: string; timeoutMs?: number; fallbacks?: Record<string, string[]> };
-  contracts?: ContractOptions;
-  /** How often to re-check for pending migrations while not serving. */
-  migrationPollMs?: number;
-  /** At shutdown, how long runs and tickets in flight may finish before they are handed back (default 10 s). */
-  drainTimeoutMs?: number;
-  /** Seals secrets at rest; a random key for this process when unset. */
-  secrets?: SecretBox;
-  /** An IM connection that has not said a valid hello by then is closed (default 10 s). */
-  imHelloTimeoutMs?: number;
-  /** How many of a session's latest messages an agent receives on invoke (default 1,000). */
-  agentTranscriptLimit?: number;
+  /** Seals secrets at rest. */
+  secrets: SecretBox;
+  /** The business packs this core serves. */
+  packs: readonly AssemblyPack[];
 }
-
-export interface ContractOptions {
-  workers?: number;
-  leaseMs?: number;
-  ticketRetentionMs?: number;
-  llmModel?: string;
-  stepConcurrency?: number;
-  /** Engine policy defaults under every assembly's `engine` section (seed 002). */
-  engine?: Partial<EngineSettings>;
-  /** How often finished tickets past their retention are deleted. */
-  retentionSweepMs?: number;
-  /** Where contracts, assemblies and market data live; defaults to the package's own folders. */
-  contractsDir?: string;
-  assembliesDir?: string;
-  marketDataDir?: string;
-}
-
-const PACKAGE_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
 /** What a run token may still do once its run has ended: read the transcript it wrote. */
 const AFTER_RUN_METHODS = new Set(['/abc.orchestrator.v1.SessionService/GetSession', '/abc.orchestrator.v1.SessionService/ListMessages']);
-/** A client connection not refreshed for this long no longer counts as online. */
-const PRESENCE_TTL_MS = 30_000;
 
 /**
  * Starts the core gRPC server. Health reports SERVING only while the database
@@ -117,73 +74,82 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   factFailures.log = log;
-  const secrets = opts.secrets ?? SecretBox.ephemeral();
+  const secrets = opts.secrets;
   const runs = new Runs({
     secrets,
     consequencesOf: (sessionId) => sessionConsequences(readOnly, sessionId),
     orm: opts.orm,
     bus,
     log,
-    publicBaseUrl: opts.publicBaseUrl ?? 'http://127.0.0.1:8080',
-    agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
-    retry: opts.retry ?? DEFAULT_RETRY,
+    publicBaseUrl: opts.publicBaseUrl,
+    agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
+    retry: opts.retry,
     coreId,
-    leaseMs: opts.runLeaseMs ?? 15_000,
+    leaseMs: opts.runLeaseMs,
     maxDepth: opts.a2aMaxDepth,
     transcriptLimit: opts.agentTranscriptLimit,
   });
-  const retry = opts.retry ?? DEFAULT_RETRY;
+  const retry = opts.retry;
   const llm = new LlmProxy({
     orm: opts.orm,
     log,
-    upstream: opts.llm?.routerUrl
-      ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs ?? 60_000, retry, fallbacks: opts.llm.fallbacks ?? {} })
+    upstream: opts.llm.routerUrl
+      ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs, retry, fallbacks: opts.llm.fallbacks })
       : undefined,
   });
   const policy = await PolicyStore.open(opts.policyFile, log);
-  const presence = new Presence(opts.orm, coreId, PRESENCE_TTL_MS);
+  const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);
   const toolCalls = new ToolCalls({
     orm: opts.orm,
     bus,
     log,
     policy,
     presence,
-    approvalTimeoutMs: opts.approvalTimeoutMs ?? 600_000,
-    idempotencyTtlMs: opts.idempotencyTtlMs ?? 86_400_000,
+    approvalTimeoutMs: opts.approvalTimeoutMs,
+    idempotencyTtlMs: opts.idempotencyTtlMs,
   });
   const health = {
     em: () => opts.orm.em.fork(),
     log,
-    intervalMs: opts.agentHeartbeatIntervalMs ?? 30_000,
-    unhealthyAfterMs: opts.agentUnhealthyAfterMs ?? 90_000,
+    intervalMs: opts.agentHeartbeatIntervalMs,
+    unhealthyAfterMs: opts.agentUnhealthyAfterMs,
     secrets,
   };
-  const c = opts.contracts ?? {};
+  const c = opts.contracts;
+  const routerUrl = opts.llm.routerUrl;
   // LLM plan steps and LLM-backed engine roles go through the proxy's own upstream path.
-  const llmStep = opts.llm?.routerUrl
-    ? { baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, model: c.llmModel ?? 'gpt-4o-mini', viaProxy: (onCall?: (r: Record<string, unknown>) => void) => llm.internalFetch(onCall) }
+  const llmStep = routerUrl
+    ? {
+        model: opts.llm.model,
+        client: (onCall?: (r: Record<string, unknown>) => void, o: { maxRetries?: number; timeoutMs?: number } = {}) =>
+          new OpenAI({ baseURL: routerBase(routerUrl), apiKey: opts.llm.apiKey ?? 'unused', maxRetries: o.maxRetries ?? 1, timeout: o.timeoutMs ?? 15_000, fetch: llm.internalFetch(onCall) }),
+      }
     : undefined;
-  const decision = new Decision(() => opts.orm.em.fork(), () => grantedCapabilities(opts.orm.em.fork(), Boolean(llmStep)));
-  const contracts = ContractRegistry.load(c.contractsDir ?? path.join(PACKAGE_ROOT, 'contracts'));
+  const capabilities = new Capabilities(new UnitCatalog(opts.packs), Boolean(llmStep));
+  const decision = new Decision(() => opts.orm.em.fork(), () => capabilities.granted(opts.orm.em.fork()));
+  const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), () => opts.orm.em.fork());
   const engine = new ContractEngine({
     orm: opts.orm,
     bus,
     log,
     decision,
     contracts,
-    market: loadMarketData(c.marketDataDir ?? path.join(PACKAGE_ROOT, 'data/market')),
+    capabilities,
+    outputs: new AssemblyOutputs(opts.packs),
+    db: packDb(() => opts.orm.em.fork()),
     llm: llmStep,
-    concurrency: c.workers ?? 4,
-    stepConcurrency: c.stepConcurrency ?? 4,
-    leaseMs: c.leaseMs ?? 15_000,
-    agentIdleTimeoutMs: opts.agentIdleTimeoutMs ?? 120_000,
+    concurrency: c.workers,
+    stepConcurrency: c.stepConcurrency,
+    leaseMs: c.leaseMs,
+    pollIntervalMs: c.pollIntervalMs,
+    agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
     secrets,
-    ...(c.engine && { settings: c.engine }),
+    settings: c.engine,
   });
-  const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs ?? 86_400_000 });
+  const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const all = services({
-    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs ?? 60_000, helloTimeoutMs: opts.imHelloTimeoutMs ?? 10_000, contracts: contractService, decision, readOnly,
+    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly,
   });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
@@ -238,18 +204,21 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
         if (tickers.length === 0) {
           const sealed = await sealLegacyTokens(opts.orm.em.fork(), secrets);
           if (sealed) log.info({ agents: sealed }, 'sealed agent tokens stored in plaintext');
-          const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs ?? 60_000);
+          const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs);
           log.info({ tools }, 'tools registered');
-          const assemblies = await decision.boot(c.assembliesDir ?? path.join(PACKAGE_ROOT, 'assemblies'), log);
+          await contracts.boot();
+          await migratePacks(opts.orm, opts.packs);
+          let assemblies = 0;
+          for (const dir of [c.assembliesDir, ...opts.packs.flatMap((p) => (p.assembliesDir ? [p.assembliesDir] : []))]) assemblies += await decision.boot(dir, log);
           await engine.start();
-          log.info({ assemblies, contracts: contracts.list().map((x) => `${x.contract_id}@${x.version}`), workers: c.workers ?? 4 }, 'contract engine started');
+          log.info({ assemblies, packs: opts.packs.map((p) => p.name), contracts: contracts.registry.list().map((x) => `${x.contract_id}@${x.version}`), workers: c.workers }, 'contract engine started');
           tickers.push(
             startHealthMonitor(health),
-            every(Math.max(100, Math.floor((opts.runLeaseMs ?? 15_000) / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),
-            every(opts.timerSweepMs ?? 1000, () => toolCalls.sweep(), log, 'timer sweep'),
-            every(PRESENCE_TTL_MS / 3, () => presence.refresh(), log, 'presence refresh'),
-            every(Math.max(100, Math.floor((c.leaseMs ?? 15_000) / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
-            every(c.retentionSweepMs ?? 60_000, () => deleteExpiredTickets(opts.orm.em.fork()), log, 'ticket retention sweep'),
+            every(Math.max(100, Math.floor(opts.runLeaseMs / 2)), () => runs.recoverOrphans(), log, 'run recovery sweep'),
+            every(opts.timerSweepMs, () => toolCalls.sweep(), log, 'timer sweep'),
+            every(opts.presenceTtlMs / 3, () => presence.refresh(), log, 'presence refresh'),
+            every(Math.max(100, Math.floor(c.leaseMs / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
+            every(c.retentionSweepMs, () => deleteExpiredTickets(opts.orm.em.fork()), log, 'ticket retention sweep'),
           );
         }
         return;
@@ -259,7 +228,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       setServing(false);
       log.error({ err: error }, 'cannot read migration state');
     }
-    timer = setTimeout(() => void (checking = checkSchema()), opts.migrationPollMs ?? 2000);
+    timer = setTimeout(() => void (checking = checkSchema()), opts.migrationPollMs);
     timer.unref();
   };
   let checking: Promise<void> = checkSchema();
@@ -276,7 +245,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       offBusState();
       refreshHealth();
       await Promise.all(tickers.map((t) => t.stop()));
-      const grace = opts.drainTimeoutMs ?? 10_000;
+      const grace = opts.drainTimeoutMs;
       await Promise.all([runs.close(grace), engine.close(grace)]);
       await llm.close();
       await toolCalls.close();

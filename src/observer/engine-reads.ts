@@ -17,7 +17,7 @@ export async function readTrace(pool: pg.Pool, ticket: string, types: string[]):
   const { rows } = await pool.query<{ trace_id: string; events: TraceEventRow[] }>(
     `SELECT c.trace_id, coalesce((SELECT jsonb_agg(jsonb_build_object('seq', e.seq, 'ts', e.ts, 'type', e.type, 'payload', e.payload) ORDER BY e.seq)
        FROM ticket_events e WHERE e.ticket = c.ticket AND (cardinality($2::text[]) = 0 OR e.type = ANY($2::text[]))), '[]') AS events
-     FROM contract_executions c WHERE c.ticket = $1`,
+     FROM tickets c WHERE c.ticket = $1`,
     [ticket, types],
   );
   return rows[0];
@@ -40,10 +40,10 @@ export async function readExecutionContext(pool: pg.Pool, ticket: string) {
   const { rows } = await pool.query<ContextRow>(
     `SELECT c.ticket, c.request, c.lifecycle_state, c.trace_id, c.created_at, c.engine,
        (SELECT p.plan FROM frozen_plans p WHERE p.plan_id = c.plan_id) AS plan,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'status', s.status, 'output', s.output) ORDER BY s.position) FROM contract_steps s WHERE s.ticket = c.ticket), '[]') AS steps,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'status', s.status, 'output', s.output) ORDER BY s.position) FROM ticket_steps s WHERE s.ticket = c.ticket), '[]') AS steps,
        coalesce((SELECT jsonb_agg(jsonb_build_object('snapshot_id', n.snapshot_id, 'lifecycle_state', n.lifecycle_state, 'label', n.context->>'label', 'created_at', n.created_at) ORDER BY n.created_at, n.snapshot_id)
          FROM snapshots n WHERE n.ticket = c.ticket), '[]') AS snapshots
-     FROM contract_executions c WHERE c.ticket = $1`,
+     FROM tickets c WHERE c.ticket = $1`,
     [ticket],
   );
   const r = rows[0];

@@ -53,7 +53,7 @@ describe('abc keys create', () => {
 
 describe('abc portfolios import', () => {
   it('loads the sample portfolios, and re-importing replaces them', async () => {
-    const file = path.join(ROOT, 'data/portfolios/sample.json');
+    const file = path.join(ROOT, 'packs/analyze-portfolio/data/portfolios/sample.json');
     expect((await abc('portfolios', 'import', file)).stdout).toBe('imported 2 portfolio(s): pf-demo-balanced, pf-demo-concentrated\n');
     await abc('portfolios', 'import', file);
     const orm = await createOrm({ url: db.url, poolMax: 1 });

@@ -7,10 +7,9 @@ import { Tool, ToolKind } from '../../gen/abc/orchestrator/v1/tool.js';
 import { closeCore, connectCore } from '../../gateway/core-client.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { assemblyMessage, importSamplePortfolios, referenceAssembly, request } from '../support/contracts.js';
-import { FAST_RETRY } from '../support/core.js';
+import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { migratedOrm } from '../support/db.js';
 import { unary, withKey } from '../support/grpc.js';
-import { testLogger } from '../support/log.js';
 import { startChildCore } from '../support/child-core.js';
 
 const KEY = 'abc_contract_crash_key_0123456789';
@@ -68,7 +67,7 @@ async function registerAuditAssembly(clients: ReturnType<typeof connectCore>): P
 
 /** An in-process core on the same database, with one worker, to take over tickets. */
 async function nextCore(): Promise<{ clients: ReturnType<typeof connectCore>; close(): Promise<void> }> {
-  const core: Core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } });
+  const core: Core = await startCore(coreOptions(store.orm, { retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: LEASE_MS } }));
   const clients = connectCore(core.address);
   return { clients, close: async () => (closeCore(clients), await core.close()) };
 }
@@ -99,7 +98,7 @@ it('completes the ticket after a restart without re-running finished steps', asy
   closeCore(clients);
 
   const em = store.orm.em.fork();
-  const before = await em.execute<{ step_id: string; status: string }[]>('SELECT step_id, status FROM contract_steps WHERE ticket = ? ORDER BY position', [ticket]);
+  const before = await em.execute<{ step_id: string; status: string }[]>('SELECT step_id, status FROM ticket_steps WHERE ticket = ? ORDER BY position', [ticket]);
   expect(before.find((x) => x.step_id === 'audit')!.status).toBe('SUCCEEDED');
   expect(before.find((x) => x.step_id === 'gate')!.status).toBe('RUNNING');
 

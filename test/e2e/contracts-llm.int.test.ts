@@ -10,7 +10,7 @@ let llm: FakeLlm;
 
 beforeAll(async () => {
   llm = await startFakeLlm();
-  s = await startTestStack({ llm: { routerUrl: llm.url }, contracts: { workers: 1, llmModel: 'test-model' } });
+  s = await startTestStack({ llm: { routerUrl: llm.url, model: 'test-model' }, contracts: { workers: 1 } });
   await importSamplePortfolios(s.orm);
 });
 afterAll(async () => {

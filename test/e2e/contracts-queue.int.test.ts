@@ -3,10 +3,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCore } from '../../src/main/core.js';
 import { readOnlyPool } from '../../src/store/read-only.js';
-import { FAST_RETRY } from '../support/core.js';
+import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { contract, importSamplePortfolios, registry, request } from '../support/contracts.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
-import { testLogger } from '../support/log.js';
 import { tableDigest } from '../support/digest.js';
 
 let s: TestStack;
@@ -27,7 +26,7 @@ async function queued(patch: Record<string, unknown> = {}): Promise<string> {
 }
 
 /** Everything a poll could possibly write. */
-const stateDigest = () => tableDigest(s.orm, ['contract_executions', 'contract_steps', 'ticket_events', 'frozen_plans', 'graphile_worker._private_jobs']);
+const stateDigest = () => tableDigest(s.orm, ['tickets', 'ticket_steps', 'ticket_events', 'frozen_plans', 'graphile_worker._private_jobs']);
 
 describe('sync and auto without a worker', () => {
   it('answers sync with a TIMEOUT error carrying the ticket, and the ticket is kept', async () => {
@@ -68,7 +67,7 @@ describe('the poll is a read-only projection', () => {
     const pool = readOnlyPool(s.orm.config.get('clientUrl')!, 1);
     try {
       expect((await pool.query('SHOW transaction_read_only')).rows[0].transaction_read_only).toBe('on');
-      await expect(pool.query("UPDATE contract_executions SET status = 'FAILED'")).rejects.toThrow(/read-only transaction/);
+      await expect(pool.query("UPDATE tickets SET status = 'FAILED'")).rejects.toThrow(/read-only transaction/);
     } finally {
       await pool.end();
     }
@@ -112,7 +111,7 @@ describe('retention', () => {
       expect((await t.http(`/v1/tickets/${ticket}`)).status).toBe(200);
       await expect.poll(async () => (await t.http(`/v1/tickets/${ticket}`)).status, { timeout: 5000 }).toBe(404);
       // The sweep deletes the row, its steps and its events.
-      const left = async () => (await t.orm.em.fork().execute<{ n: number }[]>('SELECT (SELECT count(*) FROM ticket_events WHERE ticket = ?) + (SELECT count(*) FROM contract_executions WHERE ticket = ?) AS n', [ticket, ticket]))[0]!.n;
+      const left = async () => (await t.orm.em.fork().execute<{ n: number }[]>('SELECT (SELECT count(*) FROM ticket_events WHERE ticket = ?) + (SELECT count(*) FROM tickets WHERE ticket = ?) AS n', [ticket, ticket]))[0]!.n;
       await expect.poll(async () => Number(await left()), { timeout: 5000 }).toBe(0);
       // The key is free again: the same request makes a new ticket.
       const again = await (await t.http('/v1/contracts:submit', { method: 'POST', json: body })).json();
@@ -141,7 +140,7 @@ describe('long poll', () => {
     const poll = s.http(`/v1/tickets/${ticket}`).then((r) => r.json());
     await new Promise((r) => setTimeout(r, 100));
     // Another core with a worker, on the same database, picks the job up.
-    const worker = await startCore({ orm: s.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1 } });
+    const worker = await startCore(coreOptions(s.orm, { retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1 } }));
     try {
       const seen = await poll;
       valid('poll-response', seen);

@@ -299,8 +299,8 @@ describe('the observer sees every plan step as an execution contract', () => {
 
   it('writes nothing: every observer read leaves every table as it was', async () => {
     // Let every earlier execution of this file settle first.
-    await expect.poll(async () => (await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM contract_executions WHERE status IN ('QUEUED', 'RUNNING')"))[0]!.n, { timeout: 10_000 }).toBe(0);
-    const tables = ['execution_contracts', 'execution_transitions', 'memory', 'events', 'ticket_events', 'contract_executions', 'contract_steps', 'runs', 'tool_calls'];
+    await expect.poll(async () => (await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM tickets WHERE status IN ('QUEUED', 'RUNNING')"))[0]!.n, { timeout: 10_000 }).toBe(0);
+    const tables = ['execution_contracts', 'execution_transitions', 'memory', 'events', 'ticket_events', 'tickets', 'ticket_steps', 'runs', 'tool_calls'];
     const before = await tableDigest(s.orm, tables);
     const [one] = await s.orm.em.fork().execute<{ execution_id: string }[]>("SELECT execution_id FROM execution_contracts WHERE session_id = 'session-observed-1' LIMIT 1");
     for (let i = 0; i < 5; i++) {

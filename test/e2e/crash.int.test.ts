@@ -4,12 +4,11 @@ import { RegisterAgentRequest } from '../../gen/abc/orchestrator/v1/agent.js';
 import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { readEvents } from '../../src/store/event-log.js';
-import { FAST_RETRY } from '../support/core.js';
+import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { migratedOrm } from '../support/db.js';
 import { echo, sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { unary, withKey } from '../support/grpc.js';
 import { ImClient } from '../support/im.js';
-import { testLogger } from '../support/log.js';
 import { startChildCore } from '../support/child-core.js';
 
 const KEY = 'abc_crash_test_key_0123456789';
@@ -38,7 +37,7 @@ async function startRunOn(clients: CoreClients, sessionId: string): Promise<{ im
 }
 
 async function recoverer(): Promise<{ core: Core; clients: CoreClients }> {
-  const core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, runLeaseMs: LEASE_MS, drainTimeoutMs: 500 });
+  const core = await startCore(coreOptions(store.orm, { retry: FAST_RETRY, runLeaseMs: LEASE_MS, drainTimeoutMs: 500 }));
   return { core, clients: connectCore(core.address) };
 }
 

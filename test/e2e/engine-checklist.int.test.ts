@@ -11,7 +11,8 @@ import { toStructured } from '../../src/engine/structured.js';
 import { Roles } from '../../src/engine/roles/index.js';
 import type { CognitiveAgent, EngineContextView } from '../../src/engine/roles/agent.js';
 import { BUILTIN_TOOLS } from '../../src/execution/builtin-tools.js';
-import { UNIT_META } from '../../src/execution/capabilities.js';
+import { BUILTIN_UNITS } from '../../src/execution/builtin-units.js';
+import { PACKS } from '../support/core.js';
 import { ToolFailure } from '../../src/execution/tool-runner.js';
 import type { StepRow } from '../../src/engine/ticket-store.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
@@ -55,7 +56,7 @@ async function gated(version: string): Promise<void> {
 describe('seed 002 §6 checklist', () => {
   it('state: only the engine modifies lifecycle_state; agents get frozen state they cannot change', async () => {
     const files = sources(path.join(ROOT, 'src'));
-    const writers = files.filter((f) => /UPDATE contract_executions SET \$\{sets|lifecycle_state = \?/.test(readFileSync(f, 'utf8')));
+    const writers = files.filter((f) => /UPDATE tickets SET \$\{sets|lifecycle_state = \?/.test(readFileSync(f, 'utf8')));
     expect(writers.map(rel)).toEqual(['src/engine/ticket-store.ts']);
     const movers = files.filter((f) => /\btransitionTicket\b/.test(readFileSync(f, 'utf8')));
     expect(movers.map(rel).every((f) => f.startsWith('src/engine/') && !f.startsWith('src/engine/roles/'))).toBe(true);
@@ -86,7 +87,7 @@ describe('seed 002 §6 checklist', () => {
   });
 
   it('tool metadata: every tool and built-in unit declares timeout, permission_level and side_effect', async () => {
-    for (const [name, m] of Object.entries(UNIT_META)) {
+    for (const [name, m] of [...Object.entries(BUILTIN_UNITS), ...PACKS.flatMap((p) => Object.entries(p.units))].map(([n, u]) => [n, u.meta] as const)) {
       expect(m.timeout_ms, name).toBeGreaterThan(0);
       expect(['PUBLIC', 'INTERNAL', 'ADMIN'], name).toContain(m.permission_level);
       expect(typeof m.side_effect, name).toBe('boolean');

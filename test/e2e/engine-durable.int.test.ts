@@ -7,11 +7,10 @@ import { ApiKeys } from '../../src/access/api-keys.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { upsertTool, fromJson } from '../../src/orchestrator/tool-store.js';
 import { createOrm, type Orm } from '../../src/store/orm.js';
-import { FAST_RETRY } from '../support/core.js';
+import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { assemblyMessage, importSamplePortfolios, referenceAssembly, request } from '../support/contracts.js';
 import { migratedOrm } from '../support/db.js';
 import { unary, withKey } from '../support/grpc.js';
-import { testLogger } from '../support/log.js';
 import { startToolServer, type ToolServer } from '../support/tool-server.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -27,7 +26,7 @@ interface Node {
 
 async function node(): Promise<Node> {
   const orm = await createOrm({ url: store.db.url, poolMax: 4 });
-  const core = await startCore({ orm, log: testLogger(), host: '127.0.0.1', port: 0, publicBaseUrl: 'http://abc.test', retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: 1000 } });
+  const core = await startCore(coreOptions(orm, { publicBaseUrl: 'http://abc.test', retry: FAST_RETRY, drainTimeoutMs: 500, contracts: { workers: 1, leaseMs: 1000 } }));
   const clients = connectCore(core.address);
   return { orm, core, clients, stop: async () => (closeCore(clients), await core.close(), await orm.close()) };
 }

@@ -14,7 +14,7 @@ let critic: FakeAgent;
 beforeAll(async () => {
   llm = await startFakeLlm();
   critic = await startFakeAgent();
-  s = await startTestStack({ llm: { routerUrl: llm.url }, contracts: { workers: 1, llmModel: 'summary-model' } });
+  s = await startTestStack({ llm: { routerUrl: llm.url, model: 'summary-model' }, contracts: { workers: 1 } });
   await importSamplePortfolios(s.orm);
   expect((await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'critic', name: 'critic', endpoint: critic.url } })).status).toBe(200);
 });

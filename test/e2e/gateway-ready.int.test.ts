@@ -1,4 +1,5 @@
 // /health is liveness; /ready is 200 only when the core is reachable and its schema is current.
+import { coreOptions } from '../support/core.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildGateway } from '../../gateway/app.js';
 import { closeCore, connectCore } from '../../gateway/core-client.js';
@@ -30,7 +31,7 @@ describe('gateway readiness', () => {
     beforeAll(async () => {
       db = await createTestDatabase();
       orm = await createOrm({ url: db.url, poolMax: 2 });
-      core = await startCore({ orm, log: testLogger(), host: '127.0.0.1', port: 0, migrationPollMs: 50 });
+      core = await startCore(coreOptions(orm, { migrationPollMs: 50 }));
     });
     afterAll(async () => {
       await core.close();

@@ -12,7 +12,7 @@ import { ensureDatabase } from '../../src/store/database.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/store/embedded-pg.js';
 import { createOrm, migrate, type Orm } from '../../src/store/orm.js';
 import { startGateway, type Gateway } from '../../gateway/server.js';
-import { FAST_RETRY } from '../support/core.js';
+import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { WsClient } from '../support/gateway.js';
 import { testLogger } from '../support/log.js';
@@ -40,7 +40,7 @@ beforeAll(async () => {
   orm = await createOrm({ url: cluster.url('abc'), poolMax: 6 });
   await migrate(orm);
   key = (await new ApiKeys(orm).create('test')).key;
-  core = await startCore({ orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 1000, contracts: { workers: 0 } });
+  core = await startCore(coreOptions(orm, { retry: FAST_RETRY, drainTimeoutMs: 1000, contracts: { workers: 0 } }));
   gateway = await startGateway({ coreAddr: core.address, host: '127.0.0.1', port: 0, logger: testLogger() });
   agent = await startFakeAgent(async (_inv, res) => {
     for (let i = 0; i < DELTAS; i++) {

@@ -92,7 +92,7 @@ afterAll(async () => {
 const contractRequest = () => JSON.parse(readFileSync('examples/contracts/analyze-portfolio.json', 'utf8')) as Record<string, unknown>;
 
 function routes(): Route[] {
-  const assembly = JSON.parse(readFileSync('assemblies/analyze_portfolio/1.0.0.json', 'utf8')) as Record<string, unknown>;
+  const assembly = JSON.parse(readFileSync('packs/analyze-portfolio/assemblies/analyze_portfolio/1.0.0.json', 'utf8')) as Record<string, unknown>;
   return [
     { method: 'POST', path: '/v1/agents/register', body: { agent_id: 'fz', name: 'Fz', endpoint: agent.url, capabilities: ['x'], metadata: { a: 1 } } },
     { method: 'GET', path: '/v1/agents' },

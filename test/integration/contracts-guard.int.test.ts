@@ -15,7 +15,7 @@ let core: TestCore;
 beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'abc-guard-'));
   const folder = path.join(dir, 'com.thaleon.wm/analyze-portfolio/1.0.0');
-  await cp(path.resolve('contracts/com.thaleon.wm/analyze-portfolio/1.0.0'), folder, { recursive: true });
+  await cp(path.resolve('packs/analyze-portfolio/contracts/com.thaleon.wm/analyze-portfolio/1.0.0'), folder, { recursive: true });
   const file = path.join(folder, 'poll-response.schema.json');
   const schema = JSON.parse(await readFile(file, 'utf8'));
   schema.properties.ttl_seconds.minimum = 1_000_000_000;

@@ -1,3 +1,4 @@
+import { coreOptions } from '../support/core.js';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Error as ErrorMessage } from '../../gen/abc/common/v1/error.js';
@@ -9,7 +10,6 @@ import { startCore, type Core } from '../../src/main/core.js';
 import { createOrm, migrate, type Orm } from '../../src/store/orm.js';
 import { createTestDatabase, migratedOrm, type TestDatabase } from '../support/db.js';
 import { failure, unary, withKey } from '../support/grpc.js';
-import { testLogger } from '../support/log.js';
 
 describe('core gRPC server', () => {
   let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -20,7 +20,7 @@ describe('core gRPC server', () => {
   beforeAll(async () => {
     store = await migratedOrm();
     key = (await new ApiKeys(store.orm).create('test')).key;
-    core = await startCore({ orm: store.orm, log: testLogger(), host: '127.0.0.1', port: 0 });
+    core = await startCore(coreOptions(store.orm));
     clients = connectCore(core.address);
   });
   afterAll(async () => {
@@ -72,7 +72,7 @@ describe('core readiness follows the schema', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     orm = await createOrm({ url: db.url, poolMax: 2 });
-    core = await startCore({ orm, log: testLogger(), host: '127.0.0.1', port: 0, migrationPollMs: 50 });
+    core = await startCore(coreOptions(orm, { migrationPollMs: 50 }));
     clients = connectCore(core.address);
   });
   afterAll(async () => {

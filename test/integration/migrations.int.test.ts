@@ -42,7 +42,7 @@ describe('migrations', () => {
       expect(tables.rows.map((r) => r.table_name)).toEqual(
         expect.arrayContaining([
           'sessions', 'messages', 'runs', 'events', 'agents', 'tools', 'tool_calls', 'approvals', 'context_blobs',
-          'contract_executions', 'frozen_plans', 'assemblies', 'execution_contracts', 'execution_transitions',
+          'tickets', 'frozen_plans', 'assemblies', 'execution_contracts', 'execution_transitions',
           'snapshots', 'memory', 'policies', 'idempotency_keys', 'api_keys',
         ]),
       );

@@ -3,11 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RegisterAgentRequest } from '../../gen/abc/orchestrator/v1/agent.js';
 import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
 import { startCore, type Core } from '../../src/main/core.js';
-import { FAST_RETRY, startTestCore, type TestCore } from '../support/core.js';
+import { FAST_RETRY, startTestCore, type TestCore, coreOptions } from '../support/core.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { unary, withKey } from '../support/grpc.js';
 import { ImClient } from '../support/im.js';
-import { testLogger } from '../support/log.js';
 
 let a: TestCore;
 let b: Core;
@@ -16,7 +15,7 @@ let agent: FakeAgent;
 
 beforeAll(async () => {
   a = await startTestCore();
-  b = await startCore({ orm: a.orm, log: testLogger(), host: '127.0.0.1', port: 0, retry: FAST_RETRY, drainTimeoutMs: 1000 });
+  b = await startCore(coreOptions(a.orm, { retry: FAST_RETRY, drainTimeoutMs: 1000 }));
   bClients = connectCore(b.address);
   agent = await startFakeAgent();
   await unary(a.clients.agents.registerAgent.bind(a.clients.agents), RegisterAgentRequest.fromPartial({ agentId: 'slow', name: 'Slow', endpoint: agent.url }), withKey(a.key));

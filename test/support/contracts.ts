@@ -4,12 +4,14 @@ import path from 'node:path';
 import { ContractRegistry } from '../../src/contracts/registry.js';
 import { toAssembly } from '../../src/decision/handlers.js';
 import type { AssemblyDef } from '../../src/decision/planner.js';
-import { importPortfolios } from '../../src/portfolio/store.js';
+import { importPortfolios } from '../../packs/analyze-portfolio/store.js';
+import { migratePacks, packDb } from '../../src/store/pack-db.js';
+import { PACKS } from './core.js';
 import type { Orm } from '../../src/store/orm.js';
 import { readFileSync } from 'node:fs';
 
 export const CONTRACT = { contract_id: 'com.thaleon.wm:analyze-portfolio', version: '1.0.0' };
-export const registry = ContractRegistry.load(path.resolve('contracts'));
+export const registry = ContractRegistry.load(path.resolve('packs/analyze-portfolio/contracts'));
 export const contract = registry.get(CONTRACT.contract_id, CONTRACT.version)!;
 
 type Json = Record<string, any>;
@@ -40,8 +42,9 @@ function merge(a: Json, b: Json): Json {
 }
 
 export async function importSamplePortfolios(orm: Orm): Promise<void> {
-  const doc = JSON.parse(readFileSync(path.resolve('data/portfolios/sample.json'), 'utf8'));
-  await importPortfolios(orm.em.fork(), doc.portfolios);
+  const doc = JSON.parse(readFileSync(path.resolve('packs/analyze-portfolio/data/portfolios/sample.json'), 'utf8'));
+  await migratePacks(orm, PACKS);
+  await importPortfolios(packDb(() => orm.em.fork()), doc.portfolios);
 }
 
 /** Polls over HTTP until the ticket finishes, using the long wait. */
@@ -56,7 +59,7 @@ export async function pollUntilDone(http: (p: string) => Promise<Response>, tick
 
 /** The reference assembly file, as a starting point for new versions. */
 export function referenceAssembly(): Record<string, any> {
-  return JSON.parse(readFileSync(path.resolve('assemblies/analyze_portfolio/1.0.0.json'), 'utf8'));
+  return JSON.parse(readFileSync(path.resolve('packs/analyze-portfolio/assemblies/analyze_portfolio/1.0.0.json'), 'utf8'));
 }
 
 /** An assembly in its proto shape (for DecisionService.RegisterAssembly). */

@@ -8,7 +8,7 @@ import { breakingChanges } from '../../src/contracts/compat.js';
 import { ContractRegistry, SCHEMA_FILES } from '../../src/contracts/registry.js';
 import { request } from '../support/contracts.js';
 
-const ROOT = path.resolve('contracts');
+const ROOT = path.resolve('packs/analyze-portfolio/contracts');
 let dir: string;
 
 beforeAll(async () => {

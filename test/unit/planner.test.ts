@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '../../src/domain/hash.js';
 import { AssemblyError, checkAssembly, compilePlan, topoOrder, type AssemblyDef } from '../../src/decision/planner.js';
 
-const assembly = JSON.parse(readFileSync('assemblies/analyze_portfolio/1.0.0.json', 'utf8')) as AssemblyDef;
+const assembly = JSON.parse(readFileSync('packs/analyze-portfolio/assemblies/analyze_portfolio/1.0.0.json', 'utf8')) as AssemblyDef;
 const granted = new Set(['portfolio.read', 'market.read', 'analytics.allocation', 'analytics.risk', 'analytics.performance', 'advice.rules', 'report.highlights']);
 const input = () => ({
   intent: 'analyze_portfolio',

@@ -2,21 +2,22 @@
 // contract registry, the decision plane, memory, the tool registry) and answer;
 // none of them writes.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { ContractRegistry } from '../../contracts/registry.js';
+import type { ContractLookup } from '../../ports/contracts.js';
 import type { Decision } from '../../decision/decision.js';
 import { AssemblyError, mergeLocal, topoOrder, type PlanBody } from '../../decision/planner.js';
 import { settingsOf } from '../../domain/engine-policy.js';
 import { structuredError, type AgentOutput, type AgentRole, type GlobalState, type StepContext, type StructuredError } from '../../domain/engine-types.js';
 import { schemaProblem } from '../../execution/tool-runner.js';
 import { GLOBAL_SCOPE_ID, type Memory } from '../memory.js';
-import { toolFacts } from '../pep.js';
+import type { Capabilities } from '../pep.js';
 import { validAgentOutput, type CognitiveAgent, type EngineContextView, type ExecutorData, type PlannerData } from './agent.js';
 
 export interface BuiltinDeps {
   em: () => EntityManager;
-  contracts: ContractRegistry;
+  contracts: ContractLookup;
   decision: Decision;
   memory: Memory;
+  capabilities: Capabilities;
 }
 
 abstract class Builtin implements CognitiveAgent {
@@ -42,7 +43,7 @@ export class ContextBuilder extends Builtin {
   readonly role = 'CONTEXT_BUILDER' as const;
   async run(_g: GlobalState, ctx: EngineContextView): Promise<AgentOutput> {
     const req = ctx.request as { intent: string; contract: { contract_id: string; version: string }; assembly_version?: string };
-    if (!this.deps.contracts.get(req.contract.contract_id, req.contract.version)) {
+    if (!(await this.deps.contracts.find(req.contract.contract_id, req.contract.version))) {
       return this.failed([structuredError('UNKNOWN_CONTRACT', `contract ${req.contract.contract_id}@${req.contract.version} is no longer registered`, { severity: 'CRITICAL', suggested_action: 'HALT', metadata: { category: 'VALIDATION' } })]);
     }
     const assembly = await this.deps.decision.resolve(req.intent, req.assembly_version);
@@ -94,7 +95,7 @@ export class PlanCritic extends Builtin {
       for (const capability of [step.tool_name, ...(step.fallback_tool ? [step.fallback_tool] : [])]) {
         if (!whitelist.has(capability)) violations.push({ step_id: step.id, capability, problem: 'outside the capability whitelist', repairable: false });
       }
-      const facts = await toolFacts(this.deps.em(), step.tool_name);
+      const facts = await this.deps.capabilities.facts(this.deps.em(), step.tool_name);
       if (!facts) {
         violations.push({ step_id: step.id, capability: step.tool_name, problem: 'no tool or execution unit serves it', repairable });
         continue;
@@ -149,7 +150,7 @@ export class Reviewer extends Builtin {
   async run(_g: GlobalState, ctx: EngineContextView, step?: StepContext): Promise<AgentOutput> {
     if (!step) {
       const req = ctx.request as { contract: { contract_id: string; version: string } };
-      const contract = this.deps.contracts.get(req.contract.contract_id, req.contract.version)!;
+      const contract = (await this.deps.contracts.find(req.contract.contract_id, req.contract.version))!;
       const check = this.deps.contracts.validateResponse(contract, 'result', ctx.result_candidate);
       if (check.ok) return this.ok({ valid: true });
       return this.failed([
@@ -157,7 +158,7 @@ export class Reviewer extends Builtin {
       ]);
     }
     const planned = ctx.current_plan!.steps.find((s) => s.id === step.step_id)!;
-    const schema = planned.output_schema ?? (await toolFacts(this.deps.em(), planned.tool_name))?.output_schema ?? null;
+    const schema = planned.output_schema ?? (await this.deps.capabilities.facts(this.deps.em(), planned.tool_name))?.output_schema ?? null;
     const problem = schemaProblem(schema, step.tool_output);
     if (!problem) return this.ok({ valid: true });
     return this.failed([

@@ -2,13 +2,12 @@
 // (the `openai` SDK), or a registered agent over POST /invoke. Both read the
 // frozen state as JSON and answer an AgentOutput as JSON; neither writes.
 import type { SecretBox } from '../../access/secret-box.js';
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../../domain/errors.js';
 import type { AgentOutput, AgentRole, GlobalState, StepContext } from '../../domain/engine-types.js';
 import { invokeAgent } from '../../execution/agent-client.js';
-import type { LlmAccess } from '../../execution/capabilities.js';
-import { routerBase } from '../../execution/llm-upstream.js';
+import type { LlmAccess } from '../../ports/pack.js';
 import { invocableAgent } from '../../orchestrator/agents.js';
 import { asAgentOutput, validAgentOutput, type CognitiveAgent, type EngineContextView } from './agent.js';
 
@@ -50,7 +49,7 @@ export class LlmAgent implements CognitiveAgent {
     onCall?: (record: Record<string, unknown>) => void,
   ) {
     this.name = `llm.${model}`;
-    this.#client = new OpenAI({ baseURL: routerBase(llm.baseUrl), apiKey: llm.apiKey ?? 'unused', maxRetries: 0, timeout: 30_000, ...(llm.viaProxy && { fetch: llm.viaProxy(onCall) }) });
+    this.#client = llm.client(onCall, { maxRetries: 0, timeoutMs: 30_000 });
   }
 
   async run(global: GlobalState, context: EngineContextView, step?: StepContext): Promise<AgentOutput> {

@@ -7,7 +7,7 @@ import { Ajv } from 'ajv';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RoleBinding } from '../../domain/engine-policy.js';
 import { structuredError, type AgentOutput, type AgentRole, type GlobalState, type StepContext } from '../../domain/engine-types.js';
-import type { LlmAccess } from '../../execution/capabilities.js';
+import type { LlmAccess } from '../../ports/pack.js';
 import type { PlannedStep } from '../../decision/planner.js';
 import { canonicalHash } from '../../domain/hash.js';
 import type { CognitiveAgent, EngineContextView, PlannerData } from './agent.js';

@@ -2,6 +2,20 @@
 // execution contracts with their transitions (seed 004), snapshots and memory (seed 002).
 import { defineEntity, p } from '@mikro-orm/core';
 
+/** Contract versions registered through the API; insert-only: the database refuses updates and deletes. */
+export const ContractVersionRow = defineEntity({
+  name: 'ContractVersionRow',
+  tableName: 'contract_versions',
+  triggers: [{ name: 'contract_versions_immutable', timing: 'before', events: ['update', 'delete'], body: "RAISE EXCEPTION 'contract versions are immutable' USING ERRCODE = 'check_violation';" }],
+  properties: {
+    contractId: p.string().length(128).primary(),
+    version: p.string().length(32).primary(),
+    intent: p.string().length(128),
+    definition: p.json<Record<string, unknown>>(),
+    createdAt: p.datetime().defaultRaw('now()'),
+  },
+});
+
 /** Versions are immutable: the database refuses updates. */
 export const Assembly = defineEntity({
   name: 'Assembly',
@@ -35,14 +49,14 @@ export const FrozenPlan = defineEntity({
   },
 });
 
-export const ContractExecution = defineEntity({
-  name: 'ContractExecution',
-  tableName: 'contract_executions',
+export const Ticket = defineEntity({
+  name: 'Ticket',
+  tableName: 'tickets',
   indexes: [
-    { properties: ['status', 'expiresAt'], name: 'idx_contract_executions_expiry' },
-    { properties: ['leaseExpiresAt'], name: 'idx_contract_executions_lease' },
+    { properties: ['status', 'expiresAt'], name: 'idx_tickets_expiry' },
+    { properties: ['leaseExpiresAt'], name: 'idx_tickets_lease' },
   ],
-  uniques: [{ properties: ['contractId', 'idempotencyKey'], name: 'uq_contract_executions_idempotency' }],
+  uniques: [{ properties: ['contractId', 'idempotencyKey'], name: 'uq_tickets_idempotency' }],
   properties: {
     ticket: p.string().length(64).primary(),
     contractId: p.string().length(256),
@@ -90,7 +104,7 @@ export const ContractExecution = defineEntity({
 /** One step of a ticket's frozen plan; a finished step's output is never recomputed. */
 export const ContractStep = defineEntity({
   name: 'ContractStep',
-  tableName: 'contract_steps',
+  tableName: 'ticket_steps',
   properties: {
     ticket: p.string().length(64).primary(),
     stepId: p.string().length(64).primary(),
@@ -119,33 +133,6 @@ export const TicketEvent = defineEntity({
     ts: p.bigint('number'),
     type: p.string().length(64),
     payload: p.json<Record<string, unknown>>().nullable(),
-  },
-});
-
-/** A stored portfolio, referenced by `input.portfolio_ref`. */
-export const Portfolio = defineEntity({
-  name: 'Portfolio',
-  tableName: 'portfolios',
-  properties: {
-    portfolioId: p.string().length(128).primary(),
-    accountId: p.string().length(128).nullable(),
-    name: p.string().length(256),
-    baseCurrency: p.string().length(3),
-    updatedAt: p.datetime().defaultRaw('now()'),
-  },
-});
-
-export const PortfolioPosition = defineEntity({
-  name: 'PortfolioPosition',
-  tableName: 'portfolio_positions',
-  properties: {
-    portfolioId: p.string().length(128).primary(),
-    assetId: p.string().length(64).primary(),
-    assetType: p.string().length(16),
-    quantity: p.double(),
-    costBasis: p.double().nullable(),
-    marketValue: p.double().nullable(),
-    currency: p.string().length(3).nullable(),
   },
 });
 

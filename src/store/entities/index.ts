@@ -1,14 +1,13 @@
 import { ApiKey, IdempotencyKey } from './access.js';
 import {
   Assembly,
-  ContractExecution,
+  Ticket,
   ContractStep,
+  ContractVersionRow,
   ExecutionContract,
   ExecutionTransition,
   FrozenPlan,
   Memory,
-  Portfolio,
-  PortfolioPosition,
   Snapshot,
   TicketEvent,
 } from './contracts.js';
@@ -24,6 +23,6 @@ export * from './tools.js';
 export const entities = [
   Session, Message, Run, Event, Agent, ContextBlob, ContextBlobVersion, ClientConnection,
   Tool, ToolCall, Approval, Policy,
-  Assembly, FrozenPlan, ContractExecution, ContractStep, TicketEvent, Portfolio, PortfolioPosition, ExecutionContract, ExecutionTransition, Snapshot, Memory,
+  ContractVersionRow, Assembly, FrozenPlan, Ticket, ContractStep, TicketEvent, ExecutionContract, ExecutionTransition, Snapshot, Memory,
   IdempotencyKey, ApiKey,
 ];

@@ -3,8 +3,6 @@ import { Migration } from '@mikro-orm/migrations';
 export class Migration20261122070906 extends Migration {
   override async up(): Promise<void> {
     this.addSql("create table \"contract_steps\" (\"ticket\" varchar(64) not null, \"step_id\" varchar(64) not null, \"position\" int not null, \"label\" varchar(256) not null, \"capability\" varchar(128) not null, \"status\" varchar(16) not null, \"output\" jsonb null, \"message\" text null, \"started_at\" timestamptz null, \"ended_at\" timestamptz null, primary key (\"ticket\", \"step_id\"))");
-    this.addSql("create table \"portfolios\" (\"portfolio_id\" varchar(128) not null, \"account_id\" varchar(128) null, \"name\" varchar(256) not null, \"base_currency\" varchar(3) not null, \"updated_at\" timestamptz not null default now(), primary key (\"portfolio_id\"))");
-    this.addSql("create table \"portfolio_positions\" (\"portfolio_id\" varchar(128) not null, \"asset_id\" varchar(64) not null, \"asset_type\" varchar(16) not null, \"quantity\" double precision not null, \"cost_basis\" double precision null, \"market_value\" double precision null, \"currency\" varchar(3) null, primary key (\"portfolio_id\", \"asset_id\"))");
     this.addSql("create table \"ticket_events\" (\"id\" bigserial primary key, \"ticket\" varchar(64) not null, \"seq\" int not null, \"ts\" bigint not null, \"type\" varchar(64) not null, \"payload\" jsonb null)");
     this.addSql("alter table \"ticket_events\" add constraint \"uq_ticket_events_seq\" unique (\"ticket\", \"seq\")");
     this.addSql("create or replace function \"assemblies_assemblies_immutable_fn\"() returns trigger as $$ begin RAISE EXCEPTION 'assembly versions are immutable' USING ERRCODE = 'check_violation'; end; $$ language plpgsql");
@@ -26,8 +24,6 @@ export class Migration20261122070906 extends Migration {
     this.addSql("alter table \"contract_executions\" add \"percent\" int not null default 0, add \"current_step\" varchar(128) null, add \"steps\" jsonb null");
     this.addSql("alter table \"contract_executions\" alter column \"partial_result\" type jsonb using \"partial_result\"::jsonb, alter column \"result\" type jsonb using \"result\"::jsonb, alter column \"error\" type jsonb using \"error\"::jsonb");
     this.addSql("drop table if exists \"contract_steps\" cascade");
-    this.addSql("drop table if exists \"portfolios\" cascade");
-    this.addSql("drop table if exists \"portfolio_positions\" cascade");
     this.addSql("drop table if exists \"ticket_events\" cascade");
     this.addSql("drop trigger if exists \"assemblies_immutable\" on \"assemblies\"");
     this.addSql("drop function if exists \"assemblies_assemblies_immutable_fn\"()");

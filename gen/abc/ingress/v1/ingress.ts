@@ -235,6 +235,46 @@ export interface SubmitHumanFeedbackResponse {
   lifecycleState: string;
 }
 
+/**
+ * RegisterContractRequest carries a contract definition: {contract_id, version,
+ * intent, description?, schemas: {request, result, submit-response?,
+ * poll-response?, error?}}. Missing envelope schemas are derived from result.
+ */
+export interface RegisterContractRequest {
+  definition?: { [key: string]: any } | undefined;
+}
+
+/** RegisterContractResponse is the registered version. */
+export interface RegisterContractResponse {
+  contract?:
+    | ContractInfo
+    | undefined;
+  /** False when the identical version was registered before. */
+  created: boolean;
+}
+
+/** ContractInfo is one registered contract version. */
+export interface ContractInfo {
+  contractId: string;
+  version: string;
+  intent: string;
+  description: string;
+  /** "file" (shipped in a folder or a pack) or "api" (registered at runtime). */
+  source: string;
+  /** The five schemas by kind: request, result, submit-response, poll-response, error. */
+  schemas?: { [key: string]: any } | undefined;
+}
+
+/** ListContractsRequest filters by contract id (empty: all). */
+export interface ListContractsRequest {
+  contractId: string;
+}
+
+/** ListContractsResponse lists contract versions, by id then version. */
+export interface ListContractsResponse {
+  contracts: ContractInfo[];
+}
+
 function createBaseConnectRequest(): ConnectRequest {
   return { ts: 0, requestId: "", sessionId: "", runId: "", frame: undefined };
 }
@@ -1932,6 +1972,457 @@ export const SubmitHumanFeedbackResponse: MessageFns<SubmitHumanFeedbackResponse
   },
 };
 
+function createBaseRegisterContractRequest(): RegisterContractRequest {
+  return { definition: undefined };
+}
+
+export const RegisterContractRequest: MessageFns<RegisterContractRequest> = {
+  encode(message: RegisterContractRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.definition !== undefined) {
+      Struct.encode(Struct.wrap(message.definition), writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisterContractRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisterContractRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.definition = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegisterContractRequest {
+    return { definition: isObject(object.definition) ? object.definition : undefined };
+  },
+
+  toJSON(message: RegisterContractRequest): unknown {
+    const obj: any = {};
+    if (message.definition !== undefined) {
+      obj.definition = message.definition;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegisterContractRequest>, I>>(base?: I): RegisterContractRequest {
+    return RegisterContractRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegisterContractRequest>, I>>(object: I): RegisterContractRequest {
+    const message = createBaseRegisterContractRequest();
+    message.definition = object.definition ?? undefined;
+    return message;
+  },
+};
+
+function createBaseRegisterContractResponse(): RegisterContractResponse {
+  return { contract: undefined, created: false };
+}
+
+export const RegisterContractResponse: MessageFns<RegisterContractResponse> = {
+  encode(message: RegisterContractResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.contract !== undefined) {
+      ContractInfo.encode(message.contract, writer.uint32(10).fork()).join();
+    }
+    if (message.created !== false) {
+      writer.uint32(16).bool(message.created);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegisterContractResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegisterContractResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.contract = ContractInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.created = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegisterContractResponse {
+    return {
+      contract: isSet(object.contract) ? ContractInfo.fromJSON(object.contract) : undefined,
+      created: isSet(object.created) ? globalThis.Boolean(object.created) : false,
+    };
+  },
+
+  toJSON(message: RegisterContractResponse): unknown {
+    const obj: any = {};
+    if (message.contract !== undefined) {
+      obj.contract = ContractInfo.toJSON(message.contract);
+    }
+    if (message.created !== false) {
+      obj.created = message.created;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegisterContractResponse>, I>>(base?: I): RegisterContractResponse {
+    return RegisterContractResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegisterContractResponse>, I>>(object: I): RegisterContractResponse {
+    const message = createBaseRegisterContractResponse();
+    message.contract = (object.contract !== undefined && object.contract !== null)
+      ? ContractInfo.fromPartial(object.contract)
+      : undefined;
+    message.created = object.created ?? false;
+    return message;
+  },
+};
+
+function createBaseContractInfo(): ContractInfo {
+  return { contractId: "", version: "", intent: "", description: "", source: "", schemas: undefined };
+}
+
+export const ContractInfo: MessageFns<ContractInfo> = {
+  encode(message: ContractInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.contractId !== "") {
+      writer.uint32(10).string(message.contractId);
+    }
+    if (message.version !== "") {
+      writer.uint32(18).string(message.version);
+    }
+    if (message.intent !== "") {
+      writer.uint32(26).string(message.intent);
+    }
+    if (message.description !== "") {
+      writer.uint32(34).string(message.description);
+    }
+    if (message.source !== "") {
+      writer.uint32(42).string(message.source);
+    }
+    if (message.schemas !== undefined) {
+      Struct.encode(Struct.wrap(message.schemas), writer.uint32(50).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ContractInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseContractInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.contractId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.version = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.intent = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.schemas = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ContractInfo {
+    return {
+      contractId: isSet(object.contractId)
+        ? globalThis.String(object.contractId)
+        : isSet(object.contract_id)
+        ? globalThis.String(object.contract_id)
+        : "",
+      version: isSet(object.version) ? globalThis.String(object.version) : "",
+      intent: isSet(object.intent) ? globalThis.String(object.intent) : "",
+      description: isSet(object.description) ? globalThis.String(object.description) : "",
+      source: isSet(object.source) ? globalThis.String(object.source) : "",
+      schemas: isObject(object.schemas) ? object.schemas : undefined,
+    };
+  },
+
+  toJSON(message: ContractInfo): unknown {
+    const obj: any = {};
+    if (message.contractId !== "") {
+      obj.contractId = message.contractId;
+    }
+    if (message.version !== "") {
+      obj.version = message.version;
+    }
+    if (message.intent !== "") {
+      obj.intent = message.intent;
+    }
+    if (message.description !== "") {
+      obj.description = message.description;
+    }
+    if (message.source !== "") {
+      obj.source = message.source;
+    }
+    if (message.schemas !== undefined) {
+      obj.schemas = message.schemas;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ContractInfo>, I>>(base?: I): ContractInfo {
+    return ContractInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ContractInfo>, I>>(object: I): ContractInfo {
+    const message = createBaseContractInfo();
+    message.contractId = object.contractId ?? "";
+    message.version = object.version ?? "";
+    message.intent = object.intent ?? "";
+    message.description = object.description ?? "";
+    message.source = object.source ?? "";
+    message.schemas = object.schemas ?? undefined;
+    return message;
+  },
+};
+
+function createBaseListContractsRequest(): ListContractsRequest {
+  return { contractId: "" };
+}
+
+export const ListContractsRequest: MessageFns<ListContractsRequest> = {
+  encode(message: ListContractsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.contractId !== "") {
+      writer.uint32(10).string(message.contractId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListContractsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListContractsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.contractId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListContractsRequest {
+    return {
+      contractId: isSet(object.contractId)
+        ? globalThis.String(object.contractId)
+        : isSet(object.contract_id)
+        ? globalThis.String(object.contract_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ListContractsRequest): unknown {
+    const obj: any = {};
+    if (message.contractId !== "") {
+      obj.contractId = message.contractId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListContractsRequest>, I>>(base?: I): ListContractsRequest {
+    return ListContractsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListContractsRequest>, I>>(object: I): ListContractsRequest {
+    const message = createBaseListContractsRequest();
+    message.contractId = object.contractId ?? "";
+    return message;
+  },
+};
+
+function createBaseListContractsResponse(): ListContractsResponse {
+  return { contracts: [] };
+}
+
+export const ListContractsResponse: MessageFns<ListContractsResponse> = {
+  encode(message: ListContractsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.contracts) {
+      ContractInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListContractsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListContractsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.contracts.push(ContractInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListContractsResponse {
+    return {
+      contracts: globalThis.Array.isArray(object?.contracts)
+        ? object.contracts.map((e: any) => ContractInfo.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ListContractsResponse): unknown {
+    const obj: any = {};
+    if (message.contracts?.length) {
+      obj.contracts = message.contracts.map((e) => ContractInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListContractsResponse>, I>>(base?: I): ListContractsResponse {
+    return ListContractsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListContractsResponse>, I>>(object: I): ListContractsResponse {
+    const message = createBaseListContractsResponse();
+    message.contracts = object.contracts?.map((e) => ContractInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 /**
  * IngressService is the interaction surface: the IM stream for people and
  * the contract API for business systems. The gateway's WebSocket and HTTP
@@ -2016,6 +2507,33 @@ export const IngressServiceService = {
       Buffer.from(SubmitHumanFeedbackResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SubmitHumanFeedbackResponse => SubmitHumanFeedbackResponse.decode(value),
   },
+  /**
+   * RegisterContract registers a contract version with its JSON Schemas, usable
+   * at once on every core. Versions are insert-only; a new version of an
+   * existing contract must be additive within its major version.
+   */
+  registerContract: {
+    path: "/abc.ingress.v1.IngressService/RegisterContract" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RegisterContractRequest): Buffer =>
+      Buffer.from(RegisterContractRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RegisterContractRequest => RegisterContractRequest.decode(value),
+    responseSerialize: (value: RegisterContractResponse): Buffer =>
+      Buffer.from(RegisterContractResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RegisterContractResponse => RegisterContractResponse.decode(value),
+  },
+  /** ListContracts lists the registered contract versions. */
+  listContracts: {
+    path: "/abc.ingress.v1.IngressService/ListContracts" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListContractsRequest): Buffer => Buffer.from(ListContractsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListContractsRequest => ListContractsRequest.decode(value),
+    responseSerialize: (value: ListContractsResponse): Buffer =>
+      Buffer.from(ListContractsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListContractsResponse => ListContractsResponse.decode(value),
+  },
 } as const;
 
 export interface IngressServiceServer extends UntypedServiceImplementation {
@@ -2043,6 +2561,14 @@ export interface IngressServiceServer extends UntypedServiceImplementation {
    * (lifecycle WAIT_HUMAN, seed 002 submit_human_feedback).
    */
   submitHumanFeedback: handleUnaryCall<SubmitHumanFeedbackRequest, SubmitHumanFeedbackResponse>;
+  /**
+   * RegisterContract registers a contract version with its JSON Schemas, usable
+   * at once on every core. Versions are insert-only; a new version of an
+   * existing contract must be additive within its major version.
+   */
+  registerContract: handleUnaryCall<RegisterContractRequest, RegisterContractResponse>;
+  /** ListContracts lists the registered contract versions. */
+  listContracts: handleUnaryCall<ListContractsRequest, ListContractsResponse>;
 }
 
 export interface IngressServiceClient extends Client {
@@ -2141,6 +2667,42 @@ export interface IngressServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SubmitHumanFeedbackResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * RegisterContract registers a contract version with its JSON Schemas, usable
+   * at once on every core. Versions are insert-only; a new version of an
+   * existing contract must be additive within its major version.
+   */
+  registerContract(
+    request: RegisterContractRequest,
+    callback: (error: ServiceError | null, response: RegisterContractResponse) => void,
+  ): ClientUnaryCall;
+  registerContract(
+    request: RegisterContractRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RegisterContractResponse) => void,
+  ): ClientUnaryCall;
+  registerContract(
+    request: RegisterContractRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RegisterContractResponse) => void,
+  ): ClientUnaryCall;
+  /** ListContracts lists the registered contract versions. */
+  listContracts(
+    request: ListContractsRequest,
+    callback: (error: ServiceError | null, response: ListContractsResponse) => void,
+  ): ClientUnaryCall;
+  listContracts(
+    request: ListContractsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListContractsResponse) => void,
+  ): ClientUnaryCall;
+  listContracts(
+    request: ListContractsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListContractsResponse) => void,
   ): ClientUnaryCall;
 }
 

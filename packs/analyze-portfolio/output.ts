@@ -1,14 +1,10 @@
 // How analyze_portfolio's step outputs become the result, the partial result a
 // poller may see, and the packaged artifact.
-import type { RiskReport } from '../portfolio/analytics.js';
-import type { Recommendation } from '../portfolio/advice.js';
-import { renderMarkdown, resultDocument, type Section } from '../portfolio/report.js';
-import type { Valuation } from '../portfolio/valuation.js';
-
-export interface Packaged {
-  result: Record<string, unknown>;
-  warnings: string[];
-}
+import type { RiskReport } from './analytics.js';
+import type { Recommendation } from './advice.js';
+import { renderMarkdown, resultDocument, type Section } from './report.js';
+import type { Valuation } from './valuation.js';
+import type { AssemblyOutput, Packaged } from '../../src/ports/pack.js';
 
 type Outputs = Record<string, unknown>;
 
@@ -20,7 +16,7 @@ function spec(request: Record<string, unknown>) {
   return { locale: context.locale ?? 'zh-TW', profile: context.risk_profile.risk_level, format: output.format, detail: output.detail_level, sections: output.sections ?? DEFAULT_SECTIONS };
 }
 
-export function aggregate(request: Record<string, unknown>, outputs: Outputs): Packaged {
+function aggregate(request: Record<string, unknown>, outputs: Outputs): Packaged {
   const s = spec(request);
   const valuation = outputs.value_positions as Valuation;
   const alloc = outputs.allocation as { allocation: never[]; top_positions: never[] };
@@ -43,7 +39,7 @@ export function aggregate(request: Record<string, unknown>, outputs: Outputs): P
 }
 
 /** The sections computed so far, for pollers asking standard or detailed output. */
-export function partialResult(request: Record<string, unknown>, outputs: Outputs): Record<string, unknown> | null {
+function partialResult(request: Record<string, unknown>, outputs: Outputs): Record<string, unknown> | null {
   if (spec(request).detail === 'summary') return null;
   const partial: Record<string, unknown> = {};
   const v = outputs.value_positions as Valuation | undefined;
@@ -56,7 +52,7 @@ export function partialResult(request: Record<string, unknown>, outputs: Outputs
 }
 
 /** The artifact in `output_spec.format`. */
-export function render(request: Record<string, unknown>, result: Record<string, unknown>, outputs: Outputs): { content: string; mediaType: string } {
+function render(request: Record<string, unknown>, result: Record<string, unknown>, outputs: Outputs): { content: string; mediaType: string } {
   const s = spec(request);
   if (s.format === 'markdown') {
     const attribution = (outputs.performance as { attribution?: { asset_id: string; contribution_pct: number }[] } | undefined)?.attribution ?? [];
@@ -65,3 +61,5 @@ export function render(request: Record<string, unknown>, result: Record<string, 
   }
   return { content: JSON.stringify(result), mediaType: 'application/json' };
 }
+
+export const OUTPUT: AssemblyOutput = { aggregate, partialResult, render };

@@ -6,7 +6,7 @@
 // the value used. Where ABC's own repricing differs from it by more than 1%,
 // a warning names both. Every other disagreement between the request and the
 // market data (currency, asset type, a date past the data) is also a warning.
-import { AbcError } from '../domain/errors.js';
+import { AbcError } from '../../src/domain/errors.js';
 import { convert, dayIndex, type MarketData } from './market.js';
 
 /** How far a reported market value may differ from ABC's repricing before it is flagged. */

@@ -1,10 +1,10 @@
 // Portfolio analytics on a small, hand-checkable market.
 import { describe, expect, it } from 'vitest';
-import { allocation, levelOf, performance, risk, topPositions } from '../../src/portfolio/analytics.js';
-import { recommend } from '../../src/portfolio/advice.js';
-import type { MarketData } from '../../src/portfolio/market.js';
-import { disclaimer, renderMarkdown } from '../../src/portfolio/report.js';
-import { valuePositions } from '../../src/portfolio/valuation.js';
+import { allocation, levelOf, performance, risk, topPositions } from './analytics.js';
+import { recommend } from './advice.js';
+import type { MarketData } from './market.js';
+import { disclaimer, renderMarkdown } from './report.js';
+import { valuePositions } from './valuation.js';
 
 /** 100 trading days: A alternates +1%/−1%, B is flat, the benchmark is A. */
 function market(): MarketData {
