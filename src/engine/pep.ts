@@ -2,7 +2,7 @@
 // outside the plan's whitelist (VCS) is refused with COMPLIANCE; an allowed one
 // runs on its execution unit within the step's timeout.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { AbcError } from '../domain/errors.js';
+import { AbcError, ERROR_CATEGORIES, type ErrorCategory } from '../domain/errors.js';
 import type { ToolFacts } from '../domain/engine-types.js';
 import type { UnitCatalog } from '../execution/units.js';
 import type { UnitContext } from '../ports/pack.js';
@@ -10,6 +10,8 @@ import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../orchestrator/tool-store.js';
 
 export const TOOL_CAPABILITY_PREFIX = 'tool.';
+
+const STATUS_OF_CATEGORY = { VALIDATION: 'INVALID_ARGUMENT', AUTH: 'PERMISSION_DENIED', DATA_SOURCE: 'NOT_FOUND', EXECUTION: 'INTERNAL', TIMEOUT: 'DEADLINE_EXCEEDED', COMPLIANCE: 'PERMISSION_DENIED', INTERNAL: 'INTERNAL' } as const;
 
 /** What serves plan steps: execution units (built-in and packs') and registered server tools (`tool.<name>`). */
 export class Capabilities {
@@ -91,9 +93,11 @@ export class Pep {
         return await runServerTool({ tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
       } catch (error) {
         if (error instanceof ToolFailure) {
-          throw new AbcError('INTERNAL', {
+          // A webhook may name its error's category (DATA_SOURCE for "no such record"): the ticket fails as that.
+          const category = (ERROR_CATEGORIES as readonly unknown[]).includes(error.detail?.category) ? (error.detail!.category as ErrorCategory) : 'EXECUTION';
+          throw new AbcError(STATUS_OF_CATEGORY[category], {
             code: error.code.toUpperCase(),
-            category: 'EXECUTION',
+            category,
             message: error.message,
             retryable: error.code === 'tool_timeout' || error.detail?.retryable === true,
             ...(error.detail && { details: { tool_error: error.detail } }),
