@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/runtime/log.js';
 import { ensureDatabase } from '../src/store/database.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/store/embedded-pg.js';
 

@@ -4,4 +4,4 @@
 import { register } from 'tsx/esm/api';
 
 register();
-await import('../src/cli.ts');
+await import('../src/main/cli.ts');

@@ -5,7 +5,7 @@
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger } from '../src/log.js';
+import { createLogger } from '../src/runtime/log.js';
 import { ensureDatabase } from '../src/store/database.js';
 import { startEmbeddedPostgres } from '../src/store/embedded-pg.js';
 import { createOrm, migrate } from '../src/store/orm.js';

@@ -1,6 +1,6 @@
 // Configuration from environment variables (seed 001 §13.2, ARCHITECTURE §3).
 // Parsing returns every problem as a value; the composition root decides to exit.
-import { parseSecretKey } from './access/secret-box.js';
+import { parseSecretKey } from './domain/secret-key.js';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

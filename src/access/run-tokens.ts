@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { sha256 } from '../domain/hash.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
-import { findRunByTokenHash } from '../orchestrator/run-store.js';
+import { findRunByTokenHash } from '../store/run-store.js';
 import type { Orm } from '../store/orm.js';
 import { CREDENTIAL_CACHE_MAX, CREDENTIAL_CACHE_TTL_MS } from './api-keys.js';
 import type { Principal } from './principal.js';

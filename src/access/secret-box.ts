@@ -1,5 +1,6 @@
 // Secrets at rest (agents' bearer tokens): AES-256-GCM under a key from
 // ABC_SECRET_KEY, or one minted into $ABC_DATA_DIR/secret-key on first use.
+import { parseSecretKey } from '../domain/secret-key.js';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -43,12 +44,6 @@ export class SecretBox {
   }
 }
 
-/** Parses ABC_SECRET_KEY: 32 bytes as 64 hex digits or as base64. */
-export function parseSecretKey(raw: string): { value: Buffer } | { error: string } {
-  const key = /^[0-9a-f]{64}$/i.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64');
-  return key.length === 32 ? { value: key } : { error: 'must be 32 bytes, as 64 hex digits or base64 (openssl rand -hex 32)' };
-}
-
 /** The key in $dataDir/secret-key, minted (mode 0600) when missing. */
 export async function loadOrMintSecretKey(dataDir: string): Promise<{ key: Buffer; minted: boolean }> {
   const file = path.join(dataDir, 'secret-key');
@@ -62,3 +57,5 @@ export async function loadOrMintSecretKey(dataDir: string): Promise<{ key: Buffe
   await writeFile(file, `${key.toString('hex')}\n`, { mode: 0o600 });
   return { key, minted: true };
 }
+
+export { parseSecretKey };

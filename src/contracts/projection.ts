@@ -2,7 +2,7 @@
 // poll-response shape. Pure: derived values (percent, ttl, hints) are computed
 // from the rows, nothing is written.
 import { CONTRACT_LIFECYCLE_MACHINE, percentOf } from '../domain/contract-lifecycle.machine.js';
-import type { StepRow, TicketRow } from '../engine/ticket-store.js';
+import type { StepRow, TicketRow } from '../store/ticket-store.js';
 
 /** Poll hints while a ticket runs: ask again in about this long. */
 export const DEFAULT_POLL_HINT_MS = 1500;

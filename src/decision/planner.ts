@@ -2,6 +2,7 @@
 // frozen plan with its capability whitelist (VCS) and plan_hash. Pure: the same
 // input and assembly version always give the same plan and hash.
 import { canonicalHash } from '../domain/hash.js';
+import { goalOf } from '../domain/goal.js';
 import { getPointer, parsePointer } from '../domain/pointer.js';
 import { parseTemplate } from '../domain/template.js';
 
@@ -237,9 +238,7 @@ export function compilePlan(assembly: AssemblyDef, input: PlanInput, granted: Re
   return { body, hash: canonicalHash(body) };
 }
 
-/** A plan's goal (and an execution's original_goal): the intent and the contract it serves. */
-export const goalOf = (input: { intent: string; contract?: { contract_id: string; version: string } }): string =>
-  `${input.intent}${input.contract ? ` (${input.contract.contract_id}@${input.contract.version})` : ''}`;
+export { goalOf };
 
 /** The content of a plan, without its identity. */
 export const bodyOf = (p: PlanBody): PlanBody => ({ assembly_id: p.assembly_id, assembly_version: p.assembly_version, goal: p.goal, steps: p.steps, whitelist: p.whitelist });

@@ -20,7 +20,7 @@ export interface Machine<S extends string, T extends string> extends MachineSpec
 }
 
 export interface IllegalTransition {
-  code: 'ILLEGAL_TRANSITION';
+  code: 'illegal_transition';
   machine: string;
   from: string;
   trigger: string;
@@ -35,5 +35,5 @@ export function defineMachine<S extends string, T extends string>(spec: MachineS
 /** The next state for (from, trigger), or an IllegalTransition error. Pure. */
 export function transition<S extends string, T extends string>(machine: Machine<S, T>, from: S, trigger: T): Result<S, IllegalTransition> {
   const to = machine.transitions[from]?.[trigger];
-  return to ? ok(to) : err({ code: 'ILLEGAL_TRANSITION', machine: machine.name, from, trigger });
+  return to ? ok(to) : err({ code: 'illegal_transition', machine: machine.name, from, trigger });
 }

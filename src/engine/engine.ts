@@ -16,13 +16,13 @@ import { AbcError, ERROR_CATEGORIES } from '../domain/errors.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { LlmAccess, PackDb } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import type { AssemblyOutputs } from './outputs.js';
 import type { Capabilities } from './pep.js';
-import { Memory } from './memory.js';
-import { ContractQueue } from './queue.js';
+import { Memory } from '../store/memory.js';
+import { ContractQueue } from '../store/ticket-queue.js';
 import { recordOf, withError, type ExecRecord, type HumanFeedback } from './record.js';
 import type { EngineContextView, PlannerData } from './roles/agent.js';
 import { builtinAgents } from './roles/builtin.js';
@@ -33,7 +33,7 @@ import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } fr
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
 import { syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
-import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from './ticket-store.js';
+import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 export interface EngineOptions {
   orm: Orm;

@@ -4,7 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { PolicyDecision, StructuredError } from '../domain/engine-types.js';
 import type { AbcError } from '../domain/errors.js';
 import type { RoleRun } from './roles/index.js';
-import { getSteps, transitionStep, type TicketEventInput } from './ticket-store.js';
+import { getSteps, transitionStep, type TicketEventInput } from '../store/ticket-store.js';
 
 export function decisionEvent(run: RoleRun, stepId?: string): TicketEventInput {
   const o = run.output;

@@ -7,11 +7,11 @@ import { DEFAULT_SETTINGS } from '../domain/engine-policy.js';
 import { AbcError } from '../domain/errors.js';
 import { moveContract, openContract } from '../store/execution-contracts.js';
 import { errorDocument, errorEvent, skipPending } from './events.js';
-import type { Memory } from './memory.js';
-import type { ContractQueue } from './queue.js';
+import type { Memory } from '../store/memory.js';
+import type { ContractQueue } from '../store/ticket-queue.js';
 import { recordOf, type ExecRecord, type HumanFeedback } from './record.js';
 import { toStructured } from './structured.js';
-import { appendTicketEvents, getTicket, transitionStep, transitionTicket, type TicketEventInput, type TicketRow } from './ticket-store.js';
+import { appendTicketEvents, getTicket, transitionStep, transitionTicket, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 
 export interface HumanAsk {
   kind: 'step_approval' | 'low_confidence' | 'result';

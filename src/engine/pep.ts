@@ -7,7 +7,7 @@ import type { ToolFacts } from '../domain/engine-types.js';
 import type { UnitCatalog } from '../execution/units.js';
 import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
-import { getTool, listTools } from '../orchestrator/tool-store.js';
+import { getTool, listTools } from '../store/tool-store.js';
 
 export const TOOL_CAPABILITY_PREFIX = 'tool.';
 

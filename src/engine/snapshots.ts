@@ -5,9 +5,9 @@
 // it, so its output in ticket_steps is the one the snapshot saw.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { StepState } from '../domain/contract-lifecycle.machine.js';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 import type { ExecRecord } from './record.js';
-import { appendTicketEvent, type StepRow } from './ticket-store.js';
+import { appendTicketEvent, type StepRow } from '../store/ticket-store.js';
 
 export interface SnapshotContent {
   label: string;

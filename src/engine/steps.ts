@@ -7,17 +7,17 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import { checkToolPermission, evaluateTransition, type EngineSettings } from '../domain/engine-policy.js';
 import type { GlobalState, PolicyDecision, StepContext, StructuredError, ToolFacts } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
-import { newId } from '../ids.js';
-import type { Logger } from '../log.js';
+import { newId } from '../runtime/new-id.js';
+import type { Logger } from '../runtime/log.js';
 import { bindStepOutputs } from '../decision/planner.js';
 import type { AssemblyOutput, LlmAccess, PackDb } from '../ports/pack.js';
-import type { Memory } from './memory.js';
+import type { Memory } from '../store/memory.js';
 import { Pep, type Capabilities } from './pep.js';
 import type { ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
-import { transitionStep, type StepRow, type TicketRow } from './ticket-store.js';
+import { transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
 
 export interface BatchKit {
   row: TicketRow;

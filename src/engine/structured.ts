@@ -24,7 +24,7 @@ export function toStructured(thrown: unknown, metadata: Record<string, unknown> 
 
 function defaultAction(category: string, retryable: boolean): SuggestedAction {
   if (category === 'COMPLIANCE' || category === 'VALIDATION' || category === 'AUTH') return 'HALT';
-  // A missing portfolio stays missing whatever the plan.
+  // A missing record stays missing whatever the plan.
   if (category === 'DATA_SOURCE' && !retryable) return 'HALT';
   return retryable ? 'RETRY' : 'REPLAN';
 }

@@ -7,7 +7,7 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import type { UnitCatalog } from '../execution/units.js';
 import { openContract } from '../store/execution-contracts.js';
 import { TOOL_CAPABILITY_PREFIX } from './pep.js';
-import { appendTicketEvents, getSteps, transitionStep, type TicketEventInput, type TicketRow } from './ticket-store.js';
+import { appendTicketEvents, getSteps, transitionStep, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 
 export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
   const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));

@@ -2,7 +2,7 @@
 // checks the result against the tool's output schema. It knows nothing of
 // policy, runs or approvals: the orchestrator decides whether it runs at all.
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { ToolRow } from '../orchestrator/tool-store.js';
+import type { ToolRow } from '../domain/tool.js';
 import { BUILTIN_TOOLS } from './builtin-tools.js';
 
 export type ToolFailureCode = 'tool_failed' | 'tool_timeout' | 'invalid_output' | 'invalid_args';

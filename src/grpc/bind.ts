@@ -14,7 +14,7 @@ import type {
 } from '@grpc/grpc-js';
 import { AbcError } from '../domain/errors.js';
 import type { Principal } from '../access/principal.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 import { traceIdFrom } from '../domain/ids.js';
 import { boundedError, checkRequest } from './boundary.js';
 import { toServiceError } from './errors.js';

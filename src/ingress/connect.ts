@@ -7,16 +7,16 @@ import type { ApiKeys } from '../access/api-keys.js';
 import { AbcError } from '../domain/errors.js';
 import type { CallContext } from '../grpc/bind.js';
 import { checkRequest, MAX_ID_LENGTH, Undecodable } from '../grpc/boundary.js';
-import { AsyncQueue } from '../grpc/queue.js';
-import { newId } from '../ids.js';
-import type { Logger } from '../log.js';
+import { AsyncQueue } from '../grpc/async-queue.js';
+import { newId } from '../runtime/new-id.js';
+import type { Logger } from '../runtime/log.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { ToolCalls } from '../orchestrator/tool-calls.js';
-import type { Presence } from './presence.js';
+import type { Presence } from '../store/presence.js';
 import { getSession } from '../orchestrator/sessions.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
-import { watchEvents } from '../store/watch.js';
+import { watchEvents } from '../store/event-watch.js';
 import { frameOf } from './frames.js';
 
 export interface ConnectDeps {

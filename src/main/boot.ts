@@ -2,7 +2,7 @@
 import { ApiKeys, loadOrMintDevKey } from '../access/api-keys.js';
 import { loadOrMintSecretKey, SecretBox } from '../access/secret-box.js';
 import { formatProblems, loadConfig, type Config } from '../config.js';
-import { createLogger, type Logger } from '../log.js';
+import { createLogger, type Logger } from '../runtime/log.js';
 import { openDatabase } from '../store/database.js';
 import { createOrm, type Orm } from '../store/orm.js';
 import type { Lifecycle } from './lifecycle.js';

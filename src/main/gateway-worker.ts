@@ -2,7 +2,7 @@
 // closes when the main thread asks.
 import { parentPort, workerData } from 'node:worker_threads';
 import { startGateway } from '../../gateway/server.js';
-import { createLogger } from '../log.js';
+import { createLogger } from '../runtime/log.js';
 import type { GatewayThreadOptions } from './gateway-thread.js';
 
 const opts = workerData as GatewayThreadOptions;

@@ -1,5 +1,5 @@
 // Graceful shutdown on SIGINT/SIGTERM: closers run in reverse start order, once.
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 
 export type Closer = () => Promise<void>;
 

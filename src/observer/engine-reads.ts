@@ -2,9 +2,9 @@
 // GlobalState and ExecutionContext, and memory search. Each is one statement
 // through the read-only pool.
 import type pg from 'pg';
-import { goalOf } from '../decision/planner.js';
+import { goalOf } from '../domain/goal.js';
 import type { MemoryScope } from '../domain/engine-types.js';
-import { MEMORY_SEARCH_SQL, scopeIdOf, type MemoryEntry } from '../engine/memory.js';
+import { MEMORY_SEARCH_SQL, scopeIdOf, type MemoryEntry } from '../store/memory.js';
 
 export interface TraceEventRow {
   seq: number;

@@ -16,10 +16,10 @@ import { readExecutionContext, readTrace, searchMemory } from './engine-reads.js
 import type { EventBus } from '../store/event-bus.js';
 import { readEvents, type EventFilter } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
-import { watchEvents } from '../store/watch.js';
-import { TOPOLOGY } from '../domain/machines.js';
+import { watchEvents } from '../store/event-watch.js';
+import { TOPOLOGY } from '../domain/machine-catalog.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
-import { findRun } from '../orchestrator/run-store.js';
+import { findRun } from '../store/run-store.js';
 import type { Principal } from '../access/principal.js';
 
 const MAX_PAGE = 1000;

@@ -3,113 +3,11 @@
 // core replicas can share the work without checking an agent twice.
 import type { SecretBox } from '../access/secret-box.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { AbcError, invalidRequest } from '../domain/errors.js';
-import type { Logger } from '../log.js';
-import { every, type Ticker } from '../ticker.js';
+import type { Logger } from '../runtime/log.js';
+import { toAgent, type AgentRow, type RawAgent } from '../store/agent-store.js';
 
-export interface AgentRow {
-  agentId: string;
-  name: string;
-  endpoint: string;
-  capabilities: string[];
-  status: 'healthy' | 'unhealthy';
-  statusReason: string | null;
-  lastHeartbeat: Date | null;
-  createdAt: Date;
-  authToken: string | null;
-}
-
-interface RawAgent {
-  agent_id: string;
-  name: string;
-  endpoint: string;
-  capabilities: string[] | null;
-  status: 'healthy' | 'unhealthy';
-  status_reason: string | null;
-  last_heartbeat: Date | null;
-  created_at: Date;
-  auth_token: string | null;
-}
-
-const toAgent = (r: RawAgent): AgentRow => ({
-  agentId: r.agent_id,
-  name: r.name,
-  endpoint: r.endpoint,
-  capabilities: r.capabilities ?? [],
-  status: r.status,
-  statusReason: r.status_reason,
-  lastHeartbeat: r.last_heartbeat ? new Date(r.last_heartbeat) : null,
-  createdAt: new Date(r.created_at),
-  authToken: r.auth_token,
-});
-
-export interface AgentRegistration {
-  agentId: string;
-  name: string;
-  endpoint: string;
-  capabilities: string[];
-  auth?: { type: string; token: string };
-  metadata?: Record<string, unknown>;
-}
-
-/** Creates or replaces an agent. Registering counts as a heartbeat. */
-export async function registerAgent(em: EntityManager, reg: AgentRegistration): Promise<AgentRow> {
-  if (!/^[A-Za-z0-9._:-]{1,64}$/.test(reg.agentId)) throw invalidRequest('agent_id must be 1-64 of A-Z a-z 0-9 . _ : -', 'agent_id');
-  if (!reg.name) throw invalidRequest('name is required', 'name');
-  let url: URL;
-  try {
-    url = new URL(reg.endpoint);
-  } catch {
-    throw invalidRequest('endpoint must be an absolute http(s) URL', 'endpoint');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalidRequest('endpoint must be an http(s) URL', 'endpoint');
-  const [row] = await em.execute<RawAgent[]>(
-    `INSERT INTO agents (agent_id, name, endpoint, capabilities, status, last_heartbeat, auth_type, auth_token, metadata, next_check_at)
-     VALUES (?, ?, ?, ?::jsonb, 'healthy', now(), ?, ?, ?::jsonb, now())
-     ON CONFLICT (agent_id) DO UPDATE SET name = EXCLUDED.name, endpoint = EXCLUDED.endpoint,
-       capabilities = EXCLUDED.capabilities, status = 'healthy', status_reason = NULL, last_heartbeat = now(),
-       auth_type = EXCLUDED.auth_type, auth_token = EXCLUDED.auth_token, metadata = EXCLUDED.metadata, next_check_at = now()
-     RETURNING *`,
-    [reg.agentId, reg.name, reg.endpoint.replace(/\/$/, ''), JSON.stringify(reg.capabilities), reg.auth?.type ?? null, reg.auth?.token ?? null, reg.metadata ? JSON.stringify(reg.metadata) : null],
-  );
-  return toAgent(row!);
-}
-
-export async function listAgents(em: EntityManager): Promise<AgentRow[]> {
-  return (await em.execute<RawAgent[]>('SELECT * FROM agents ORDER BY agent_id')).map(toAgent);
-}
-
-export async function getAgent(em: EntityManager, agentId: string): Promise<AgentRow | null> {
-  const [row] = await em.execute<RawAgent[]>('SELECT * FROM agents WHERE agent_id = ?', [agentId]);
-  return row ? toAgent(row) : null;
-}
-
-/** Records a successful contact with the agent. */
-export async function heartbeat(em: EntityManager, agentId: string): Promise<AgentRow> {
-  const [row] = await em.execute<RawAgent[]>(
-    "UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE agent_id = ? RETURNING *",
-    [agentId],
-  );
-  if (!row) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `agent ${agentId} is not registered` });
-  return toAgent(row);
-}
-
-/** An agent that may be invoked, or an `agent_error` naming why not. */
-export async function invocableAgent(em: EntityManager, agentId: string): Promise<AgentRow> {
-  const agent = await getAgent(em, agentId);
-  if (!agent) {
-    throw new AbcError('NOT_FOUND', { code: 'agent_error', category: 'EXECUTION', message: `agent ${agentId} is not registered`, details: { reason: 'unknown_agent', agent_id: agentId } });
-  }
-  if (agent.status !== 'healthy') {
-    throw new AbcError('UNAVAILABLE', {
-      code: 'agent_error',
-      category: 'EXECUTION',
-      message: `agent ${agentId} is unhealthy${agent.statusReason ? `: ${agent.statusReason}` : ''}`,
-      details: { reason: 'unhealthy_agent', agent_id: agentId },
-    });
-  }
-  return agent;
-}
+export * from '../store/agent-store.js';
+import { every, type Ticker } from '../runtime/ticker.js';
 
 export interface HealthOptions {
   em: () => EntityManager;

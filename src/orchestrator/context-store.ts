@@ -1,7 +1,7 @@
 // The versioned context store (seed 001 §12.1). ABC stores; it never interprets.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 
 export interface ContextBlobRow {
   contextKey: string;

@@ -2,7 +2,7 @@
 // events queue up and go out together in the next transaction. Low load costs
 // no added latency; high load costs one commit per batch, not per delta.
 import type { Orm } from '../store/orm.js';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 import { appendEvents, eventExists, type NewEvent } from '../store/event-log.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 

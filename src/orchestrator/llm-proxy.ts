@@ -5,11 +5,11 @@ import { type Principal } from '../access/principal.js';
 import { AbcError, invalidRequest, unauthenticated } from '../domain/errors.js';
 import { LlmUpstream, UpstreamError, type Attempt } from '../execution/llm-upstream.js';
 import type { CallContext, ServiceHandlers } from '../grpc/bind.js';
-import { newId } from '../ids.js';
-import type { Logger } from '../log.js';
+import { newId } from '../runtime/new-id.js';
+import type { Logger } from '../runtime/log.js';
 import type { Orm } from '../store/orm.js';
 import { EventWriter } from './event-writer.js';
-import { findRun } from './run-store.js';
+import { findRun } from '../store/run-store.js';
 
 export interface LlmProxyOptions {
   orm: Orm;

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { unwatchFile, watchFile } from 'node:fs';
 import { Ajv } from 'ajv';
 import { duplicateRuleIds, POLICY_SCHEMA, type PolicyDocument } from '../domain/policy.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 
 /** With no policy file every call is allowed. */
 export const ALLOW_ALL: PolicyDocument = { version: 1, rules: [], default: 'allow' };

@@ -2,24 +2,24 @@
 import { randomBytes } from 'node:crypto';
 import { hashToken, newRunToken } from '../access/run-tokens.js';
 import type { SecretBox } from '../access/secret-box.js';
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import { isUniqueViolation } from '../store/orm.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 import { traceIdFrom } from '../domain/ids.js';
 import { openContract } from '../store/execution-contracts.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
-import { watchEvents } from '../store/watch.js';
+import { watchEvents } from '../store/event-watch.js';
 import { getAgent, invocableAgent, type AgentRow } from './agents.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 import { EventWriter } from './event-writer.js';
-import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from './run-store.js';
+import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from '../store/run-store.js';
 import { appendMessage, ensureSession, listMessages } from './sessions.js';
 
 export interface RunsOptions {
@@ -133,7 +133,7 @@ export class Runs {
       });
     } catch (error) {
       // Two invokes with one request_id raced; the loser attaches to the winner's run.
-      if (error instanceof UniqueConstraintViolationException && cmd.requestId) {
+      if (isUniqueViolation(error) && cmd.requestId) {
         const existing = await this.#existing(cmd.sessionId, cmd.requestId);
         if (existing) return existing;
       }

@@ -1,7 +1,7 @@
 // Sessions and their transcripts (seed 001 §7.4).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest } from '../domain/errors.js';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 
 export interface MessageRow {
   messageId: string;

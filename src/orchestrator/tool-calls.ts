@@ -3,25 +3,25 @@
 // commits with its §9 event. Timers are deadline columns swept with SKIP LOCKED.
 import { canonicalHash } from '../domain/hash.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { isIllegalTransition, writeTransition, type MachineTable } from '../store/transition.js';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
-import { transition } from '../domain/machine.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
-import { newId } from '../ids.js';
-import type { Logger } from '../log.js';
+import { newId } from '../runtime/new-id.js';
+import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import { WakeWatch } from '../store/wake-watch.js';
 import { appendEvents, type NewEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import type { Principal } from '../access/principal.js';
-import type { Presence } from '../ingress/presence.js';
+import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
-import { findRun, transitionRun } from './run-store.js';
+import { findRun, transitionRun } from '../store/run-store.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { getSession } from './sessions.js';
-import { getTool, type ToolRow } from './tool-store.js';
+import { getTool, type ToolRow } from '../store/tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
 
@@ -112,6 +112,9 @@ export interface ToolCallsOptions {
 }
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
+
+const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
+const APPROVALS: MachineTable<ApprovalState, ApprovalTrigger> = { machine: APPROVAL_MACHINE, table: 'approvals', state: 'status', key: ['approval_id'] };
 
 export class ToolCalls {
   readonly #opts: ToolCallsOptions;
@@ -393,7 +396,7 @@ export class ToolCalls {
         return null;
       })
       .catch((error) => {
-        if (error instanceof AbcError && error.payload.code === 'illegal_transition') return null; // another core has it
+        if (isIllegalTransition(error)) return null; // another core has it
         throw error;
       });
     if (!started) return;
@@ -421,7 +424,7 @@ export class ToolCalls {
       )
       .catch((error) => {
         // The deadline sweeper timed the call out first; its verdict stands.
-        if (error instanceof AbcError && error.payload.code === 'illegal_transition') return;
+        if (isIllegalTransition(error)) return;
         throw error;
       });
   }
@@ -463,23 +466,27 @@ export class ToolCalls {
 
   /** Applies a decision (or expiry) to an approval, its call and its run, in `tx`. */
   async #settle(tx: EntityManager, approval: ApprovalRow & { argsHash: string | null }, decision: 'approve' | 'reject' | 'expire', decidedBy: string, reason: string): Promise<ToolCallRow> {
-    const next = transition(APPROVAL_MACHINE, approval.status, decision as ApprovalTrigger);
-    if (!next.ok) {
-      this.#log.warn({ approvalId: approval.approvalId, ...next.error }, 'illegal approval transition rejected');
+    let moved;
+    try {
+      moved = await writeTransition(tx, APPROVALS, decision as ApprovalTrigger, {
+        where: 'approval_id = ?',
+        params: [approval.approvalId],
+        set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
+      });
+    } catch (error) {
+      if (!isIllegalTransition(error)) throw error;
+      this.#log.warn({ approvalId: approval.approvalId, decision }, 'illegal approval transition rejected');
+      // The decision lost to another: the caller sees which, as a conflict.
       throw new AbcError('ABORTED', {
         code: 'approval_conflict',
         category: 'VALIDATION',
         retryable: false,
         message: `approval ${approval.approvalId} is already ${approval.status}`,
-        details: { ...next.error },
+        details: { ...(error as AbcError).payload.details },
       });
     }
-    await tx.execute('UPDATE approvals SET status = ?, decided_at = now(), decided_by = ?, reason = ?, version = version + 1 WHERE approval_id = ?', [
-      next.value,
-      decidedBy,
-      reason || null,
-      approval.approvalId,
-    ]);
+    if (!moved) throw notFound('approval', approval.approvalId);
+    const next = { value: moved.to };
     const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
     await appendEvents(tx, approval.runId, await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome));
     const decisionEvent: NewEvent = {
@@ -626,35 +633,40 @@ export class ToolCalls {
     events: NewEvent[],
     patch: { result?: unknown; error?: { code: string; message: string }; approvalId?: string; started?: boolean; completed?: boolean; deadlineMs?: number } = {},
   ): Promise<ToolCallRow> {
-    const [row] = await tx.execute<{ status: ToolCallState; run_id: string }[]>('SELECT status, run_id FROM tool_calls WHERE tool_call_id = ? FOR UPDATE', [toolCallId]);
-    if (!row) throw notFound('tool_call', toolCallId);
-    const next = transition(TOOL_CALL_MACHINE, row.status, trigger);
-    if (!next.ok) {
-      this.#log.warn({ toolCallId, ...next.error }, 'illegal tool call transition rejected');
-      throw new AbcError('FAILED_PRECONDITION', { code: 'illegal_transition', message: `tool call ${toolCallId} is ${row.status}; "${trigger}" is not allowed`, details: { ...next.error } });
+    let moved;
+    try {
+      moved = await writeTransition(tx, TOOL_CALLS, trigger, {
+        where: 'tool_call_id = ?',
+        params: [toolCallId],
+        set: ({ to }) => ({
+          sql: [
+            'version = version + 1',
+            'result = CASE WHEN ? THEN ?::jsonb ELSE result END',
+            'error = COALESCE(?::jsonb, error)',
+            'approval_id = COALESCE(?, approval_id)',
+            'started_at = CASE WHEN ? THEN now() ELSE started_at END',
+            'completed_at = CASE WHEN ? THEN now() ELSE completed_at END',
+            "deadline_at = CASE WHEN ?::int IS NULL THEN deadline_at ELSE now() + (?::int * interval '1 millisecond') END",
+          ],
+          params: [
+            'result' in patch,
+            JSON.stringify(patch.result ?? null),
+            patch.error ? JSON.stringify(patch.error) : null,
+            patch.approvalId ?? null,
+            patch.started ?? false,
+            patch.completed ?? TOOL_CALL_MACHINE.isTerminal(to),
+            patch.deadlineMs ?? null,
+            patch.deadlineMs ?? null,
+          ],
+        }),
+      });
+    } catch (error) {
+      if (isIllegalTransition(error)) this.#log.warn({ toolCallId, trigger }, 'illegal tool call transition rejected');
+      throw error;
     }
-    await tx.execute(
-      `UPDATE tool_calls SET status = ?, version = version + 1,
-         result = CASE WHEN ? THEN ?::jsonb ELSE result END,
-         error = COALESCE(?::jsonb, error),
-         approval_id = COALESCE(?, approval_id),
-         started_at = CASE WHEN ? THEN now() ELSE started_at END,
-         completed_at = CASE WHEN ? THEN now() ELSE completed_at END,
-         deadline_at = CASE WHEN ?::int IS NULL THEN deadline_at ELSE now() + (?::int * interval '1 millisecond') END
-       WHERE tool_call_id = ?`,
-      [
-        next.value,
-        'result' in patch,
-        JSON.stringify(patch.result ?? null),
-        patch.error ? JSON.stringify(patch.error) : null,
-        patch.approvalId ?? null,
-        patch.started ?? false,
-        patch.completed ?? TOOL_CALL_MACHINE.isTerminal(next.value),
-        patch.deadlineMs ?? null,
-        patch.deadlineMs ?? null,
-        toolCallId,
-      ],
-    );
+    if (!moved) throw notFound('tool_call', toolCallId);
+    const row = { status: moved.from, run_id: moved.row.run_id as string };
+    const next = { value: moved.to };
     const outcome = next.value === 'SUCCEEDED' ? { result: summariseOutcome(patch.result ?? null) } : patch.error ? { errorMessage: patch.error.message } : {};
     const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
     // Every hop is visible in the log, and wakes waiters through the run's notification.

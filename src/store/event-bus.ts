@@ -3,7 +3,7 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { OUTAGE_RETRY } from './outage.js';
 import { EVENTS_CHANNEL } from './event-log.js';

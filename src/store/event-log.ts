@@ -2,7 +2,7 @@
 // state change and its events commit together; watchers are woken after commit
 // by NOTIFY and then read the log from their cursor, so nothing is lost or repeated.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 
 export const EVENTS_CHANNEL = 'abc_events';
 

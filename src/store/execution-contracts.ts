@@ -2,11 +2,10 @@
 // execution_contract machine's pure transition(), and its TransitionRecord is
 // written in the caller's transaction, with the state change it mirrors.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { AbcError } from '../domain/errors.js';
 import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState, type ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { transition } from '../domain/machine.js';
-import { newId } from '../ids.js';
-import type { Logger } from '../log.js';
+import { writeTransition, type MachineTable } from './transition.js';
+import { newId } from '../runtime/new-id.js';
+import type { Logger } from '../runtime/log.js';
 
 export interface NewContract {
   sessionId: string;
@@ -59,6 +58,8 @@ export async function openContract(tx: EntityManager, c: NewContract): Promise<s
  * A subject with no contract (created before contracts were mirrored) is left
  * alone: undefined.
  */
+const CONTRACTS: MachineTable<ExecutionState, ExecutionTrigger> = { machine: EXECUTION_CONTRACT_MACHINE, table: 'execution_contracts', state: 'status', key: ['execution_id'] };
+
 export async function moveContract(
   tx: EntityManager,
   where: { ticket?: string; runId?: string; subjectId: string },
@@ -66,28 +67,19 @@ export async function moveContract(
   actor: string,
   outcome: { result?: string; errorMessage?: string } = {},
 ): Promise<ExecutionStateEvent | undefined> {
-  const [row] = await tx.execute<{ execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean; transitions: number }[]>(
-    `SELECT c.execution_id, c.status, c.action_summary, c.irreversible,
-            (SELECT count(*)::int FROM execution_transitions t WHERE t.execution_id = c.execution_id) AS transitions
-     FROM execution_contracts c
-     WHERE c.subject_id = ? AND ${where.ticket ? 'c.ticket = ?' : 'c.run_id = ?'}
-     ORDER BY c.created_at DESC LIMIT 1 FOR UPDATE OF c`,
-    [where.subjectId, where.ticket ?? where.runId],
-  );
-  if (!row) return undefined;
-  const next = transition(EXECUTION_CONTRACT_MACHINE, row.status, trigger);
-  if (!next.ok) {
-    throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `execution_contract cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
-  }
-  const to = next.value;
   const at = now();
+  const moved = await writeTransition<ExecutionState, ExecutionTrigger, { execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean }>(tx, CONTRACTS, trigger, {
+    where: `subject_id = ? AND ${where.ticket ? 'ticket = ?' : 'run_id = ?'}`,
+    params: [where.subjectId, where.ticket ?? where.runId],
+    order: 'created_at DESC',
+    set: () => ({ sql: ['entered_at = ?', 'result = coalesce(?, result)', 'error_message = coalesce(?, error_message)', 'version = version + 1'], params: [at, outcome.result ?? null, outcome.errorMessage ?? null] }),
+  });
+  if (!moved) return undefined;
+  const { row, to } = moved;
   await tx.execute(
-    `UPDATE execution_contracts SET status = ?, entered_at = ?, result = coalesce(?, result), error_message = coalesce(?, error_message), version = version + 1 WHERE execution_id = ?`,
-    [to, at, outcome.result ?? null, outcome.errorMessage ?? null, row.execution_id],
-  );
-  await tx.execute(
-    `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    [row.execution_id, row.transitions, row.status, to, trigger, actor, actorCategory(actor), at],
+    `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts)
+     SELECT ?, coalesce(max(sequence_number) + 1, 0), ?, ?, ?, ?, ?, ? FROM execution_transitions WHERE execution_id = ?`,
+    [row.execution_id, row.status, to, trigger, actor, actorCategory(actor), at, row.execution_id],
   );
   if (EXECUTION_CONTRACT_MACHINE.isTerminal(to)) await recordFact(tx, row.execution_id);
   return {

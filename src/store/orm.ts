@@ -1,7 +1,8 @@
 // The MikroORM instance and the migrator. One ORM per process, passed in; never a module singleton.
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { MikroORM } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
-import type { Logger } from '../log.js';
+import type { Logger } from '../runtime/log.js';
 import { entities } from './entities/index.js';
 import { migrations } from './migrations/index.js';
 
@@ -53,3 +54,6 @@ export async function migrate(orm: Orm): Promise<string[]> {
 export async function pendingMigrations(orm: Orm): Promise<string[]> {
   return (await orm.migrator.getPending()).map((m) => m.name);
 }
+
+/** Whether `error` is a unique-constraint violation (a duplicate insert). */
+export const isUniqueViolation = (error: unknown): boolean => error instanceof UniqueConstraintViolationException;

@@ -5,7 +5,7 @@ import { closeCore, connectCore, type CoreClients } from '../../gateway/core-cli
 import { HumanAction } from '../../gen/abc/ingress/v1/ingress.js';
 import { ApiKeys } from '../../src/access/api-keys.js';
 import { startCore, type Core } from '../../src/main/core.js';
-import { upsertTool, fromJson } from '../../src/orchestrator/tool-store.js';
+import { upsertTool, fromJson } from '../../src/orchestrator/tool-registry.js';
 import { createOrm, type Orm } from '../../src/store/orm.js';
 import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { assemblyMessage, importSamplePortfolios, referenceAssembly, request } from '../support/contracts.js';

@@ -20,7 +20,7 @@ const move = (subjectId: string, trigger: 'start' | 'succeed' | 'resume') =>
 
 it('refuses a move the table does not allow, and writes nothing for it', async () => {
   const id = await open('tc-1');
-  await expect(move('tc-1', 'resume')).rejects.toMatchObject({ payload: { code: 'ILLEGAL_TRANSITION' } });
+  await expect(move('tc-1', 'resume')).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
   const rows = await store.orm.em.fork().execute<{ n: number }[]>('SELECT count(*)::int AS n FROM execution_transitions WHERE execution_id = ?', [id]);
   expect(rows[0]!.n).toBe(0);
 });

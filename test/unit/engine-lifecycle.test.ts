@@ -27,7 +27,7 @@ describe('the engine lifecycle', () => {
   });
 
   it('refuses moves the table does not hold', () => {
-    expect(transition(CONTRACT_LIFECYCLE_MACHINE, 'COMPLETED', 'halt')).toMatchObject({ ok: false, error: { code: 'ILLEGAL_TRANSITION', machine: 'contract_lifecycle' } });
+    expect(transition(CONTRACT_LIFECYCLE_MACHINE, 'COMPLETED', 'halt')).toMatchObject({ ok: false, error: { code: 'illegal_transition', machine: 'contract_lifecycle' } });
     expect(transition(CONTRACT_LIFECYCLE_MACHINE, 'WAIT_HUMAN', 'steps_settled').ok).toBe(false);
     expect(transition(CONTRACT_LIFECYCLE_MACHINE, 'PLAN_GENERATION', 'human_continue').ok).toBe(false);
     expect(transition(CONTRACT_STEP_MACHINE, 'SUCCEEDED', 'retry').ok).toBe(false);

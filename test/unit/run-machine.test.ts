@@ -21,7 +21,7 @@ describe('the run machine', () => {
     if (result.ok) {
       expect(ALLOWED[state]).toContain(result.value);
     } else {
-      expect(result.error).toEqual({ code: 'ILLEGAL_TRANSITION', machine: 'run', from: state, trigger });
+      expect(result.error).toEqual({ code: 'illegal_transition', machine: 'run', from: state, trigger });
     }
   });
 

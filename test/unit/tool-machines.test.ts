@@ -35,7 +35,7 @@ describe('the tool call machine (seed 001 §8.2)', () => {
   it('refuses running a call twice once it has succeeded', () => {
     expect(transition(TOOL_CALL_MACHINE, 'SUCCEEDED', 'start')).toEqual({
       ok: false,
-      error: { code: 'ILLEGAL_TRANSITION', machine: 'tool_call', from: 'SUCCEEDED', trigger: 'start' },
+      error: { code: 'illegal_transition', machine: 'tool_call', from: 'SUCCEEDED', trigger: 'start' },
     });
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EXECUTION_CONTRACT_MACHINE } from '../../src/domain/execution-contract.machine.js';
 import { transition } from '../../src/domain/machine.js';
-import { MACHINES, TOPOLOGY } from '../../src/domain/machines.js';
+import { MACHINES, TOPOLOGY } from '../../src/domain/machine-catalog.js';
 import { topologyOf } from '../../src/domain/topology.js';
 
 describe('topology', () => {

@@ -8,7 +8,7 @@ import { AssemblyError, mergeLocal, topoOrder, type PlanBody } from '../../decis
 import { settingsOf } from '../../domain/engine-policy.js';
 import { structuredError, type AgentOutput, type AgentRole, type GlobalState, type StepContext, type StructuredError } from '../../domain/engine-types.js';
 import { schemaProblem } from '../../execution/tool-runner.js';
-import { GLOBAL_SCOPE_ID, type Memory } from '../memory.js';
+import { GLOBAL_SCOPE_ID, type Memory } from '../../store/memory.js';
 import type { Capabilities } from '../pep.js';
 import { validAgentOutput, type CognitiveAgent, type EngineContextView, type ExecutorData, type PlannerData } from './agent.js';
 

@@ -8,7 +8,7 @@ import { AbcError } from '../../domain/errors.js';
 import type { AgentOutput, AgentRole, GlobalState, StepContext } from '../../domain/engine-types.js';
 import { invokeAgent } from '../../execution/agent-client.js';
 import type { LlmAccess } from '../../ports/pack.js';
-import { invocableAgent } from '../../orchestrator/agents.js';
+import { invocableAgent } from '../../store/agent-store.js';
 import { asAgentOutput, validAgentOutput, type CognitiveAgent, type EngineContextView } from './agent.js';
 
 const ROLE_BRIEF: Record<AgentRole, string> = {

@@ -1,16 +1,16 @@
 #!/usr/bin/env node
 // The `abc` command: serve (all-in-one), core, gateway, migrate, keys create.
 import { parseArgs } from 'node:util';
-import { startGateway } from '../gateway/server.js';
-import { ApiKeys } from './access/api-keys.js';
-import { coreSettings, parseHostPort } from './config.js';
-import { bootstrapKeys, configOrExit, openStore, rootLogger, secretBox } from './main/boot.js';
-import { startCore } from './main/core.js';
-import { startGatewayThread } from './main/gateway-thread.js';
-import { Lifecycle } from './main/lifecycle.js';
-import { loadPacks } from './main/packs.js';
-import { migrate } from './store/orm.js';
-import { migratePacks, packDb } from './store/pack-db.js';
+import { startGateway } from '../../gateway/server.js';
+import { ApiKeys } from '../access/api-keys.js';
+import { coreSettings, parseHostPort } from '../config.js';
+import { bootstrapKeys, configOrExit, openStore, rootLogger, secretBox } from './boot.js';
+import { startCore } from './core.js';
+import { startGatewayThread } from './gateway-thread.js';
+import { Lifecycle } from './lifecycle.js';
+import { loadPacks } from './packs.js';
+import { migrate } from '../store/orm.js';
+import { migratePacks, packDb } from '../store/pack-db.js';
 
 const USAGE = `usage: abc <command>
 

@@ -1,6 +1,6 @@
 // Which sessions have a connected client, across every core: rows this core
 // refreshes while its connections live, and that go stale when it dies.
-import type { Orm } from '../store/orm.js';
+import type { Orm } from './orm.js';
 
 export class Presence {
   readonly #orm: Orm;

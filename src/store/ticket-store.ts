@@ -15,9 +15,9 @@ import {
 } from '../domain/contract-lifecycle.machine.js';
 import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { transition } from '../domain/machine.js';
-import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
-import { TICKETS_CHANNEL } from '../store/event-bus.js';
+import { writeTransition, type MachineTable } from './transition.js';
+import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
+import { TICKETS_CHANNEL } from './event-bus.js';
 
 export interface TicketRow {
   ticket: string;
@@ -82,6 +82,9 @@ export interface TicketPatch {
   human_deadline?: Date | null;
 }
 
+const TICKETS: MachineTable<LifecycleState, LifecycleTrigger> = { machine: CONTRACT_LIFECYCLE_MACHINE, table: 'tickets', state: 'lifecycle_state', key: ['ticket'] };
+const STEPS: MachineTable<StepState, StepTrigger> = { machine: CONTRACT_STEP_MACHINE, table: 'ticket_steps', state: 'status', key: ['ticket', 'step_id'] };
+
 const PATCH_COLUMNS: (keyof TicketPatch)[] = ['plan_id', 'assembly_id', 'assembly_version', 'partial_result', 'result', 'error', 'warnings', 'artifact', 'artifact_media_type', 'engine', 'human_deadline'];
 const JSON_COLUMNS = new Set<keyof TicketPatch>(['partial_result', 'result', 'error', 'warnings']);
 const JSONB_COLUMNS = new Set<keyof TicketPatch>(['engine']);
@@ -122,7 +125,7 @@ export const appendTicketEvent = (tx: EntityManager, ticket: string, type: strin
 
 /**
  * Moves a ticket's lifecycle by `trigger` inside `tx` (the row is locked).
- * Throws ILLEGAL_TRANSITION for a move the table does not allow.
+ * Throws illegal_transition (store/transition.ts) for a move the table does not allow.
  */
 export async function transitionTicket(
   tx: EntityManager,
@@ -132,30 +135,29 @@ export async function transitionTicket(
   actor = 'engine',
   opts: { reason?: string; trace?: TicketEventInput[] } = {},
 ): Promise<TicketRow> {
-  const row = await getTicket(tx, ticket, true);
-  if (!row) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
-  const next = transition(CONTRACT_LIFECYCLE_MACHINE, row.lifecycle_state, trigger);
-  if (!next.ok) {
-    throw new AbcError('FAILED_PRECONDITION', {
-      code: 'ILLEGAL_TRANSITION',
-      message: `contract_lifecycle cannot ${trigger} from ${row.lifecycle_state}`,
-      retryable: false,
-      details: { ...next.error },
-    });
-  }
-  const to = next.value;
+  const moved = await writeTransition<LifecycleState, LifecycleTrigger, TicketRow>(tx, TICKETS, trigger, {
+    where: 'ticket = ?',
+    params: [ticket],
+    set: ({ row, to }) => {
+      const sets = ['status = ?', 'phase = ?', 'updated_at = now()'];
+      const params: unknown[] = [statusOf(to), PHASE_OF[to] ?? row.phase];
+      for (const column of PATCH_COLUMNS) {
+        if (patch[column] === undefined) continue;
+        const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
+        sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::json' : JSONB_COLUMNS.has(column) ? '::jsonb' : ''}`);
+        params.push(json ? JSON.stringify(patch[column]) : patch[column]);
+      }
+      if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');
+      if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
+      return { sql: sets, params };
+    },
+    returning: true,
+  });
+  if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
+  const row = moved.row;
+  const to = moved.to;
   const phase = PHASE_OF[to] ?? row.phase;
-  const sets = ['lifecycle_state = ?', 'status = ?', 'phase = ?', 'updated_at = now()'];
-  const params: unknown[] = [to, statusOf(to), phase];
-  for (const column of PATCH_COLUMNS) {
-    if (patch[column] === undefined) continue;
-    const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
-    sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::json' : JSONB_COLUMNS.has(column) ? '::jsonb' : ''}`);
-    params.push(json ? JSON.stringify(patch[column]) : patch[column]);
-  }
-  if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');
-  if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
-  const [updated] = await tx.execute<TicketRow[]>(`UPDATE tickets SET ${sets.join(', ')} WHERE ticket = ? RETURNING *`, [...params, ticket]);
+  const updated = moved.after!;
   // Seed 002's STATE_TRANSITION trace event, in the transaction of the move.
   await appendTicketEvents(
     tx,
@@ -174,27 +176,29 @@ export async function transitionStep(
   trigger: StepTrigger,
   patch: { output?: unknown; message?: string; capability?: string; sideEffect?: boolean; trace?: TicketEventInput[] } = {},
 ): Promise<StepRow> {
-  const [row] = await tx.execute<StepRow[]>('SELECT * FROM ticket_steps WHERE ticket = ? AND step_id = ? FOR UPDATE', [ticket, stepId]);
-  if (!row) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
-  const next = transition(CONTRACT_STEP_MACHINE, row.status, trigger);
-  if (!next.ok) {
-    throw new AbcError('FAILED_PRECONDITION', { code: 'ILLEGAL_TRANSITION', message: `contract_step cannot ${trigger} from ${row.status}`, retryable: false, details: { ...next.error } });
-  }
-  const to = next.value;
-  // A step put back runs again as a new attempt: a new execution contract.
+  // A step put back runs again as a new attempt: a new execution contract (opened before the step row moves).
+  const moved = await writeTransition<StepState, StepTrigger, StepRow>(tx, STEPS, trigger, {
+    where: 'ticket = ? AND step_id = ?',
+    params: [ticket, stepId],
+    set: () => ({
+      sql: [
+        'output = coalesce(?::jsonb, output)',
+        'message = coalesce(?, message)',
+        'capability = coalesce(?, capability)',
+        'side_effect = coalesce(?, side_effect)',
+        "started_at = CASE WHEN ? IN ('start', 'restart') THEN now() ELSE started_at END",
+        "ended_at = CASE WHEN ? IN ('succeed', 'fail', 'skip') THEN now() ELSE ended_at END",
+      ],
+      params: [patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, patch.sideEffect ?? null, trigger, trigger],
+    }),
+    returning: true,
+  });
+  if (!moved) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
+  const row = moved.row;
+  const to = moved.to;
   if (trigger === 'retry' || trigger === 'reset') await reopenContract(tx, ticket, row, patch.capability ?? row.capability);
   const mirrored = STEP_TO_CONTRACT[`${row.status}:${trigger}`];
-  const [updated] = await tx.execute<StepRow[]>(
-    `UPDATE ticket_steps SET status = ?,
-       output = coalesce(?::jsonb, output),
-       message = coalesce(?, message),
-       capability = coalesce(?, capability),
-       side_effect = coalesce(?, side_effect),
-       started_at = CASE WHEN ? IN ('start', 'restart') THEN now() ELSE started_at END,
-       ended_at = CASE WHEN ? IN ('succeed', 'fail', 'skip') THEN now() ELSE ended_at END
-     WHERE ticket = ? AND step_id = ? RETURNING *`,
-    [to, patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, patch.sideEffect ?? null, trigger, trigger, ticket, stepId],
-  );
+  const updated = moved.after!;
   const events: TicketEventInput[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }, ...(patch.trace ?? [])];
   if (mirrored) {
     const actor = trigger === 'skip' || !updated!.capability.startsWith('tool.') ? 'graph_runner' : 'tool_node';

@@ -2,13 +2,13 @@
 // table and commits in one transaction with its events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
-import { transition } from '../domain/machine.js';
+import { isIllegalTransition, writeTransition, type MachineTable } from './transition.js';
 import { RUN_MACHINE, type RunState, type RunTrigger } from '../domain/run.machine.js';
-import type { Logger } from '../log.js';
-import { moveContract } from '../store/execution-contracts.js';
+import type { Logger } from '../runtime/log.js';
+import { moveContract } from './execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { RUN_ENDED_CHANNEL } from '../store/event-bus.js';
-import { appendEvents, type NewEvent, type StoredEvent } from '../store/event-log.js';
+import { RUN_ENDED_CHANNEL } from './event-bus.js';
+import { appendEvents, type NewEvent, type StoredEvent } from './event-log.js';
 
 export interface RunRow {
   runId: string;
@@ -107,27 +107,25 @@ export async function transitionRun(
   events: NewEvent[],
   error?: Record<string, unknown>,
 ): Promise<Transitioned> {
-  const [row] = await tx.execute<{ status: RunState; parent_run_id: string | null }[]>('SELECT status, parent_run_id FROM runs WHERE run_id = ? FOR UPDATE', [runId]);
-  if (!row) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
-  const next = transition(RUN_MACHINE, row.status, trigger);
-  if (!next.ok) {
-    log.warn({ runId, ...next.error }, 'illegal run transition rejected');
-    throw new AbcError('FAILED_PRECONDITION', {
-      code: 'illegal_transition',
-      message: `run ${runId} is ${row.status}; "${trigger}" is not allowed`,
-      details: { ...next.error },
+  let moved;
+  try {
+    // An ended run NOTIFYs at commit: every process forgets its token (it dies with its run).
+    moved = await writeTransition(tx, RUNS, trigger, {
+      where: 'run_id = ?',
+      params: [runId],
+      set: ({ to }) => ({
+        sql: ['ended_at = CASE WHEN ? THEN now() ELSE ended_at END', 'error = COALESCE(?::jsonb, error)', 'version = version + 1'],
+        params: [RUN_MACHINE.isTerminal(to), error ? JSON.stringify(error) : null],
+      }),
+      notifyOnEnd: { channel: RUN_ENDED_CHANNEL, payload: 'run_id' },
     });
+  } catch (e) {
+    if (isIllegalTransition(e)) log.warn({ runId, trigger }, 'illegal run transition rejected');
+    throw e;
   }
-  const ended = RUN_MACHINE.isTerminal(next.value);
-  // An ended run also NOTIFYs, delivered at commit: every process forgets its token (it dies with its run).
-  await tx.execute(
-    `WITH updated AS (
-       UPDATE runs SET status = ?, ended_at = CASE WHEN ? THEN now() ELSE ended_at END,
-         error = COALESCE(?::jsonb, error), version = version + 1 WHERE run_id = ? RETURNING run_id
-     )
-     SELECT pg_notify(?, run_id) FROM updated WHERE ?`,
-    [next.value, ended, error ? JSON.stringify(error) : null, runId, RUN_ENDED_CHANNEL, ended],
-  );
+  if (!moved) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
+  const row = { status: moved.from, parent_run_id: moved.row.parent_run_id as string | null };
+  const next = { value: moved.to };
   // A child run is its parent's agent_call contract (seed 004). Its execution_state
   // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
   const mirrored: NewEvent[] = [];
@@ -140,6 +138,8 @@ export async function transitionRun(
   }
   return { from: row.status, to: next.value, events: await appendEvents(tx, runId, [...events, ...mirrored]) };
 }
+
+const RUNS: MachineTable<RunState, RunTrigger> = { machine: RUN_MACHINE, table: 'runs', state: 'status', key: ['run_id'] };
 
 /** Run hops and the agent_call contract moves they mirror. */
 const RUN_TO_CONTRACT: Partial<Record<RunTrigger, ExecutionTrigger[]>> = {

@@ -3,7 +3,7 @@
 // executions). Search is full-text (the memory_search index). Failure patterns
 // are GLOBAL counters the planner consults.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { newId } from '../ids.js';
+import { newId } from '../runtime/new-id.js';
 import type { MemoryScope } from '../domain/engine-types.js';
 
 export const GLOBAL_SCOPE_ID = 'global';

@@ -1,5 +1,5 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
-import type { LogLevel } from './config.js';
+import type { LogLevel } from '../config.js';
 
 export type { Logger };
 

@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { makeId } from './domain/ids.js';
+import { makeId } from '../domain/ids.js';
 
 // Random bytes are drawn from a pool refilled in bulk: one call per 680 ids, not one per id.
 const pool = Buffer.alloc(4080);

@@ -2,53 +2,11 @@
 import { readFile } from 'node:fs/promises';
 import { Ajv } from 'ajv';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { invalidRequest, notFound } from '../domain/errors.js';
+import { invalidRequest } from '../domain/errors.js';
 import type { PermissionLevel } from '../domain/policy.js';
+import type { ToolKind, ToolRow } from '../domain/tool.js';
 import { BUILTIN_TOOLS } from '../execution/builtin-tools.js';
-
-export type ToolKind = 'builtin' | 'http' | 'client';
-
-export interface ToolRow {
-  name: string;
-  kind: ToolKind;
-  version: string;
-  description: string | null;
-  inputSchema: Record<string, unknown> | null;
-  outputSchema: Record<string, unknown> | null;
-  timeoutMs: number;
-  permissionLevel: PermissionLevel;
-  sideEffect: boolean;
-  endpoint: string | null;
-  metadata: Record<string, unknown> | null;
-}
-
-interface RawTool {
-  tool_name: string;
-  kind: ToolKind;
-  version: string;
-  description: string | null;
-  input_schema: Record<string, unknown> | null;
-  output_schema: Record<string, unknown> | null;
-  timeout_ms: number;
-  permission_level: PermissionLevel;
-  side_effect: boolean;
-  endpoint: string | null;
-  metadata: Record<string, unknown> | null;
-}
-
-const toTool = (r: RawTool): ToolRow => ({
-  name: r.tool_name,
-  kind: r.kind,
-  version: r.version,
-  description: r.description,
-  inputSchema: r.input_schema,
-  outputSchema: r.output_schema,
-  timeoutMs: r.timeout_ms,
-  permissionLevel: r.permission_level,
-  sideEffect: r.side_effect,
-  endpoint: r.endpoint,
-  metadata: r.metadata,
-});
+import { writeTool } from '../store/tool-store.js';
 
 const schemaCompiler = new Ajv({ strict: false });
 
@@ -77,34 +35,10 @@ export function checkTool(tool: ToolRow): void {
   }
 }
 
-/** Creates or replaces a tool. */
+/** Checks and creates or replaces a tool. */
 export async function upsertTool(em: EntityManager, tool: ToolRow): Promise<ToolRow> {
   checkTool(tool);
-  const [row] = await em.execute<RawTool[]>(
-    `INSERT INTO tools (tool_name, kind, version, description, input_schema, output_schema, timeout_ms, permission_level, side_effect, endpoint, metadata)
-     VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?::jsonb)
-     ON CONFLICT (tool_name) DO UPDATE SET kind = EXCLUDED.kind, version = EXCLUDED.version, description = EXCLUDED.description,
-       input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, timeout_ms = EXCLUDED.timeout_ms,
-       permission_level = EXCLUDED.permission_level, side_effect = EXCLUDED.side_effect, endpoint = EXCLUDED.endpoint, metadata = EXCLUDED.metadata
-     RETURNING *`,
-    [
-      tool.name, tool.kind, tool.version, tool.description, json(tool.inputSchema), json(tool.outputSchema), tool.timeoutMs,
-      tool.permissionLevel, tool.sideEffect, tool.endpoint, json(tool.metadata),
-    ],
-  );
-  return toTool(row!);
-}
-
-const json = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
-
-export async function listTools(em: EntityManager): Promise<ToolRow[]> {
-  return (await em.execute<RawTool[]>('SELECT * FROM tools ORDER BY tool_name')).map(toTool);
-}
-
-export async function getTool(em: EntityManager, name: string): Promise<ToolRow> {
-  const [row] = await em.execute<RawTool[]>('SELECT * FROM tools WHERE tool_name = ?', [name]);
-  if (!row) throw notFound('tool', name);
-  return toTool(row);
+  return writeTool(em, tool);
 }
 
 /** Registers the built-ins and the tools of a config file (a JSON array of tool definitions). */

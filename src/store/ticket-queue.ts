@@ -5,8 +5,8 @@
 import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Logger } from '../log.js';
-import { CONNECT_TIMEOUT_MS, type Orm } from '../store/orm.js';
+import type { Logger } from '../runtime/log.js';
+import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
 
