@@ -202,7 +202,7 @@ export class ContractService {
       const [existing] = await tx.execute<TicketRow[]>('SELECT * FROM tickets WHERE contract_id = ? AND idempotency_key = ?', [contract.contract_id, correlation.idempotency_key]);
       if (existing!.request_hash !== hash) {
         throw new AbcError('ALREADY_EXISTS', {
-          code: 'IDEMPOTENCY_CONFLICT',
+          code: 'idempotency_conflict',
           category: 'VALIDATION',
           message: `idempotency_key ${correlation.idempotency_key} was used for a different request (ticket ${existing!.ticket})`,
           retryable: false,

@@ -28,7 +28,7 @@ export const ERROR_CATEGORIES = ['VALIDATION', 'AUTH', 'DATA_SOURCE', 'EXECUTION
 export type ErrorCategory = (typeof ERROR_CATEGORIES)[number];
 
 export interface ErrorPayload {
-  /** Stable machine code, e.g. `invalid_request`, `agent_error`, `IDEMPOTENCY_CONFLICT`. */
+  /** Stable machine code, e.g. `invalid_request`, `agent_error`, `SCHEMA_VIOLATION`. */
   code: string;
   category: ErrorCategory;
   message: string;

@@ -96,7 +96,7 @@ export class Pep {
           // A webhook may name its error's category (DATA_SOURCE for "no such record"): the ticket fails as that.
           const category = (ERROR_CATEGORIES as readonly unknown[]).includes(error.detail?.category) ? (error.detail!.category as ErrorCategory) : 'EXECUTION';
           throw new AbcError(STATUS_OF_CATEGORY[category], {
-            code: error.code.toUpperCase(),
+            code: error.code,
             category,
             message: error.message,
             retryable: error.code === 'tool_timeout' || error.detail?.retryable === true,

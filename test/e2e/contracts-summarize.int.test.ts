@@ -143,7 +143,7 @@ describe('summarize-document over HTTP', () => {
     expect(b.body.task.ticket).toBe(a.body.task.ticket);
     const c = await submit({ ...first, input: { document_id: 'other' } });
     expect(c.status).toBe(409);
-    expect(c.body.error.code).toBe('IDEMPOTENCY_CONFLICT');
+    expect(c.body.error.code).toBe('idempotency_conflict');
     expect((await pollDone(a.body.task.ticket)).status).toBe('SUCCEEDED');
   });
 

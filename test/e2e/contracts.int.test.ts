@@ -186,7 +186,7 @@ describe('submit and poll', () => {
     const conflict = await res.json();
     expect(res.status).toBe(409);
     valid('error', conflict.error);
-    expect(conflict.error).toMatchObject({ code: 'IDEMPOTENCY_CONFLICT', category: 'VALIDATION', retryable: false, details: { pointer: '/correlation/idempotency_key', ticket: a.task.ticket } });
+    expect(conflict.error).toMatchObject({ code: 'idempotency_conflict', category: 'VALIDATION', retryable: false, details: { pointer: '/correlation/idempotency_key', ticket: a.task.ticket } });
   });
 
   it('serves the same API over gRPC on IngressService', async () => {

@@ -100,7 +100,7 @@ describe('seed 002 §6 checklist', () => {
   it('errors: every exception becomes a StructuredError (code, severity, retryable, suggested_action)', async () => {
     expect(toStructured(new TypeError('x is undefined'))).toMatchObject({ code: 'internal_error', severity: 'WARNING', retryable: true, suggested_action: 'RETRY', metadata: { category: 'INTERNAL' } });
     expect(toStructured(new AbcError('PERMISSION_DENIED', { code: 'NOPE', category: 'COMPLIANCE', message: 'no', retryable: false, details: { tool: 't' } }))).toMatchObject({ code: 'NOPE', severity: 'CRITICAL', suggested_action: 'HALT', metadata: { category: 'COMPLIANCE', tool: 't' } });
-    const own = new AbcError('INTERNAL', { code: 'TOOL_FAILED', category: 'EXECUTION', message: 'm', retryable: false, details: { tool_error: { code: 'RATE', severity: 'INFO', retryable: true, suggested_action: 'RETRY' } } });
+    const own = new AbcError('INTERNAL', { code: 'tool_failed', category: 'EXECUTION', message: 'm', retryable: false, details: { tool_error: { code: 'RATE', severity: 'INFO', retryable: true, suggested_action: 'RETRY' } } });
     expect(toStructured(own)).toMatchObject({ code: 'RATE', severity: 'INFO', retryable: true, suggested_action: 'RETRY' });
     expect(new ToolFailure('tool_failed', 'x', { detail: { code: 'A' } }).detail).toEqual({ code: 'A' });
 
@@ -116,7 +116,7 @@ describe('seed 002 §6 checklist', () => {
     const done = await pollUntilDone(s.http, await submit());
     const error = (await trace(done.ticket)).find((e) => e.type === 'ERROR_OCCURRED')!.payload;
     expect(Object.keys(error).sort()).toEqual(['code', 'message', 'metadata', 'retryable', 'severity', 'suggested_action']);
-    expect(error).toMatchObject({ code: 'TOOL_FAILED', metadata: { step_id: 'garbage', capability: 'tool.garbage' } });
+    expect(error).toMatchObject({ code: 'tool_failed', metadata: { step_id: 'garbage', capability: 'tool.garbage' } });
   });
 
   it('memory: every call names its scope; scopes are apart, and EPHEMERAL ends with its step', async () => {
