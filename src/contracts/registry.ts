@@ -35,7 +35,16 @@ export class ContractRegistry {
   /** Loads every `<group>/<name>/<version>/contract.json` under each root. */
   static load(roots: string | readonly string[]): ContractRegistry {
     const registry = new ContractRegistry();
-    for (const root of typeof roots === 'string' ? [roots] : roots) for (const dir of contractDirs(root)) registry.add(readDefinition(dir), 'file');
+    const seen = new Map<string, string>();
+    for (const root of typeof roots === 'string' ? [roots] : roots) {
+      for (const dir of contractDirs(root)) {
+        const def = readDefinition(dir);
+        const key = keyOf(def.contract_id, def.version);
+        if (seen.has(key)) throw new Error(`contract ${key} is defined twice: in ${seen.get(key)} and in ${dir}`);
+        seen.set(key, dir);
+        registry.add(def, 'file');
+      }
+    }
     return registry;
   }
 

@@ -1,7 +1,8 @@
 // A registered tool (seed 001 §7.2, seed 002 BaseTool): its kind, schemas, limits and policy facts.
 import type { PermissionLevel } from './policy.js';
 
-export type ToolKind = 'builtin' | 'http' | 'client';
+/** A tool kind's name: builtin, http and client ship with ABC; others plug in as adapters (ports/tool-kind.ts). */
+export type ToolKind = string;
 
 export interface ToolRow {
   name: string;

@@ -5,6 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, ERROR_CATEGORIES, type ErrorCategory } from '../domain/errors.js';
 import type { ToolFacts } from '../domain/engine-types.js';
 import type { UnitCatalog } from '../execution/units.js';
+import type { ToolKinds } from '../execution/tool-kinds.js';
 import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../store/tool-store.js';
@@ -17,13 +18,14 @@ const STATUS_OF_CATEGORY = { VALIDATION: 'INVALID_ARGUMENT', AUTH: 'PERMISSION_D
 export class Capabilities {
   constructor(
     readonly units: UnitCatalog,
+    readonly kinds: ToolKinds,
     readonly llmConfigured: boolean,
   ) {}
 
   /** What the control plane grants: units (LLM ones only with a router) and registered server tools. */
   async granted(em: EntityManager): Promise<Set<string>> {
     const granted = new Set(this.units.names(this.llmConfigured));
-    for (const tool of await listTools(em)) if (tool.kind !== 'client') granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
+    for (const tool of await listTools(em)) if (!this.kinds.clientSide(tool.kind)) granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
     return granted;
   }
 
@@ -31,7 +33,7 @@ export class Capabilities {
   async facts(em: EntityManager, capability: string): Promise<ToolFacts | undefined> {
     if (capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
       const tool = await getTool(em, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
-      if (!tool || tool.kind === 'client') return undefined;
+      if (!tool || this.kinds.clientSide(tool.kind)) return undefined;
       return { name: capability, permission_level: tool.permissionLevel, side_effect: tool.sideEffect, input_schema: tool.inputSchema, output_schema: tool.outputSchema };
     }
     const meta = this.units.meta(capability);
@@ -90,7 +92,7 @@ export class Pep {
     if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
       const tool = await getTool(ctx.em(), call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
       try {
-        return await runServerTool({ tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
+        return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
       } catch (error) {
         if (error instanceof ToolFailure) {
           // A webhook may name its error's category (DATA_SOURCE for "no such record"): the ticket fails as that.

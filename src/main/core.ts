@@ -30,6 +30,7 @@ import { ContractEngine } from '../engine/engine.js';
 import type { CoreSettings } from '../config.js';
 import type { AssemblyPack } from '../ports/pack.js';
 import { UnitCatalog } from '../execution/units.js';
+import { DEFAULT_TOOL_KINDS, ToolKinds } from '../execution/tool-kinds.js';
 import { AssemblyOutputs } from '../engine/outputs.js';
 import { migratePacks, packDb } from '../store/pack-db.js';
 import { routerBase } from '../execution/llm-upstream.js';
@@ -38,7 +39,6 @@ import { deleteExpiredTickets } from '../store/ticket-store.js';
 import { Capabilities } from '../engine/pep.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
-import { factFailures } from '../store/execution-contracts.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -73,7 +73,6 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const shutdown = new AbortController();
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
-  factFailures.log = log;
   const secrets = opts.secrets;
   const runs = new Runs({
     secrets,
@@ -98,6 +97,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       : undefined,
   });
   const policy = await PolicyStore.open(opts.policyFile, log);
+  // Every kind of tool ABC can call; a new kind (MCP, A2A) is one more adapter here.
+  const toolKinds = new ToolKinds(DEFAULT_TOOL_KINDS);
   const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);
   const toolCalls = new ToolCalls({
     orm: opts.orm,
@@ -105,6 +106,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     log,
     policy,
     presence,
+    kinds: toolKinds,
     approvalTimeoutMs: opts.approvalTimeoutMs,
     idempotencyTtlMs: opts.idempotencyTtlMs,
   });
@@ -125,7 +127,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
           new OpenAI({ baseURL: routerBase(routerUrl), apiKey: opts.llm.apiKey ?? 'unused', maxRetries: o.maxRetries ?? 1, timeout: o.timeoutMs ?? 15_000, fetch: llm.internalFetch(onCall) }),
       }
     : undefined;
-  const capabilities = new Capabilities(new UnitCatalog(opts.packs), Boolean(llmStep));
+  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep));
   const decision = new Decision(() => opts.orm.em.fork(), () => capabilities.granted(opts.orm.em.fork()));
   const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), () => opts.orm.em.fork());
   const engine = new ContractEngine({
@@ -204,7 +206,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
         if (tickers.length === 0) {
           const sealed = await sealLegacyTokens(opts.orm.em.fork(), secrets);
           if (sealed) log.info({ agents: sealed }, 'sealed agent tokens stored in plaintext');
-          const tools = await bootTools(opts.orm.em.fork(), opts.toolsFile, opts.toolTimeoutMs);
+          const tools = await bootTools(opts.orm.em.fork(), toolKinds, opts.toolsFile, opts.toolTimeoutMs);
           log.info({ tools }, 'tools registered');
           await contracts.boot();
           await migratePacks(opts.orm, opts.packs);

@@ -9,6 +9,7 @@ import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
+import type { ToolKinds } from '../execution/tool-kinds.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -107,6 +108,8 @@ export interface ToolCallsOptions {
   log: Logger;
   policy: PolicyStore;
   presence: Presence;
+  /** Every kind of tool this core can call. */
+  kinds: ToolKinds;
   approvalTimeoutMs: number;
   idempotencyTtlMs: number;
 }
@@ -128,6 +131,11 @@ export class ToolCalls {
 
   #em(): EntityManager {
     return this.#opts.orm.em.fork();
+  }
+
+  /** The kinds of tool this core can call. */
+  get kinds(): ToolKinds {
+    return this.#opts.kinds;
   }
 
   /**
@@ -155,7 +163,7 @@ export class ToolCalls {
       if (existing) return { call: existing, fresh: false };
       return { call: await this.#create(tx, run.rootAgentId, run.sessionId, tool, req, key), fresh: true };
     });
-    if (created.fresh && created.call.status === 'DISPATCHED' && tool.kind !== 'client') await this.#execute(created.call.toolCallId, tool);
+    if (created.fresh && created.call.status === 'DISPATCHED' && !this.kinds.clientSide(tool.kind)) await this.#execute(created.call.toolCallId, tool);
     return this.outcome((await this.get(created.call.toolCallId)));
   }
 
@@ -163,7 +171,7 @@ export class ToolCalls {
   outcome(call: ToolCallRow): InvokeOutcome {
     if (call.status === 'SUCCEEDED') return { status: 'succeeded', toolCallId: call.toolCallId, result: call.result };
     if (TERMINAL.has(call.status)) return { status: 'failed', toolCallId: call.toolCallId, error: call.error ?? { code: 'tool_failed', message: call.status } };
-    const reason = call.status === 'WAITING_APPROVAL' ? 'waiting_approval' : call.kind === 'client' ? 'waiting_client' : 'running';
+    const reason = call.status === 'WAITING_APPROVAL' ? 'waiting_approval' : this.kinds.clientSide(call.kind) ? 'waiting_client' : 'running';
     return { status: 'pending', toolCallId: call.toolCallId, reason };
   }
 
@@ -239,7 +247,7 @@ export class ToolCalls {
     const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], {
       deadlineMs: timeoutMs,
     });
-    return tool.kind === 'client' ? this.#sendToClient(tx, dispatched, sessionId) : dispatched;
+    return this.kinds.clientSide(tool.kind) ? this.#sendToClient(tx, dispatched, sessionId) : dispatched;
   }
 
   /**
@@ -289,7 +297,7 @@ export class ToolCalls {
       );
       if (!row) throw notFound('tool_call', res.toolCallId);
       if (userId !== null && row.owner !== userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `tool call ${res.toolCallId} belongs to another user's session` });
-      if (row.kind !== 'client') throw new AbcError('FAILED_PRECONDITION', { code: 'not_a_client_tool', message: `${row.tool_name} is not a client tool` });
+      if (!this.kinds.clientSide(row.kind)) throw new AbcError('FAILED_PRECONDITION', { code: 'not_a_client_tool', message: `${row.tool_name} is not a client tool` });
       if (row.status !== 'RUNNING') {
         throw new AbcError('FAILED_PRECONDITION', { code: 'tool_call_finished', message: `tool call ${res.toolCallId} is ${row.status}, not waiting for a result` });
       }
@@ -316,8 +324,8 @@ export class ToolCalls {
     const run = (await findRun(tx, runId))!;
     if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return;
     const [{ n }] = (await tx.execute<{ n: number }[]>(
-      "SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND (status = 'WAITING_APPROVAL' OR (kind = 'client' AND status = 'RUNNING'))",
-      [runId],
+      "SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND (status = 'WAITING_APPROVAL' OR (status = 'RUNNING' AND kind IN (SELECT jsonb_array_elements_text(?::jsonb))))",
+      [runId, JSON.stringify(this.kinds.clientKinds())],
     )) as [{ n: number }];
     if (n > 0) return;
     // Seed 004 alignment: resuming expects no execution contract of the run still waiting.
@@ -404,7 +412,7 @@ export class ToolCalls {
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {
-      patch.result = await runServerTool({
+      patch.result = await runServerTool(this.kinds, {
         tool: definition,
         args: started.args,
         toolCallId,
@@ -459,7 +467,7 @@ export class ToolCalls {
     }
     const call = outcome.call!;
     if (call.status === 'APPROVED') {
-      this.#background(() => (call.kind === 'client' ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
+      this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
     }
     return this.approval(approvalId);
   }
@@ -602,12 +610,13 @@ export class ToolCalls {
     const orphans = await this.#em().execute<{ tool_call_id: string }[]>(
       `SELECT c.tool_call_id FROM tool_calls c LEFT JOIN approvals a ON a.approval_id = c.approval_id
        WHERE (c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds')
-          OR (c.status = 'DISPATCHED' AND c.kind <> 'client' AND c.created_at < now() - interval '2 seconds')
+          OR (c.status = 'DISPATCHED' AND c.kind NOT IN (SELECT jsonb_array_elements_text(?::jsonb)) AND c.created_at < now() - interval '2 seconds')
        LIMIT 50`,
+      [JSON.stringify(this.kinds.clientKinds())],
     );
     for (const { tool_call_id: id } of orphans) {
       const call = await this.get(id);
-      this.#background(() => (call.kind === 'client' ? this.#sendApprovedToClient(id) : this.#execute(id)));
+      this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(id) : this.#execute(id)));
     }
   }
 

@@ -20,12 +20,12 @@ import type { ApprovalRow, ToolCallRow, ToolCalls } from './tool-calls.js';
 import { listTools, type ToolKind as Kind, type ToolRow } from '../store/tool-store.js';
 import { upsertTool } from './tool-registry.js';
 
-const KIND_TO_PROTO: Record<Kind, ToolKind> = { builtin: ToolKind.TOOL_KIND_SERVER_BUILTIN, http: ToolKind.TOOL_KIND_SERVER_HTTP, client: ToolKind.TOOL_KIND_CLIENT };
+const KIND_TO_PROTO: Record<string, ToolKind> = { builtin: ToolKind.TOOL_KIND_SERVER_BUILTIN, http: ToolKind.TOOL_KIND_SERVER_HTTP, client: ToolKind.TOOL_KIND_CLIENT };
 const KIND_FROM_PROTO: Partial<Record<ToolKind, Kind>> = Object.fromEntries(Object.entries(KIND_TO_PROTO).map(([k, v]) => [v, k as Kind]));
 
 export const toToolMessage = (t: ToolRow): ToolMessage => ({
   name: t.name,
-  kind: KIND_TO_PROTO[t.kind],
+  kind: KIND_TO_PROTO[t.kind] ?? ToolKind.TOOL_KIND_UNSPECIFIED,
   version: t.version,
   description: t.description ?? '',
   inputSchema: t.inputSchema ?? undefined,
@@ -88,7 +88,7 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       if (!t) throw invalidRequest('tool is required', 'tool');
       const kind = KIND_FROM_PROTO[t.kind];
       if (!kind) throw invalidRequest('kind must be server builtin, server http or client', 'kind');
-      const tool = await upsertTool(em(), {
+      const tool = await upsertTool(em(), calls.kinds, {
         name: t.name,
         kind,
         version: t.version || '1.0.0',

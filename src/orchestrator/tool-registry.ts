@@ -6,23 +6,15 @@ import { invalidRequest } from '../domain/errors.js';
 import type { PermissionLevel } from '../domain/policy.js';
 import type { ToolKind, ToolRow } from '../domain/tool.js';
 import { BUILTIN_TOOLS } from '../execution/builtin-tools.js';
+import type { ToolKinds } from '../execution/tool-kinds.js';
 import { writeTool } from '../store/tool-store.js';
 
 const schemaCompiler = new Ajv({ strict: false });
 
 /** Checks a tool definition; the error names the field. */
-export function checkTool(tool: ToolRow): void {
+export function checkTool(tool: ToolRow, kinds: ToolKinds): void {
   if (!/^[A-Za-z0-9._-]{1,128}$/.test(tool.name)) throw invalidRequest('name must be 1-128 of A-Z a-z 0-9 . _ -', 'name');
-  if (!['builtin', 'http', 'client'].includes(tool.kind)) throw invalidRequest('kind must be builtin, http or client', 'kind');
-  if (tool.kind === 'builtin' && !BUILTIN_TOOLS.some((b) => b.name === tool.name)) throw invalidRequest(`there is no built-in tool ${tool.name}`, 'name');
-  if (tool.kind === 'http') {
-    try {
-      const url = new URL(tool.endpoint ?? '');
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error();
-    } catch {
-      throw invalidRequest('an http tool needs an absolute http(s) endpoint', 'endpoint');
-    }
-  }
+  kinds.validate(tool);
   if (!Number.isInteger(tool.timeoutMs) || tool.timeoutMs <= 0) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
   if (!['PUBLIC', 'INTERNAL', 'ADMIN'].includes(tool.permissionLevel)) throw invalidRequest('permission_level must be PUBLIC, INTERNAL or ADMIN', 'permission_level');
   for (const field of ['inputSchema', 'outputSchema'] as const) {
@@ -36,15 +28,15 @@ export function checkTool(tool: ToolRow): void {
 }
 
 /** Checks and creates or replaces a tool. */
-export async function upsertTool(em: EntityManager, tool: ToolRow): Promise<ToolRow> {
-  checkTool(tool);
+export async function upsertTool(em: EntityManager, kinds: ToolKinds, tool: ToolRow): Promise<ToolRow> {
+  checkTool(tool, kinds);
   return writeTool(em, tool);
 }
 
 /** Registers the built-ins and the tools of a config file (a JSON array of tool definitions). */
-export async function bootTools(em: EntityManager, file: string | undefined, defaultTimeoutMs: number): Promise<number> {
+export async function bootTools(em: EntityManager, kinds: ToolKinds, file: string | undefined, defaultTimeoutMs: number): Promise<number> {
   for (const b of BUILTIN_TOOLS) {
-    await upsertTool(em, {
+    await upsertTool(em, kinds, {
       name: b.name, kind: 'builtin', version: b.version, description: b.description, inputSchema: b.inputSchema, outputSchema: b.outputSchema,
       timeoutMs: b.timeoutMs, permissionLevel: b.permissionLevel, sideEffect: b.sideEffect, endpoint: null, metadata: null,
     });
@@ -59,7 +51,7 @@ export async function bootTools(em: EntityManager, file: string | undefined, def
   if (!Array.isArray(defs)) throw new Error(`ABC_TOOLS_FILE ${file}: expected a JSON array of tools`);
   for (const [i, d] of defs.entries()) {
     try {
-      await upsertTool(em, fromJson(d as Record<string, unknown>, defaultTimeoutMs));
+      await upsertTool(em, kinds, fromJson(d as Record<string, unknown>, defaultTimeoutMs));
     } catch (error) {
       throw new Error(`ABC_TOOLS_FILE ${file}: tool #${i}: ${(error as Error).message}`);
     }

@@ -5,7 +5,6 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState, type ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { writeTransition, type MachineTable } from './transition.js';
 import { newId } from '../runtime/new-id.js';
-import type { Logger } from '../runtime/log.js';
 
 export interface NewContract {
   sessionId: string;
@@ -32,6 +31,8 @@ export interface ExecutionStateEvent {
   is_resumable: boolean;
   has_side_effects: boolean;
   timestamp: number;
+  /** Set when the seed 004 execution_fact of a terminal move could not be written (the move stands). */
+  fact_error?: string;
 }
 
 let last = 0;
@@ -81,7 +82,7 @@ export async function moveContract(
      SELECT ?, coalesce(max(sequence_number) + 1, 0), ?, ?, ?, ?, ?, ? FROM execution_transitions WHERE execution_id = ?`,
     [row.execution_id, row.status, to, trigger, actor, actorCategory(actor), at, row.execution_id],
   );
-  if (EXECUTION_CONTRACT_MACHINE.isTerminal(to)) await recordFact(tx, row.execution_id);
+  const factError = EXECUTION_CONTRACT_MACHINE.isTerminal(to) ? await recordFact(tx, row.execution_id) : undefined;
   return {
     execution_id: row.execution_id,
     action_summary: row.action_summary,
@@ -93,19 +94,17 @@ export async function moveContract(
     is_resumable: (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(to),
     has_side_effects: row.irreversible,
     timestamp: at.getTime() / 1000,
+    ...(factError && { fact_error: factError }),
   };
 }
-
-/** Failed `execution_fact` writes are counted here and logged to `log` (set by the core). */
-export const factFailures: { count: number; log?: Logger } = { count: 0 };
 
 /**
  * Seed 004's memory summary of a contract that reached a terminal state, in
  * SESSION memory. Best-effort: it runs under a savepoint, so a failure rolls
- * back only the fact, is logged by the caller's log and counted, and never
- * fails the transition it follows.
+ * back only the fact, its error is returned (and recorded on the
+ * execution_state event), and it never fails the transition it follows.
  */
-async function recordFact(tx: EntityManager, executionId: string): Promise<void> {
+async function recordFact(tx: EntityManager, executionId: string): Promise<string | undefined> {
   await tx.execute('SAVEPOINT execution_fact');
   try {
     await tx.execute(
@@ -120,10 +119,10 @@ async function recordFact(tx: EntityManager, executionId: string): Promise<void>
       [newId('mem'), executionId],
     );
     await tx.execute('RELEASE SAVEPOINT execution_fact');
+    return undefined;
   } catch (error) {
     await tx.execute('ROLLBACK TO SAVEPOINT execution_fact');
-    factFailures.count++;
-    factFailures.log?.warn({ err: error, executionId, failures: factFailures.count }, 'execution_fact not recorded');
+    return String((error as Error).message ?? error).slice(0, 200);
   }
 }
 

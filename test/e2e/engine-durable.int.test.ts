@@ -6,6 +6,7 @@ import { HumanAction } from '../../gen/abc/ingress/v1/ingress.js';
 import { ApiKeys } from '../../src/access/api-keys.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { upsertTool, fromJson } from '../../src/orchestrator/tool-registry.js';
+import { ToolKinds } from '../../src/execution/tool-kinds.js';
 import { createOrm, type Orm } from '../../src/store/orm.js';
 import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { assemblyMessage, importSamplePortfolios, referenceAssembly, request } from '../support/contracts.js';
@@ -36,7 +37,7 @@ beforeAll(async () => {
   tools = await startToolServer();
   key = (await new ApiKeys(store.orm).create('test')).key;
   await importSamplePortfolios(store.orm);
-  await upsertTool(store.orm.em.fork(), fromJson({ name: 'wire', kind: 'http', endpoint: tools.endpoint('wire'), permission_level: 'ADMIN', side_effect: true }, 5000));
+  await upsertTool(store.orm.em.fork(), new ToolKinds(), fromJson({ name: 'wire', kind: 'http', endpoint: tools.endpoint('wire'), permission_level: 'ADMIN', side_effect: true }, 5000));
 });
 afterAll(async () => {
   await tools?.close();

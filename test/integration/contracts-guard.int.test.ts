@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ErrorMessage } from '../support/error-message.js';
-import { startTestCore, type TestCore } from '../support/core.js';
+import { PACKS, startTestCore, type TestCore } from '../support/core.js';
 import { failure, unary, withKey } from '../support/grpc.js';
 import { request } from '../support/contracts.js';
 
@@ -20,7 +20,8 @@ beforeAll(async () => {
   const schema = JSON.parse(await readFile(file, 'utf8'));
   schema.properties.ttl_seconds.minimum = 1_000_000_000;
   await writeFile(file, JSON.stringify(schema));
-  core = await startTestCore({ contracts: { workers: 0, contractsDir: dir } });
+  // The pack's contract is replaced by the broken copy.
+  core = await startTestCore({ packs: PACKS.map((p) => ({ ...p, contractsDir: dir })), contracts: { workers: 0 } });
 });
 afterAll(async () => {
   await core?.close();
