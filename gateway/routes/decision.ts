@@ -49,6 +49,8 @@ const assemblySchema = {
     steps: { type: 'array', minItems: 1, maxItems: 200, items: stepSchema },
     // Seed 002 engine policy and role bindings; the core checks its full schema.
     engine: { type: 'object' },
+    // The declarative output; the core checks its pointers and template.
+    output: { type: 'object' },
   },
 } as const;
 
@@ -84,6 +86,7 @@ export const assemblyJson = (a: Assembly) => ({
   capabilities: a.capabilities.map(capabilityJson),
   steps: a.steps.map(stepJson),
   ...(a.engine && { engine: a.engine }),
+  ...(a.output && { output: a.output }),
 });
 
 const planJson = (p: FrozenPlan) => ({

@@ -5,7 +5,7 @@ import { invalidRequest } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf } from '../grpc/mappers.js';
 import type { Decision, FrozenPlanDoc } from './decision.js';
-import type { AssemblyDef, CapabilityDef, PlannedStep, StepDef } from './planner.js';
+import type { AssemblyDef, CapabilityDef, OutputSpec, PlannedStep, StepDef } from './planner.js';
 
 export function decisionHandlers(decision: Decision): ServiceHandlers<typeof DecisionServiceService> {
   return {
@@ -112,6 +112,7 @@ export function toAssembly(a: AssemblyDef): Assembly {
     capabilities: a.capabilities.map(toCapability),
     expectedLatencyMs: a.expected_latency_ms ?? 0,
     engine: a.engine,
+    output: a.output as Record<string, unknown> | undefined,
   };
 }
 
@@ -126,6 +127,7 @@ function fromAssembly(a: Assembly): AssemblyDef {
     capabilities: a.capabilities.map(fromCapability),
     steps: a.steps.map(fromStepDef),
     ...(a.engine && { engine: a.engine }),
+    ...(a.output && { output: a.output as unknown as OutputSpec }),
   };
 }
 

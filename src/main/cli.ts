@@ -9,6 +9,7 @@ import { startCore } from './core.js';
 import { startGatewayThread } from './gateway-thread.js';
 import { Lifecycle } from './lifecycle.js';
 import { loadPacks } from './packs.js';
+import { DEFAULT_TOOL_KINDS } from '../execution/tool-kinds.js';
 import { migrate } from '../store/orm.js';
 import { migratePacks, packDb } from '../store/pack-db.js';
 
@@ -39,7 +40,7 @@ try {
       const applied = await migrate(orm);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs });
+      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS });
       lifecycle.add('core', core.close);
       const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, wsPingIntervalMs: config.wsPingIntervalMs };
       const gateway = config.gatewayThread
@@ -55,7 +56,7 @@ try {
     case 'core': {
       const orm = await openStore(config, log, lifecycle);
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs });
+      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS });
       lifecycle.add('core', core.close);
       break;
     }

@@ -30,7 +30,8 @@ import { ContractEngine } from '../engine/engine.js';
 import type { CoreSettings } from '../config.js';
 import type { AssemblyPack } from '../ports/pack.js';
 import { UnitCatalog } from '../execution/units.js';
-import { DEFAULT_TOOL_KINDS, ToolKinds } from '../execution/tool-kinds.js';
+import { ToolKinds } from '../execution/tool-kinds.js';
+import type { ToolKindAdapter } from '../ports/tool-kind.js';
 import { AssemblyOutputs } from '../engine/outputs.js';
 import { migratePacks, packDb } from '../store/pack-db.js';
 import { routerBase } from '../execution/llm-upstream.js';
@@ -53,6 +54,8 @@ export interface CoreOptions extends CoreSettings {
   secrets: SecretBox;
   /** The business packs this core serves. */
   packs: readonly AssemblyPack[];
+  /** The kinds of tool it can call (besides those its packs bring). */
+  toolKinds: readonly ToolKindAdapter[];
 }
 
 const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
@@ -98,7 +101,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   });
   const policy = await PolicyStore.open(opts.policyFile, log);
   // Every kind of tool ABC can call; a new kind (MCP, A2A) is one more adapter here.
-  const toolKinds = new ToolKinds(DEFAULT_TOOL_KINDS);
+  const toolKinds = new ToolKinds([...opts.toolKinds, ...opts.packs.flatMap((p) => p.toolKinds ?? [])]);
   const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);
   const toolCalls = new ToolCalls({
     orm: opts.orm,

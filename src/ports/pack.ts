@@ -5,6 +5,7 @@
 // and the domain; the composition root loads them.
 import type OpenAI from 'openai';
 import type { PermissionLevel } from '../domain/policy.js';
+import type { ToolKindAdapter } from './tool-kind.js';
 
 /** What the policy and the reviewer know of a unit, as of any tool (seed 002 BaseTool). */
 export interface UnitMeta {
@@ -88,4 +89,6 @@ export interface AssemblyPack {
   outputs?: Record<string, AssemblyOutput>;
   migrations?: PackMigration[];
   commands?: Record<string, PackCommand>;
+  /** Kinds of tool the pack teaches ABC (an MCP or A2A bridge, say); tools of these kinds register like any other. */
+  toolKinds?: ToolKindAdapter[];
 }

@@ -5,6 +5,7 @@ import { startCore, type Core, type CoreOptions } from '../../src/main/core.js';
 import { coreSettings, defaultConfig } from '../../src/config.js';
 import { SecretBox } from '../../src/access/secret-box.js';
 import { loadPacks } from '../../src/main/packs.js';
+import { DEFAULT_TOOL_KINDS } from '../../src/execution/tool-kinds.js';
 import path from 'node:path';
 import type { Orm } from '../../src/store/orm.js';
 import { migratedOrm } from './db.js';
@@ -30,7 +31,7 @@ export type CoreOverrides = Partial<Omit<CoreOptions, 'llm' | 'contracts'>> & { 
 export function coreOptions(orm: Orm, overrides: CoreOverrides = {}): CoreOptions {
   const base = coreSettings(defaultConfig());
   const { llm, contracts, ...rest } = overrides;
-  return { ...base, orm, log: testLogger(), secrets: SecretBox.ephemeral(), packs: PACKS, host: '127.0.0.1', port: 0, ...rest, llm: { ...base.llm, ...llm }, contracts: { ...base.contracts, ...contracts } };
+  return { ...base, orm, log: testLogger(), secrets: SecretBox.ephemeral(), packs: PACKS, toolKinds: DEFAULT_TOOL_KINDS, host: '127.0.0.1', port: 0, ...rest, llm: { ...base.llm, ...llm }, contracts: { ...base.contracts, ...contracts } };
 }
 
 export async function startTestCore(overrides: CoreOverrides = {}): Promise<TestCore> {

@@ -217,7 +217,14 @@ export interface Assembly {
   capabilities: Capability[];
   expectedLatencyMs: number;
   /** Seed 002 engine policy and role bindings for executions of this assembly. */
-  engine?: { [key: string]: any } | undefined;
+  engine?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * How the result and the artifact are built when no pack owns the assembly:
+   * {result, partial?, markdown?} (JSON pointers and a template).
+   */
+  output?: { [key: string]: any } | undefined;
 }
 
 /** PlanRequest is the intent and context of a contract execution. */
@@ -1045,6 +1052,7 @@ function createBaseAssembly(): Assembly {
     capabilities: [],
     expectedLatencyMs: 0,
     engine: undefined,
+    output: undefined,
   };
 }
 
@@ -1076,6 +1084,9 @@ export const Assembly: MessageFns<Assembly> = {
     }
     if (message.engine !== undefined) {
       Struct.encode(Struct.wrap(message.engine), writer.uint32(74).fork()).join();
+    }
+    if (message.output !== undefined) {
+      Struct.encode(Struct.wrap(message.output), writer.uint32(82).fork()).join();
     }
     return writer;
   },
@@ -1165,6 +1176,14 @@ export const Assembly: MessageFns<Assembly> = {
             message.engine = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.output = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1198,6 +1217,7 @@ export const Assembly: MessageFns<Assembly> = {
         ? globalThis.Number(object.expected_latency_ms)
         : 0,
       engine: isObject(object.engine) ? object.engine : undefined,
+      output: isObject(object.output) ? object.output : undefined,
     };
   },
 
@@ -1230,6 +1250,9 @@ export const Assembly: MessageFns<Assembly> = {
     if (message.engine !== undefined) {
       obj.engine = message.engine;
     }
+    if (message.output !== undefined) {
+      obj.output = message.output;
+    }
     return obj;
   },
 
@@ -1249,6 +1272,7 @@ export const Assembly: MessageFns<Assembly> = {
     message.capabilities = object.capabilities?.map((e) => Capability.fromPartial(e)) || [];
     message.expectedLatencyMs = object.expectedLatencyMs ?? 0;
     message.engine = object.engine ?? undefined;
+    message.output = object.output ?? undefined;
     return message;
   },
 };
