@@ -9,11 +9,11 @@ import { AbcError } from '../domain/errors.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
-import { appendTicketEvent, getTicket, type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvent, getTicket, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type TicketRow } from '../store/ticket-store.js';
 import { newId } from '../runtime/new-id.js';
 import { traceIdFrom, w3cTraceId } from '../domain/ids.js';
 import type { Logger } from '../runtime/log.js';
-import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
+import type { EventBus } from '../store/event-bus.js';
 import { retryOnConflict } from '../store/outage.js';
 import { WakeWatch } from '../store/wake-watch.js';
 import type { Orm } from '../store/orm.js';
@@ -143,7 +143,7 @@ export class ContractService {
       const updated = await this.opts.engine.cancel(tx, ticket);
       await appendTicketEvent(tx, ticket, 'ticket_canceled', { reason });
       // Tells the worker executing it, on whichever core, to stop.
-      await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, ticket]);
+      await notifyCancel(tx, ticket);
       return updated;
     }));
     return { ticket, status: row.status };
@@ -151,8 +151,7 @@ export class ContractService {
 
   /** The packaged output of a succeeded ticket. */
   async artifact(ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
-    const { rows } = await this.opts.readOnly.query<TicketRow>('SELECT * FROM tickets WHERE ticket = $1 AND expires_at > now()', [ticket]);
-    const row = rows[0];
+    const row = await readLiveTicket(this.opts.readOnly, ticket);
     if (!row) throw ticketNotFound(ticket);
     if (row.lifecycle_state !== 'COMPLETED' || row.artifact === null) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'ARTIFACT_NOT_READY', category: 'VALIDATION', message: `ticket ${ticket} is ${row.status}; the artifact exists once it has SUCCEEDED`, retryable: row.status === 'QUEUED' || row.status === 'RUNNING', traceId: row.trace_id });
@@ -185,21 +184,27 @@ export class ContractService {
     const hash = requestHash(request);
     const ticket = newId('tkt');
     return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
-      const inserted = await tx.execute<TicketRow[]>(
-        `INSERT INTO tickets (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
-           status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
-         ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
-        [ticket, contract.contract_id, contract.version, correlation.request_id, correlation.session_id, correlation.idempotency_key, hash, JSON.stringify(request),
-          preferencesOf(request).mode, traceId, expectedLatencyMs, this.opts.ticketRetentionMs],
-      );
-      if (inserted[0]) {
+      const inserted = await insertTicket(tx, {
+        ticket,
+        contract_id: contract.contract_id,
+        contract_version: contract.version,
+        request_id: correlation.request_id,
+        session_id: correlation.session_id,
+        idempotency_key: correlation.idempotency_key,
+        request_hash: hash,
+        request,
+        mode: preferencesOf(request).mode,
+        trace_id: traceId,
+        expected_latency_ms: expectedLatencyMs,
+        retention_ms: this.opts.ticketRetentionMs,
+      });
+      if (inserted) {
         await this.opts.engine.queue.enqueue(tx, ticket);
         const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
         await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) });
-        return inserted[0];
+        return inserted;
       }
-      const [existing] = await tx.execute<TicketRow[]>('SELECT * FROM tickets WHERE contract_id = ? AND idempotency_key = ?', [contract.contract_id, correlation.idempotency_key]);
+      const existing = await ticketByIdempotencyKey(tx, contract.contract_id, correlation.idempotency_key);
       if (existing!.request_hash !== hash) {
         throw new AbcError('ALREADY_EXISTS', {
           code: 'idempotency_conflict',
@@ -226,21 +231,7 @@ export class ContractService {
 
   /** One statement, only the columns a poller may see (no step outputs, no artifact). */
   async #read(ticket: string) {
-    const { rows } = await this.opts.readOnly.query<TicketRow & { steps: StepRow[] }>(
-      `SELECT c.ticket, c.contract_id, c.contract_version, c.status, c.phase, c.lifecycle_state, c.next_ticket, c.expires_at,
-              c.expected_latency_ms, c.trace_id,
-              jsonb_build_object('execution_preferences', c.request->'execution_preferences') AS request,
-              CASE WHEN c.status = 'RUNNING' THEN c.partial_result END AS partial_result,
-              CASE WHEN c.status = 'SUCCEEDED' THEN c.result END AS result,
-              CASE WHEN c.status = 'FAILED' THEN c.error END AS error,
-              coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'label', s.label, 'status', s.status, 'message', s.message,
-                                                           'started_at', s.started_at, 'ended_at', s.ended_at) ORDER BY s.position)
-                        FROM ticket_steps s WHERE s.ticket = c.ticket), '[]') AS steps
-       FROM tickets c
-       WHERE c.ticket = $1 AND (c.expires_at > now() OR c.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED'))`,
-      [ticket],
-    );
-    const row = rows[0];
+    const row = await readTicketForPoll(this.opts.readOnly, ticket);
     if (!row) throw ticketNotFound(ticket);
     return { row, document: pollDocument(row, row.steps, Date.now()) };
   }

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { newId } from '../runtime/new-id.js';
+import { insertAssembly, insertPlan, latestAssembly, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
 import type { Logger } from '../runtime/log.js';
 import { Ajv } from 'ajv';
 import { canonicalJson } from '../domain/hash.js';
@@ -14,8 +15,6 @@ import { AssemblyError, bodyOf, checkAssembly, compilePlan, mergeLocal, type Ass
 
 const checkEngineSection = new Ajv({ strict: false, allErrors: false }).compile(ENGINE_SETTINGS_SCHEMA);
 
-/** Versions are MAJOR.MINOR.PATCH (checkAssembly), so they order as integer arrays. */
-const SEMVER_ORDER = "string_to_array(version, '.')::int[]";
 
 export interface FrozenPlanDoc extends PlanBody {
   plan_id: string;
@@ -76,12 +75,7 @@ export class Decision {
       throw error;
     }
     const em = this.em();
-    const inserted = await em.execute<{ assembly_id: string }[]>(
-      `INSERT INTO assemblies (assembly_id, version, intent, contract_id, definition, expected_latency_ms)
-       VALUES (?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT DO NOTHING RETURNING assembly_id`,
-      [def.assembly_id, def.version, def.intent, def.contract?.contract_id ?? null, JSON.stringify(def), def.expected_latency_ms ?? 0],
-    );
-    if (inserted.length) return def;
+    if (await insertAssembly(em, def)) return def;
     const existing = await this.get(def.assembly_id, def.version);
     if (existing && canonicalJson(existing) === canonicalJson(def)) return existing;
     throw new AbcError('ALREADY_EXISTS', {
@@ -95,27 +89,19 @@ export class Decision {
     const key = `${assemblyId}@${version}`;
     const cached = this.#assemblies.get(key);
     if (cached) return cached;
-    const [row] = await this.em().execute<{ definition: AssemblyDef }[]>('SELECT definition FROM assemblies WHERE assembly_id = ? AND version = ?', [assemblyId, version]);
-    if (row) this.#assemblies.set(key, row.definition);
-    return row?.definition;
+    const found = await readAssembly<AssemblyDef>(this.em(), assemblyId, version);
+    if (found) this.#assemblies.set(key, found);
+    return found;
   }
 
   async list(intent?: string): Promise<AssemblyDef[]> {
-    const rows = await this.em().execute<{ definition: AssemblyDef }[]>(
-      `SELECT definition FROM assemblies ${intent ? 'WHERE intent = ?' : ''} ORDER BY assembly_id, ${SEMVER_ORDER}`,
-      intent ? [intent] : [],
-    );
-    return rows.map((r) => r.definition);
+    return listAssemblies<AssemblyDef>(this.em(), intent);
   }
 
   /** The assembly for an intent: a pinned version, else the highest version (one row read). */
   async resolve(intent: string, version?: string): Promise<AssemblyDef> {
-    const [row] = await this.em().execute<{ definition: AssemblyDef }[]>(
-      `SELECT definition FROM assemblies WHERE intent = ? ${version ? 'AND version = ?' : ''}
-       ORDER BY ${SEMVER_ORDER} DESC, assembly_id DESC LIMIT 1`,
-      version ? [intent, version] : [intent],
-    );
-    if (!row) {
+    const found = await latestAssembly<AssemblyDef>(this.em(), intent, version);
+    if (!found) {
       throw new AbcError('FAILED_PRECONDITION', {
         code: 'NO_ASSEMBLY',
         category: 'EXECUTION',
@@ -123,7 +109,7 @@ export class Decision {
         retryable: false,
       });
     }
-    return row.definition;
+    return found;
   }
 
   /** Compiles and stores a frozen plan. */
@@ -172,9 +158,9 @@ export class Decision {
   async getPlan(planId: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc | undefined> {
     const cached = this.#plans.get(planId);
     if (cached) return cached;
-    const [row] = await em.execute<{ plan: FrozenPlanDoc }[]>('SELECT plan FROM frozen_plans WHERE plan_id = ?', [planId]);
-    if (row) this.#remember(row.plan);
-    return row?.plan;
+    const plan = await readPlan<FrozenPlanDoc>(em, planId);
+    if (plan) this.#remember(plan);
+    return plan;
   }
 
   #remember(plan: FrozenPlanDoc): void {
@@ -192,10 +178,7 @@ export class Decision {
       ...(replaces && { replaces_plan_id: replaces }),
       metadata: { ...metadata, ...(executionId && { execution_id: executionId }) },
     };
-    await em.execute(
-      `INSERT INTO frozen_plans (plan_id, ticket, assembly_id, assembly_version, plan_hash, plan, replaces_plan_id) VALUES (?, ?, ?, ?, ?, ?::jsonb, ?)`,
-      [doc.plan_id, executionId ?? null, body.assembly_id, body.assembly_version, hash, JSON.stringify(doc), replaces ?? null],
-    );
+    await insertPlan(em, doc, executionId, replaces);
     return doc;
   }
 }

@@ -8,6 +8,7 @@ import type { StepState } from '../domain/contract-lifecycle.machine.js';
 import { newId } from '../runtime/new-id.js';
 import type { ExecRecord } from './record.js';
 import { appendTicketEvent, type StepRow } from '../store/ticket-store.js';
+import { insertSnapshot, readSnapshot } from '../store/snapshot-store.js';
 
 export interface SnapshotContent {
   label: string;
@@ -24,12 +25,11 @@ export async function createSnapshot(tx: EntityManager, ticket: string, state: s
     steps: Object.fromEntries(steps.map((s) => [s.step_id, { status: s.status }])),
     record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, snapshot_id: rec.snapshot_id },
   };
-  await tx.execute('INSERT INTO snapshots (snapshot_id, ticket, lifecycle_state, context) VALUES (?, ?, ?, ?::jsonb)', [snapshotId, ticket, state, JSON.stringify(content)]);
+  await insertSnapshot(tx, snapshotId, ticket, state, content);
   await appendTicketEvent(tx, ticket, 'SNAPSHOT_CREATED', { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length });
   return snapshotId;
 }
 
 export async function restoreSnapshot(em: EntityManager, snapshotId: string): Promise<SnapshotContent | undefined> {
-  const [row] = await em.execute<{ context: SnapshotContent }[]>('SELECT context FROM snapshots WHERE snapshot_id = ?', [snapshotId]);
-  return row?.context;
+  return readSnapshot<SnapshotContent>(em, snapshotId);
 }

@@ -17,7 +17,7 @@ import type { ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
-import { transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { setPartialResult, transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
 
 export interface BatchKit {
   row: TicketRow;
@@ -165,7 +165,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
         });
         const partial = k.output.partialResult(k.row.request, outputs);
-        if (partial) await tx.execute('UPDATE tickets SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);
+        if (partial) await setPartialResult(tx, ticket, partial);
       });
     } catch (error) {
       const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });

@@ -7,19 +7,15 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import type { UnitCatalog } from '../execution/units.js';
 import { openContract } from '../store/execution-contracts.js';
 import { TOOL_CAPABILITY_PREFIX } from './pep.js';
-import { appendTicketEvents, getSteps, transitionStep, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvents, getSteps, insertSteps, retargetStep, transitionStep, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
+import { toolsWithSideEffects } from '../store/tool-store.js';
 
 export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
   const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));
   const effects = await sideEffects(tx, units, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
   const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
   if (fresh.length) {
-    await tx.execute(
-      `INSERT INTO ticket_steps (ticket, step_id, position, label, capability, side_effect, status, message)
-       SELECT ?, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
-       FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)`,
-      [row.ticket, JSON.stringify(fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })))],
-    );
+    await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })));
     for (const { s } of fresh) {
       await openContract(tx, {
         sessionId: row.session_id,
@@ -37,7 +33,7 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
   const kept: TicketEventInput[] = [];
   for (const s of plan.steps.filter((x) => existing.has(x.id))) {
     const current = existing.get(s.id)!;
-    const retarget = () => tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [s.tool_name, effects.has(s.tool_name), s.label, row.ticket, s.id]);
+    const retarget = () => retargetStep(tx, row.ticket, s.id, { capability: s.tool_name, side_effect: effects.has(s.tool_name), label: s.label });
     if (!reset?.includes(s.id)) {
       if (current.status === 'PENDING' && current.capability !== s.tool_name) await retarget();
       continue;
@@ -64,7 +60,6 @@ async function sideEffects(tx: EntityManager, units: UnitCatalog, capabilities: 
   const out = new Set(capabilities.filter((c) => units.meta(c)?.side_effect));
   const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
   if (!tools.length) return out;
-  const rows = await tx.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(tools)]);
-  for (const r of rows) out.add(`${TOOL_CAPABILITY_PREFIX}${r.tool_name}`);
+  for (const name of await toolsWithSideEffects(tx, tools)) out.add(`${TOOL_CAPABILITY_PREFIX}${name}`);
   return out;
 }

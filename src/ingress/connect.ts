@@ -13,7 +13,7 @@ import type { Logger } from '../runtime/log.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { ToolCalls } from '../orchestrator/tool-calls.js';
 import type { Presence } from '../store/presence.js';
-import { getSession } from '../orchestrator/sessions.js';
+import { getSession } from '../store/session-store.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';

@@ -4,7 +4,7 @@
 import type { SecretBox } from '../access/secret-box.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
-import { toAgent, type AgentRow, type RawAgent } from '../store/agent-store.js';
+import { claimDueAgents, plaintextTokens, recordCheckFailure, recordCheckSuccess, replaceToken, type AgentRow } from '../store/agent-store.js';
 
 export * from '../store/agent-store.js';
 import { every, type Ticker } from '../runtime/ticker.js';
@@ -33,30 +33,15 @@ export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'age
   } catch (error) {
     failure = `GET /health failed: ${(error as Error).message}`;
   }
-  const [row] = failure
-    ? await opts.em().execute<RawAgent[]>(
-        `UPDATE agents SET status_reason = ?,
-           status = CASE WHEN coalesce(last_heartbeat, created_at) < now() - (? * interval '1 millisecond') THEN 'unhealthy' ELSE status END
-         WHERE agent_id = ? RETURNING *`,
-        [failure, opts.unhealthyAfterMs, agent.agentId],
-      )
-    : await opts.em().execute<RawAgent[]>(
-        "UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE agent_id = ? RETURNING *",
-        [agent.agentId],
-      );
+  const row = failure ? await recordCheckFailure(opts.em(), agent.agentId, failure, opts.unhealthyAfterMs) : await recordCheckSuccess(opts.em(), agent.agentId);
   if (row && row.status === 'unhealthy' && failure) opts.log.warn({ agentId: agent.agentId, failure }, 'agent unhealthy');
-  return row ? toAgent(row) : null;
+  return row;
 }
 
 /** Claims agents whose check is due (SKIP LOCKED), pushes their deadline, checks them. */
 export async function checkDueAgents(opts: HealthOptions): Promise<number> {
-  const due = await opts.em().execute<RawAgent[]>(
-    `UPDATE agents SET next_check_at = now() + (? * interval '1 millisecond')
-     WHERE agent_id IN (SELECT agent_id FROM agents WHERE next_check_at <= now() ORDER BY next_check_at LIMIT 50 FOR UPDATE SKIP LOCKED)
-     RETURNING *`,
-    [opts.intervalMs],
-  );
-  await Promise.all(due.map((r) => checkAgent(opts, toAgent(r))));
+  const due = await claimDueAgents(opts.em(), opts.intervalMs);
+  await Promise.all(due.map((a) => checkAgent(opts, a)));
   return due.length;
 }
 
@@ -67,9 +52,7 @@ export function startHealthMonitor(opts: HealthOptions & { tickMs?: number }): T
 
 /** Seals tokens stored in plaintext before secrets were encrypted at rest. */
 export async function sealLegacyTokens(em: EntityManager, secrets: SecretBox): Promise<number> {
-  const rows = await em.execute<{ agent_id: string; auth_token: string }[]>("SELECT agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%'");
-  for (const row of rows) {
-    await em.execute('UPDATE agents SET auth_token = ? WHERE agent_id = ? AND auth_token = ?', [secrets.seal(row.auth_token), row.agent_id, row.auth_token]);
-  }
+  const rows = await plaintextTokens(em);
+  for (const row of rows) await replaceToken(em, row.agent_id, row.auth_token, secrets.seal(row.auth_token));
   return rows.length;
 }

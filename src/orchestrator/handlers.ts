@@ -10,10 +10,10 @@ import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
 import { checkAgent, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
-import { getContext, getContextOrFail, putContext, type ContextBlobRow } from './context-store.js';
+import { getContext, getContextOrFail, putContext, type ContextBlobRow } from '../store/context-store.js';
 import type { RunRow } from '../store/run-store.js';
 import { Runs } from './runs.js';
-import { appendMessage, getSession, listMessages, type MessageRow } from './sessions.js';
+import { appendMessage, getSession, listMessages, type MessageRow } from '../store/session-store.js';
 
 export const toRunMessage = (r: RunRow): Run => ({
   runId: r.runId,

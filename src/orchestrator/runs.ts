@@ -20,7 +20,7 @@ import { getAgent, invocableAgent, type AgentRow } from './agents.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 import { EventWriter } from './event-writer.js';
 import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from '../store/run-store.js';
-import { appendMessage, ensureSession, listMessages } from './sessions.js';
+import { appendMessage, ensureSession, listMessages } from '../store/session-store.js';
 
 export interface RunsOptions {
   /** Opens agents' sealed tokens. */

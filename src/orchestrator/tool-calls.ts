@@ -21,7 +21,7 @@ import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from '../store/run-store.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
-import { getSession } from './sessions.js';
+import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';

@@ -106,3 +106,38 @@ export async function invocableAgent(em: EntityManager, agentId: string): Promis
   return agent;
 }
 
+
+/** A failed health check: the agent turns unhealthy once it has been silent for `unhealthyAfterMs`. */
+export async function recordCheckFailure(em: EntityManager, agentId: string, failure: string, unhealthyAfterMs: number): Promise<AgentRow | null> {
+  const [row] = await em.execute<RawAgent[]>(
+    `UPDATE agents SET status_reason = ?,
+       status = CASE WHEN coalesce(last_heartbeat, created_at) < now() - (? * interval '1 millisecond') THEN 'unhealthy' ELSE status END
+     WHERE agent_id = ? RETURNING *`,
+    [failure, unhealthyAfterMs, agentId],
+  );
+  return row ? toAgent(row) : null;
+}
+
+export async function recordCheckSuccess(em: EntityManager, agentId: string): Promise<AgentRow | null> {
+  const [row] = await em.execute<RawAgent[]>("UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE agent_id = ? RETURNING *", [agentId]);
+  return row ? toAgent(row) : null;
+}
+
+/** Claims up to 50 agents whose check is due (SKIP LOCKED) and pushes their next check by `intervalMs`. */
+export async function claimDueAgents(em: EntityManager, intervalMs: number): Promise<AgentRow[]> {
+  const rows = await em.execute<RawAgent[]>(
+    `UPDATE agents SET next_check_at = now() + (? * interval '1 millisecond')
+     WHERE agent_id IN (SELECT agent_id FROM agents WHERE next_check_at <= now() ORDER BY next_check_at LIMIT 50 FOR UPDATE SKIP LOCKED)
+     RETURNING *`,
+    [intervalMs],
+  );
+  return rows.map(toAgent);
+}
+
+/** Tokens stored in plaintext before secrets were sealed at rest. */
+export const plaintextTokens = (em: EntityManager) =>
+  em.execute<{ agent_id: string; auth_token: string }[]>("SELECT agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%'");
+
+export async function replaceToken(em: EntityManager, agentId: string, from: string, to: string): Promise<void> {
+  await em.execute('UPDATE agents SET auth_token = ? WHERE agent_id = ? AND auth_token = ?', [to, agentId, from]);
+}

@@ -2,6 +2,7 @@
 // transition goes through the machines' pure transition(), and commits with
 // its ticket event and a NOTIFY in one transaction.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type pg from 'pg';
 import {
   CONTRACT_LIFECYCLE_MACHINE,
   CONTRACT_STEP_MACHINE,
@@ -17,7 +18,7 @@ import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { writeTransition, type MachineTable } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
-import { TICKETS_CHANNEL } from './event-bus.js';
+import { CANCEL_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 
 export interface TicketRow {
   ticket: string;
@@ -263,4 +264,87 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
     await tx.execute('DELETE FROM ticket_events WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
     return gone.length;
   });
+}
+
+/** What pollers may see of a running ticket. */
+export async function setPartialResult(tx: EntityManager, ticket: string, partial: Record<string, unknown>): Promise<void> {
+  await tx.execute('UPDATE tickets SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);
+}
+
+/** New step rows of a ticket, PENDING. */
+export async function insertSteps(tx: EntityManager, ticket: string, steps: { step_id: string; position: number; label: string; capability: string; side_effect: boolean }[]): Promise<void> {
+  await tx.execute(
+    `INSERT INTO ticket_steps (ticket, step_id, position, label, capability, side_effect, status, message)
+     SELECT ?, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
+     FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)`,
+    [ticket, JSON.stringify(steps)],
+  );
+}
+
+/** Points a step at another capability (a replan), outside its state machine. */
+export async function retargetStep(tx: EntityManager, ticket: string, stepId: string, to: { capability: string; side_effect: boolean; label: string }): Promise<void> {
+  await tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [to.capability, to.side_effect, to.label, ticket, stepId]);
+}
+
+export interface NewTicket {
+  ticket: string;
+  contract_id: string;
+  contract_version: string;
+  request_id: string;
+  session_id: string;
+  idempotency_key: string;
+  request_hash: string;
+  request: Record<string, unknown>;
+  mode: string;
+  trace_id: string;
+  expected_latency_ms: number;
+  /** How long it stays pollable. */
+  retention_ms: number;
+}
+
+/** Creates a ticket in INIT; undefined when its idempotency key is taken. */
+export async function insertTicket(tx: EntityManager, t: NewTicket): Promise<TicketRow | undefined> {
+  const [row] = await tx.execute<TicketRow[]>(
+    `INSERT INTO tickets (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
+       status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
+     ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
+    [t.ticket, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.expected_latency_ms, t.retention_ms],
+  );
+  return row;
+}
+
+export async function ticketByIdempotencyKey(em: EntityManager, contractId: string, key: string): Promise<TicketRow | undefined> {
+  const [row] = await em.execute<TicketRow[]>('SELECT * FROM tickets WHERE contract_id = ? AND idempotency_key = ?', [contractId, key]);
+  return row;
+}
+
+/** An unexpired ticket, through sessions that cannot write. */
+export async function readLiveTicket(readOnly: pg.Pool, ticket: string): Promise<TicketRow | undefined> {
+  const { rows } = await readOnly.query<TicketRow>('SELECT * FROM tickets WHERE ticket = $1 AND expires_at > now()', [ticket]);
+  return rows[0];
+}
+
+/** What a poller may see, in one statement through sessions that cannot write: no step outputs, no artifact. */
+export async function readTicketForPoll(readOnly: pg.Pool, ticket: string): Promise<(TicketRow & { steps: StepRow[] }) | undefined> {
+  const { rows } = await readOnly.query<TicketRow & { steps: StepRow[] }>(
+    `SELECT c.ticket, c.contract_id, c.contract_version, c.status, c.phase, c.lifecycle_state, c.next_ticket, c.expires_at,
+            c.expected_latency_ms, c.trace_id,
+            jsonb_build_object('execution_preferences', c.request->'execution_preferences') AS request,
+            CASE WHEN c.status = 'RUNNING' THEN c.partial_result END AS partial_result,
+            CASE WHEN c.status = 'SUCCEEDED' THEN c.result END AS result,
+            CASE WHEN c.status = 'FAILED' THEN c.error END AS error,
+            coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'label', s.label, 'status', s.status, 'message', s.message,
+                                                         'started_at', s.started_at, 'ended_at', s.ended_at) ORDER BY s.position)
+                      FROM ticket_steps s WHERE s.ticket = c.ticket), '[]') AS steps
+     FROM tickets c
+     WHERE c.ticket = $1 AND (c.expires_at > now() OR c.status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED'))`,
+    [ticket],
+  );
+  return rows[0];
+}
+
+/** Tells the worker executing `ticket`, on whichever core, to stop (delivered at commit). */
+export async function notifyCancel(tx: EntityManager, ticket: string): Promise<void> {
+  await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, ticket]);
 }

@@ -62,3 +62,9 @@ export async function getTool(em: EntityManager, name: string): Promise<ToolRow>
   if (!row) throw notFound('tool', name);
   return toTool(row);
 }
+
+/** Which of `names` are registered tools with side effects. */
+export async function toolsWithSideEffects(em: EntityManager, names: string[]): Promise<string[]> {
+  const rows = await em.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(names)]);
+  return rows.map((r) => r.tool_name);
+}
