@@ -30,6 +30,8 @@ export const ERROR_CODES = {
   agent_error: 'The agent failed, timed out, is unknown or unhealthy, or answered outside the protocol (`details.reason`).',
   run_ended: 'The run has ended; its approvals are withdrawn and its tool calls will not start.',
   parent_run_ended: 'The calling run of an agent-to-agent call has ended.',
+  a2a_cycle: 'An agent-to-agent call would call an agent already in its chain (`details.path`).',
+  a2a_depth_exceeded: 'Agent-to-agent calls nest deeper than A2A_MAX_DEPTH.',
   // Tools and approvals.
   tool_failed: 'A tool failed; a webhook tool says why in `details.tool_error`.',
   tool_timeout: 'A tool did not answer within its timeout.',

@@ -1,8 +1,8 @@
 // What an agent is told about the world before it acts: the session's
 // consequence views (seed 004), structured and as the seed's prompt text.
 import type pg from 'pg';
-import { readContracts } from './execution-reads.js';
-import { consequenceViews, renderConsequences } from './views.js';
+import { readContracts } from '../store/execution-reads.js';
+import { consequenceViews, renderConsequences } from '../domain/execution-views.js';
 
 /** Actions whose consequences the prompt text reports (seed 004 reports tool calls; ABC also its other actions). */
 export const PROMPT_ACTION_TYPES = ['tool_call', 'contract_step', 'agent_call'];

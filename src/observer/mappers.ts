@@ -1,7 +1,7 @@
 // Seed 004 views in their proto shapes.
 import type { ExecutionConsequenceView as ConsequenceMessage, ExecutionSnapshot as SnapshotMessage, ExecutionStatus, TransitionRecord as TransitionMessage } from '../../gen/abc/observer/v1/views.js';
 import { enumOf } from '../grpc/mappers.js';
-import type { ExecutionConsequenceView, ExecutionSnapshot, TransitionRecord } from './views.js';
+import type { ExecutionConsequenceView, ExecutionSnapshot, TransitionRecord } from '../domain/execution-views.js';
 
 const status = (s: string) => enumOf<ExecutionStatus>('EXECUTION_STATUS', s);
 const opt = <T>(v: T | null) => v ?? undefined;

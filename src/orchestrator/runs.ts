@@ -12,14 +12,31 @@ import { newId } from '../runtime/new-id.js';
 import { traceIdFrom } from '../domain/ids.js';
 import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../runtime/log.js';
-import { CANCEL_CHANNEL, type EventBus } from '../store/event-bus.js';
+import type { EventBus } from '../store/event-bus.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
 import { getAgent, invocableAgent, type AgentRow } from './agents.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 import { EventWriter } from './event-writer.js';
-import { findRun, findRunByRequest, insertRun, transitionRun, type RunRow } from '../store/run-store.js';
+import {
+  activeChildren,
+  ancestorRuns,
+  claimOrphanRuns,
+  findRun,
+  findRunByRequest,
+  firstEventId,
+  insertRun,
+  lockRunStatus,
+  notifyRunCancel,
+  releaseRunLease,
+  renewRunLease,
+  setRunTokenHash,
+  streamedText,
+  takeRunLease,
+  transitionRun,
+  type RunRow,
+} from '../store/run-store.js';
 import { appendMessage, ensureSession, listMessages } from '../store/session-store.js';
 
 export interface RunsOptions {
@@ -147,8 +164,7 @@ export class Runs {
   async #existing(sessionId: string, requestId: string): Promise<Started | null> {
     const run = await findRunByRequest(this.#em(), sessionId, requestId);
     if (!run) return null;
-    const [first] = await this.#em().execute<{ id: string }[]>('SELECT min(id) AS id FROM events WHERE run_id = ?', [run.runId]);
-    return { run, created: false, cursorBefore: String(BigInt(first?.id ?? '1') - 1n) };
+    return { run, created: false, cursorBefore: String(BigInt((await firstEventId(this.#em(), run.runId)) ?? '1') - 1n) };
   }
 
   async get(runId: string): Promise<RunRow> {
@@ -168,13 +184,7 @@ export class Runs {
     if (RUN_MACHINE.isTerminal(parent.status)) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'parent_run_ended', message: `parent run ${parent.runId} is ${parent.status}` });
     }
-    const chain = await this.#em().execute<{ run_id: string; root_agent_id: string }[]>(
-      `WITH RECURSIVE up AS (
-         SELECT run_id, root_agent_id, parent_run_id, 1 AS depth FROM runs WHERE run_id = ?
-         UNION ALL SELECT r.run_id, r.root_agent_id, r.parent_run_id, up.depth + 1 FROM runs r JOIN up ON r.run_id = up.parent_run_id WHERE up.depth < 100
-       ) SELECT run_id, root_agent_id FROM up ORDER BY depth DESC`,
-      [parent.runId],
-    );
+    const chain = await ancestorRuns(this.#em(), parent.runId);
     const path = [...chain.map((r) => r.root_agent_id), call.agentId].join(' -> ');
     if (chain.some((r) => r.root_agent_id === call.agentId)) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_cycle', message: `agent call cycle refused: ${path}`, details: { path } });
@@ -211,9 +221,8 @@ export class Runs {
           code: 'cancelled',
           message: why || 'cancelled',
         });
-        await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, id]);
-        const children = await tx.execute<{ run_id: string }[]>(`SELECT run_id FROM runs WHERE parent_run_id = ? AND status IN (${ACTIVE})`, [id]);
-        for (const child of children) await cancelTree(child.run_id, `parent run ${id} was cancelled`);
+        await notifyRunCancel(tx, id);
+        for (const child of await activeChildren(tx, id)) await cancelTree(child, `parent run ${id} was cancelled`);
       };
       await cancelTree(runId, reason);
     });
@@ -235,11 +244,7 @@ export class Runs {
   }
 
   async #takeLease(tx: EntityManager, runId: string): Promise<void> {
-    await tx.execute("UPDATE runs SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') WHERE run_id = ?", [
-      this.#opts.coreId,
-      this.#opts.leaseMs,
-      runId,
-    ]);
+    await takeRunLease(tx, runId, this.#opts.coreId, this.#opts.leaseMs);
   }
 
   /**
@@ -255,29 +260,14 @@ export class Runs {
    *   live stream could diverge from what the client already saw.
    */
   async recoverOrphans(): Promise<number> {
-    const claimed = await this.#em().execute<{ run_id: string; status: RunState; detached: boolean; streamed: boolean; after_pause: boolean; done_early: boolean }[]>(
-      `WITH picked AS (
-         SELECT run_id, status, lease_owner IS NULL AS detached FROM runs
-         WHERE status IN (${ACTIVE}) AND (lease_until < now() OR (status = 'RUNNING' AND lease_owner IS NULL))
-           -- Runs this core still executes: their lease lapsed only because the database was away.
-           AND NOT (lease_owner = ? AND run_id IN (SELECT jsonb_array_elements_text(?::jsonb)))
-         ORDER BY lease_until NULLS FIRST LIMIT 20 FOR UPDATE SKIP LOCKED
-       )
-       UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') FROM picked WHERE r.run_id = picked.run_id
-       RETURNING r.run_id, picked.status, picked.detached,
-         EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed,
-         coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause,
-         coalesce((SELECT e.type FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_invoke_started', 'agent_invoke_retry', 'agent_done_while_paused')
-                   ORDER BY e.seq DESC LIMIT 1) = 'agent_done_while_paused', false) AS done_early`,
-      [this.#opts.coreId, JSON.stringify([...this.#inFlight.keys()]), this.#opts.coreId, this.#opts.leaseMs],
-    );
+    const claimed = await claimOrphanRuns(this.#em(), this.#opts.coreId, [...this.#inFlight.keys()], this.#opts.leaseMs);
     for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause, done_early: doneEarly } of claimed) {
       // A run that died while paused (or right after its pause ended) resumes; its agent was waiting, not streaming.
       const detached = wasDetached || afterPause;
       const run = (await findRun(this.#em(), runId))!;
       if (status !== 'RUNNING') {
         this.#log.warn({ runId, status }, 'the executor of a paused run was lost; the run waits detached');
-        await this.#em().execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?', [runId, this.#opts.coreId]);
+        await releaseRunLease(this.#em(), runId, this.#opts.coreId);
         continue;
       }
       if (streamed && !detached) {
@@ -292,7 +282,7 @@ export class Runs {
       }
       // The lost executor's token died with it; the new call gets a fresh one.
       const token = newRunToken();
-      await this.#em().execute('UPDATE runs SET token_hash = ? WHERE run_id = ?', [hashToken(token), runId]);
+      await setRunTokenHash(this.#em(), runId, hashToken(token));
       const sent = detached ? await this.#streamedText(runId) : '';
       // An agent that said done while its run waited is resumed for the outcome it has not seen.
       const reason = doneEarly ? 'agent_done_while_paused' : 'executor_lost';
@@ -307,26 +297,17 @@ export class Runs {
 
   /** The text a run has already streamed to its clients. */
   async #streamedText(runId: string): Promise<string> {
-    const rows = await this.#em().execute<{ text: string | null }[]>(
-      "SELECT payload->>'text' AS text FROM events WHERE run_id = ? AND type = 'agent_stream_delta' ORDER BY seq",
-      [runId],
-    );
-    return rows.map((r) => r.text ?? '').join('');
+    return streamedText(this.#em(), runId);
   }
 
   #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, alreadySent = ''): void {
     const controller = new AbortController();
     const offCancel = this.#opts.bus.onCancel(run.runId, () => controller.abort(new CancelAbort()));
     const renew = setInterval(() => {
-      this.#em()
-        .execute<{ run_id: string }[]>(
-          `UPDATE runs SET lease_until = now() + (? * interval '1 millisecond')
-           WHERE run_id = ? AND lease_owner = ? AND status IN (${ACTIVE}) RETURNING run_id`,
-          [this.#opts.leaseMs, run.runId, this.#opts.coreId],
-        )
-        .then((rows) => {
+      renewRunLease(this.#em(), run.runId, this.#opts.coreId, this.#opts.leaseMs)
+        .then((held) => {
           // Ended, or another core took the run over: this executor must stop.
-          if (rows.length === 0) controller.abort(new CancelAbort());
+          if (!held) controller.abort(new CancelAbort());
         })
         .catch((error) => this.#log.warn({ err: error, runId: run.runId }, 'lease renewal failed'));
     }, Math.max(50, Math.floor(this.#opts.leaseMs / 3)));
@@ -439,8 +420,8 @@ export class Runs {
     // A retry after a lost commit finds the run ended and is refused as a whole.
     await retryWhileUnavailable(() =>
       this.#em().transactional(async (tx) => {
-        const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [run.runId]);
-        if (row?.status === 'PAUSED_WAITING_APPROVAL' || row?.status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, row.status, usage, finalMessage);
+        const status = await lockRunStatus(tx, run.runId);
+        if (status === 'PAUSED_WAITING_APPROVAL' || status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, status, usage, finalMessage);
         await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId });
         await transitionRun(tx, this.#log, run.runId, 'complete', [
           { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
@@ -460,7 +441,7 @@ export class Runs {
    */
   async #detach(tx: EntityManager, run: RunRow, status: RunState, usage: Record<string, unknown>, finalMessage: string): Promise<void> {
     await appendEvents(tx, run.runId, [{ type: 'agent_done_while_paused', payload: { status, final_message: finalMessage, usage, outcome: 'resumes_after_wait' } }]);
-    await tx.execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ?', [run.runId]);
+    await releaseRunLease(tx, run.runId);
     this.#log.warn({ runId: run.runId, status }, 'the agent finished while its run waits; the run resumes the agent after the wait');
   }
 
@@ -482,5 +463,4 @@ class CancelAbort extends Error {}
 class ShutdownAbort extends Error {}
 
 /** States in which a run has an executor holding a lease. */
-const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
 

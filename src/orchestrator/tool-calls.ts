@@ -3,8 +3,8 @@
 // commits with its §9 event. Timers are deadline columns swept with SKIP LOCKED.
 import { canonicalHash } from '../domain/hash.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { isIllegalTransition, writeTransition, type MachineTable } from '../store/transition.js';
-import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
+import { isIllegalTransition, writeTransition } from '../store/transition.js';
+import type { ApprovalState, ApprovalTrigger } from '../domain/approval.machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
@@ -20,81 +20,39 @@ import type { Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from '../store/run-store.js';
-import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
+import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
+import {
+  answerIdempotencyKey,
+  APPROVALS,
+  claimIdempotencyKey,
+  completedElsewhere,
+  countAwaited,
+  countWaitingContracts,
+  expiredApprovals,
+  insertApproval,
+  insertToolCall,
+  listApprovals,
+  lockCallWithOwner,
+  lockOverdueCall,
+  orphanCalls,
+  overdueCalls,
+  readApproval,
+  readCallAndRun,
+  readIdempotencyKey,
+  readToolCall,
+  TOOL_CALLS,
+  type ApprovalRow,
+  type ToolCallRow,
+} from '../store/tool-call-store.js';
 
-export interface ToolCallRow {
-  toolCallId: string;
-  runId: string;
-  toolName: string;
-  kind: string;
-  status: ToolCallState;
-  args: Record<string, unknown>;
-  result: unknown;
-  error: { code: string; message: string } | null;
-  approvalId: string | null;
-  idempotencyKey: string | null;
-  createdAt: Date;
-  startedAt: Date | null;
-  completedAt: Date | null;
-  deadlineAt: Date | null;
-  timeoutMs: number | null;
-}
+export type { ApprovalRow, ToolCallRow };
 
-interface RawCall {
-  tool_call_id: string;
-  run_id: string;
-  tool_name: string;
-  kind: string;
-  status: ToolCallState;
-  args: Record<string, unknown> | null;
-  result: unknown;
-  error: { code: string; message: string } | null;
-  approval_id: string | null;
-  idempotency_key: string | null;
-  created_at: Date;
-  started_at: Date | null;
-  completed_at: Date | null;
-  deadline_at: Date | null;
-  timeout_ms: number | null;
-}
 
-const date = (d: Date | null) => (d ? new Date(d) : null);
-const toCall = (r: RawCall): ToolCallRow => ({
-  toolCallId: r.tool_call_id,
-  runId: r.run_id,
-  toolName: r.tool_name,
-  kind: r.kind,
-  status: r.status,
-  args: r.args ?? {},
-  result: r.result,
-  error: r.error,
-  approvalId: r.approval_id,
-  idempotencyKey: r.idempotency_key,
-  createdAt: new Date(r.created_at),
-  startedAt: date(r.started_at),
-  completedAt: date(r.completed_at),
-  deadlineAt: date(r.deadline_at),
-  timeoutMs: r.timeout_ms,
-});
 
-export interface ApprovalRow {
-  approvalId: string;
-  runId: string;
-  toolCallId: string;
-  sessionId: string;
-  status: ApprovalState;
-  createdAt: Date;
-  decidedAt: Date | null;
-  decidedBy: string | null;
-  reason: string | null;
-  expiresAt: Date;
-  argsSummary: string | null;
-  toolName: string;
-}
 
 /** The answer of an invoke (seed 001 §7.2). */
 export type InvokeOutcome =
@@ -116,8 +74,6 @@ export interface ToolCallsOptions {
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
-const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
-const APPROVALS: MachineTable<ApprovalState, ApprovalTrigger> = { machine: APPROVAL_MACHINE, table: 'approvals', state: 'status', key: ['approval_id'] };
 
 export class ToolCalls {
   readonly #opts: ToolCallsOptions;
@@ -182,18 +138,8 @@ export class ToolCalls {
    * request under a live key is a conflict.
    */
   async #claimKey(tx: EntityManager, key: string, hash: string): Promise<ToolCallRow | null> {
-    const [claimed] = await tx.execute<{ key: string }[]>(
-      `INSERT INTO idempotency_keys (scope, key, request_hash, expires_at) VALUES ('tool_call', ?, ?, now() + (? * interval '1 millisecond'))
-       ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, response = NULL, created_at = now(), expires_at = EXCLUDED.expires_at
-       WHERE idempotency_keys.expires_at <= now()
-       RETURNING key`,
-      [key, hash, this.#opts.idempotencyTtlMs],
-    );
-    if (claimed) return null;
-    const [row] = await tx.execute<{ request_hash: string; response: { tool_call_id: string } }[]>(
-      "SELECT request_hash, response FROM idempotency_keys WHERE scope = 'tool_call' AND key = ?",
-      [key],
-    );
+    if (await claimIdempotencyKey(tx, 'tool_call', key, hash, this.#opts.idempotencyTtlMs)) return null;
+    const row = await readIdempotencyKey<{ tool_call_id: string }>(tx, 'tool_call', key);
     if (row!.request_hash !== hash) {
       throw new AbcError('ALREADY_EXISTS', {
         code: 'idempotency_conflict',
@@ -216,12 +162,8 @@ export class ToolCalls {
   ): Promise<ToolCallRow> {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
-    await tx.execute(
-      `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms)
-       VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?)`,
-      [id, req.runId, tool.name, tool.kind, JSON.stringify(req.args), key, timeoutMs],
-    );
-    await tx.execute("UPDATE idempotency_keys SET response = ?::jsonb WHERE scope = 'tool_call' AND key = ?", [JSON.stringify({ tool_call_id: id }), key]);
+    await insertToolCall(tx, { toolCallId: id, runId: req.runId, toolName: tool.name, kind: tool.kind, args: req.args, idempotencyKey: key, timeoutMs });
+    await answerIdempotencyKey(tx, 'tool_call', key, { tool_call_id: id });
     await openContract(tx, {
       sessionId,
       runId: req.runId,
@@ -290,11 +232,7 @@ export class ToolCalls {
    */
   async submitResult(userId: string | null, res: { toolCallId: string; ok: boolean; result: unknown; errorMessage: string }): Promise<ToolCallRow> {
     return this.#em().transactional(async (tx) => {
-      const [row] = await tx.execute<(RawCall & { session_id: string; owner: string })[]>(
-        `SELECT c.*, r.session_id, s.user_id AS owner FROM tool_calls c JOIN runs r ON r.run_id = c.run_id JOIN sessions s ON s.session_id = r.session_id
-         WHERE c.tool_call_id = ? FOR UPDATE OF c`,
-        [res.toolCallId],
-      );
+      const row = await lockCallWithOwner(tx, res.toolCallId);
       if (!row) throw notFound('tool_call', res.toolCallId);
       if (userId !== null && row.owner !== userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `tool call ${res.toolCallId} belongs to another user's session` });
       if (!this.kinds.clientSide(row.kind)) throw new AbcError('FAILED_PRECONDITION', { code: 'not_a_client_tool', message: `${row.tool_name} is not a client tool` });
@@ -323,15 +261,9 @@ export class ToolCalls {
   async #resumeIfIdle(tx: EntityManager, runId: string, detail: Record<string, unknown>): Promise<void> {
     const run = (await findRun(tx, runId))!;
     if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return;
-    const [{ n }] = (await tx.execute<{ n: number }[]>(
-      "SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND (status = 'WAITING_APPROVAL' OR (status = 'RUNNING' AND kind IN (SELECT jsonb_array_elements_text(?::jsonb))))",
-      [runId, JSON.stringify(this.kinds.clientKinds())],
-    )) as [{ n: number }];
-    if (n > 0) return;
+    if ((await countAwaited(tx, runId, this.kinds.clientKinds())) > 0) return;
     // Seed 004 alignment: resuming expects no execution contract of the run still waiting.
-    const [{ waiting }] = (await tx.execute<{ waiting: number }[]>("SELECT count(*)::int AS waiting FROM execution_contracts WHERE run_id = ? AND status = 'waiting'", [runId])) as [
-      { waiting: number },
-    ];
+    const waiting = await countWaitingContracts(tx, runId);
     const warning: NewEvent[] = waiting
       ? [{ type: 'execution_alignment_warning', payload: { expected_waiting: 0, actual_waiting: waiting, detail } }]
       : [];
@@ -342,11 +274,7 @@ export class ToolCalls {
   async #requestApproval(tx: EntityManager, id: string, sessionId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
     const approvalId = newId('ap');
     const summary = summarize(tool.name, args);
-    const [approval] = await tx.execute<{ expires_at: Date }[]>(
-      `INSERT INTO approvals (approval_id, run_id, tool_call_id, status, expires_at, session_id, args_summary, args_hash)
-       VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?) RETURNING expires_at`,
-      [approvalId, runId, id, this.#opts.approvalTimeoutMs, sessionId, summary, canonicalHash(args)],
-    );
+    const approval = await insertApproval(tx, { approvalId, runId, toolCallId: id, sessionId, summary, argsHash: canonicalHash(args), timeoutMs: this.#opts.approvalTimeoutMs });
     await openContract(tx, {
       sessionId,
       runId,
@@ -382,10 +310,7 @@ export class ToolCalls {
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
     const started = await this.#em()
       .transactional(async (tx) => {
-        const [current] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState }[]>(
-          'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus" FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
-          [toolCallId],
-        );
+        const current = await readCallAndRun(tx, toolCallId);
         if (!current) throw notFound('tool_call', toolCallId);
         // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
         const ended = RUN_MACHINE.isTerminal(current.runStatus);
@@ -524,32 +449,26 @@ export class ToolCalls {
   }
 
   async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null }> {
-    const [row] = await tx.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ? FOR UPDATE OF a`, [approvalId]);
+    const row = await readApproval(tx, approvalId, { lock: true });
     if (!row) throw notFound('approval', approvalId);
-    return { ...toApproval(row), argsHash: row.args_hash };
+    return row;
   }
 
   async approval(approvalId: string): Promise<ApprovalRow> {
-    const [row] = await this.#em().execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ?`, [approvalId]);
+    const row = await readApproval(this.#em(), approvalId);
     if (!row) throw notFound('approval', approvalId);
-    return toApproval(row);
+    return row;
   }
 
   async listApprovals(filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.sessionId) where.push('a.session_id = ?'), params.push(filter.sessionId);
-    if (filter.runId) where.push('a.run_id = ?'), params.push(filter.runId);
-    if (filter.status) where.push('a.status = ?'), params.push(filter.status);
-    if (!where.length) throw invalidRequest('session_id or run_id is required', 'session_id');
-    const rows = await this.#em().execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE ${where.join(' AND ')} ORDER BY a.created_at`, params);
-    return rows.map(toApproval);
+    if (!filter.sessionId && !filter.runId) throw invalidRequest('session_id or run_id is required', 'session_id');
+    return listApprovals(this.#em(), filter);
   }
 
   async get(toolCallId: string, em: EntityManager = this.#em()): Promise<ToolCallRow> {
-    const [row] = await em.execute<RawCall[]>('SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);
+    const row = await readToolCall(em, toolCallId);
     if (!row) throw notFound('tool_call', toolCallId);
-    return toCall(row);
+    return row;
   }
 
   /** Waits up to `timeoutMs` for the call to end, woken by its run's events; never polls in a loop. */
@@ -576,29 +495,19 @@ export class ToolCalls {
    * past their deadline, and calls whose executor was lost before starting them.
    */
   async sweep(): Promise<void> {
-    const expired = await this.#em().execute<{ approval_id: string }[]>(
-      "SELECT approval_id FROM approvals WHERE status = 'PENDING' AND expires_at < now() ORDER BY expires_at LIMIT 50",
-    );
-    for (const { approval_id: id } of expired) {
+    for (const id of await expiredApprovals(this.#em())) {
       await this.#em()
         .transactional(async (tx) => {
-          const [row] = await tx.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ? AND a.status = 'PENDING' FOR UPDATE OF a SKIP LOCKED`, [id]);
-          if (row) await this.#settle(tx, { ...toApproval(row), argsHash: row.args_hash }, 'expire', 'system', 'approval timed out');
+          const row = await readApproval(tx, id, { lock: true, pendingOnly: true });
+          if (row) await this.#settle(tx, row, 'expire', 'system', 'approval timed out');
         })
         .catch((error) => this.#log.error({ err: error, approvalId: id }, 'approval expiry failed'));
     }
-    const overdue = await this.#em().execute<{ tool_call_id: string }[]>(
-      "SELECT tool_call_id FROM tool_calls WHERE status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() ORDER BY deadline_at LIMIT 50",
-    );
-    for (const { tool_call_id: id } of overdue) {
+    for (const id of await overdueCalls(this.#em())) {
       const error = { code: 'tool_timeout', message: 'the tool call passed its deadline' };
       await this.#em()
         .transactional(async (tx) => {
-          const [row] = await tx.execute<{ status: ToolCallState }[]>(
-            "SELECT status FROM tool_calls WHERE tool_call_id = ? AND status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() FOR UPDATE SKIP LOCKED",
-            [id],
-          );
-          if (!row) return;
+          if (!(await lockOverdueCall(tx, id))) return;
           const kind = (await this.get(id, tx)).kind;
           const call = await this.#transition(tx, id, 'time_out', [{ type: 'tool_result', payload: { tool_call_id: id, kind, status: 'timeout', error } }], { error, completed: true });
           await this.#resumeIfIdle(tx, call.runId, { tool_call_id: id, timeout: true });
@@ -607,14 +516,7 @@ export class ToolCalls {
     }
     // Calls whose executor died before starting them: approved ones, and server calls
     // left DISPATCHED. Starting is the claim, so a call still being started elsewhere is safe.
-    const orphans = await this.#em().execute<{ tool_call_id: string }[]>(
-      `SELECT c.tool_call_id FROM tool_calls c LEFT JOIN approvals a ON a.approval_id = c.approval_id
-       WHERE (c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds')
-          OR (c.status = 'DISPATCHED' AND c.kind NOT IN (SELECT jsonb_array_elements_text(?::jsonb)) AND c.created_at < now() - interval '2 seconds')
-       LIMIT 50`,
-      [JSON.stringify(this.kinds.clientKinds())],
-    );
-    for (const { tool_call_id: id } of orphans) {
+    for (const id of await orphanCalls(this.#em(), this.kinds.clientKinds())) {
       const call = await this.get(id);
       this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(id) : this.#execute(id)));
     }
@@ -688,51 +590,8 @@ export class ToolCalls {
   }
 }
 
-interface RawApproval {
-  approval_id: string;
-  run_id: string;
-  tool_call_id: string;
-  session_id: string;
-  status: ApprovalState;
-  created_at: Date;
-  decided_at: Date | null;
-  decided_by: string | null;
-  reason: string | null;
-  expires_at: Date;
-  args_summary: string | null;
-  args_hash: string | null;
-  tool_name: string;
-}
 
-const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
-  a.reason, a.expires_at, a.args_summary, a.args_hash, c.tool_name FROM approvals a JOIN tool_calls c ON c.tool_call_id = a.tool_call_id`;
 
-const toApproval = (r: RawApproval): ApprovalRow => ({
-  approvalId: r.approval_id,
-  runId: r.run_id,
-  toolCallId: r.tool_call_id,
-  sessionId: r.session_id,
-  status: r.status,
-  createdAt: new Date(r.created_at),
-  decidedAt: date(r.decided_at),
-  decidedBy: r.decided_by,
-  reason: r.reason,
-  expiresAt: new Date(r.expires_at),
-  argsSummary: r.args_summary,
-  toolName: r.tool_name,
-});
-
-/** Another completed irreversible contract of the same session with this call's idempotency key, if any. */
-async function completedElsewhere(tx: EntityManager, toolCallId: string): Promise<string | undefined> {
-  const [row] = await tx.execute<{ execution_id: string }[]>(
-    `SELECT o.execution_id FROM tool_calls t
-     JOIN execution_contracts c ON c.run_id = t.run_id AND c.subject_id = t.tool_call_id
-     JOIN execution_contracts o ON o.idempotency_key = c.idempotency_key AND o.session_id = c.session_id AND o.execution_id <> c.execution_id
-     WHERE t.tool_call_id = ? AND o.status = 'completed' AND o.irreversible LIMIT 1`,
-    [toolCallId],
-  );
-  return row?.execution_id;
-}
 
 /** Applies contract moves in `tx`; returns their `execution_state` events. */
 async function contractMoves(

@@ -7,7 +7,7 @@ import { RUN_MACHINE, type RunState, type RunTrigger } from '../domain/run.machi
 import type { Logger } from '../runtime/log.js';
 import { moveContract } from './execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { RUN_ENDED_CHANNEL } from './event-bus.js';
+import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
 import { appendEvents, type NewEvent, type StoredEvent } from './event-log.js';
 
 export interface RunRow {
@@ -151,3 +151,92 @@ const RUN_TO_CONTRACT: Partial<Record<RunTrigger, ExecutionTrigger[]>> = {
   fail: ['fail'],
   cancel: ['cancel'],
 };
+
+/** Active run states: started and not ended. */
+const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
+
+export async function firstEventId(em: EntityManager, runId: string): Promise<string | undefined> {
+  const [first] = await em.execute<{ id: string | null }[]>('SELECT min(id) AS id FROM events WHERE run_id = ?', [runId]);
+  return first?.id ?? undefined;
+}
+
+/** A run and its callers, root first. */
+export function ancestorRuns(em: EntityManager, runId: string): Promise<{ run_id: string; root_agent_id: string }[]> {
+  return em.execute(
+    `WITH RECURSIVE up AS (
+       SELECT run_id, root_agent_id, parent_run_id, 1 AS depth FROM runs WHERE run_id = ?
+       UNION ALL SELECT r.run_id, r.root_agent_id, r.parent_run_id, up.depth + 1 FROM runs r JOIN up ON r.run_id = up.parent_run_id WHERE up.depth < 100
+     ) SELECT run_id, root_agent_id FROM up ORDER BY depth DESC`,
+    [runId],
+  );
+}
+
+/** Tells the core executing `runId` to stop it (delivered at commit). */
+export async function notifyRunCancel(tx: EntityManager, runId: string): Promise<void> {
+  await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, runId]);
+}
+
+export async function activeChildren(tx: EntityManager, runId: string): Promise<string[]> {
+  const rows = await tx.execute<{ run_id: string }[]>(`SELECT run_id FROM runs WHERE parent_run_id = ? AND status IN (${ACTIVE})`, [runId]);
+  return rows.map((r) => r.run_id);
+}
+
+export async function takeRunLease(tx: EntityManager, runId: string, coreId: string, leaseMs: number): Promise<void> {
+  await tx.execute("UPDATE runs SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') WHERE run_id = ?", [coreId, leaseMs, runId]);
+}
+
+/** Renews a lease this core holds on an active run; false when the run ended or another core took it. */
+export async function renewRunLease(em: EntityManager, runId: string, coreId: string, leaseMs: number): Promise<boolean> {
+  const rows = await em.execute<{ run_id: string }[]>(
+    `UPDATE runs SET lease_until = now() + (? * interval '1 millisecond')
+     WHERE run_id = ? AND lease_owner = ? AND status IN (${ACTIVE}) RETURNING run_id`,
+    [leaseMs, runId, coreId],
+  );
+  return rows.length > 0;
+}
+
+/** Detaches a run from its executor (only from `coreId` when given). */
+export async function releaseRunLease(em: EntityManager, runId: string, coreId?: string): Promise<void> {
+  if (coreId) await em.execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?', [runId, coreId]);
+  else await em.execute('UPDATE runs SET lease_owner = NULL, lease_until = NULL WHERE run_id = ?', [runId]);
+}
+
+export async function setRunTokenHash(em: EntityManager, runId: string, tokenHash: string): Promise<void> {
+  await em.execute('UPDATE runs SET token_hash = ? WHERE run_id = ?', [tokenHash, runId]);
+}
+
+/** The text a run has already streamed to its clients. */
+export async function streamedText(em: EntityManager, runId: string): Promise<string> {
+  const rows = await em.execute<{ text: string | null }[]>("SELECT payload->>'text' AS text FROM events WHERE run_id = ? AND type = 'agent_stream_delta' ORDER BY seq", [runId]);
+  return rows.map((r) => r.text ?? '').join('');
+}
+
+/** Locks a run and reads its state. */
+export async function lockRunStatus(tx: EntityManager, runId: string): Promise<RunState | undefined> {
+  const [row] = await tx.execute<{ status: RunState }[]>('SELECT status FROM runs WHERE run_id = ? FOR UPDATE', [runId]);
+  return row?.status;
+}
+
+/**
+ * Claims up to 20 runs whose executor was lost (lease lapsed), with SKIP
+ * LOCKED, skipping the runs this core still executes, and says for each how to
+ * recover it.
+ */
+export function claimOrphanRuns(em: EntityManager, coreId: string, inFlight: string[], leaseMs: number) {
+return em.execute<{ run_id: string; status: RunState; detached: boolean; streamed: boolean; after_pause: boolean; done_early: boolean }[]>(
+    `WITH picked AS (
+       SELECT run_id, status, lease_owner IS NULL AS detached FROM runs
+       WHERE status IN (${ACTIVE}) AND (lease_until < now() OR (status = 'RUNNING' AND lease_owner IS NULL))
+         -- Runs this core still executes: their lease lapsed only because the database was away.
+         AND NOT (lease_owner = ? AND run_id IN (SELECT jsonb_array_elements_text(?::jsonb)))
+       ORDER BY lease_until NULLS FIRST LIMIT 20 FOR UPDATE SKIP LOCKED
+     )
+     UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') FROM picked WHERE r.run_id = picked.run_id
+     RETURNING r.run_id, picked.status, picked.detached,
+       EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed,
+       coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause,
+       coalesce((SELECT e.type FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_invoke_started', 'agent_invoke_retry', 'agent_done_while_paused')
+                 ORDER BY e.seq DESC LIMIT 1) = 'agent_done_while_paused', false) AS done_early`,
+    [coreId, JSON.stringify(inFlight), coreId, leaseMs],
+  );
+}

@@ -13,7 +13,7 @@ const sources = (dir: string): string[] =>
   });
 
 /** Code literals as ABC writes them: `code: '…'`, structuredError('…'), ToolFailure('…'), IM error frames. */
-const PATTERNS = [/\bcode: '([A-Za-z_]+)'/g, /structuredError\('([A-Za-z_]+)'/g, /ToolFailure\('([a-z_]+)'/g, /imError\('([a-z_]+)'/g];
+const PATTERNS = [/\bcode: '([A-Za-z0-9_]+)'/g, /structuredError\('([A-Za-z0-9_]+)'/g, /ToolFailure\('([a-z0-9_]+)'/g, /imError\('([a-z0-9_]+)'/g];
 
 function raised(): Map<string, string> {
   const out = new Map<string, string>();

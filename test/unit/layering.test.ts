@@ -140,6 +140,12 @@ describe('layering', () => {
     expect(bad).toEqual([]);
   });
 
+  it('only src/store/ talks SQL: no statement and no execute or query call on a database handle elsewhere', () => {
+    const sql = /\b(SELECT\s[\s\S]{0,200}?\bFROM|INSERT INTO|UPDATE\s+\w+\s+SET|DELETE FROM)\b|\b(em|tx|em\(\)|pool|readOnly)\.(execute|query)\b|\.execute<|\.query</;
+    const bad = sources(path.join(ROOT, 'src')).filter((file) => topOf(file) !== 'store' && sql.test(readFileSync(file, 'utf8')));
+    expect(bad.map((f) => path.relative(ROOT, f))).toEqual([]);
+  });
+
   it('src/execution/ (tools) never reaches the engine, its agents or its policy (seed 002 dependency rule)', () => {
     const bad = edges().filter((e) => e.from === 'execution' && ['engine', 'decision'].includes(e.to));
     expect(offenders(bad)).toEqual([]);

@@ -3,7 +3,7 @@
 // e-mail send. T is milliseconds from the user's input.
 import { describe, expect, it } from 'vitest';
 import type { ExecutionState } from '../../src/domain/execution-contract.machine.js';
-import { actorCategory, consequenceViews, executionFact, renderConsequences, snapshot, timeline, type ContractRow, type TransitionRow } from '../../src/observer/views.js';
+import { actorCategory, consequenceViews, executionFact, renderConsequences, snapshot, timeline, type ContractRow, type TransitionRow } from '../../src/domain/execution-views.js';
 
 const T0 = Date.UTC(2024, 1, 8, 0, 0, 0);
 const at = (ms: number) => new Date(T0 + ms);

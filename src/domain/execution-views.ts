@@ -1,9 +1,9 @@
 // Seed 004 observation views: pure projections of an execution contract and its
 // transitions. Timestamps are seconds since the epoch (floats), durations are
 // milliseconds, as in the seed.
-import { EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '../domain/execution-contract.machine.js';
+import { EXECUTION_CONTRACT_MACHINE, type ExecutionState } from './execution-contract.machine.js';
 
-export { actorCategory, ACTOR_CATEGORY_MAP } from '../domain/execution-contract.machine.js';
+export { actorCategory, ACTOR_CATEGORY_MAP } from './execution-contract.machine.js';
 
 export interface ContractRow {
   execution_id: string;

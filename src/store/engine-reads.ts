@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { goalOf } from '../domain/goal.js';
 import type { MemoryScope } from '../domain/engine-types.js';
-import { MEMORY_SEARCH_SQL, scopeIdOf, type MemoryEntry } from '../store/memory.js';
+import { MEMORY_SEARCH_SQL, scopeIdOf, type MemoryEntry } from './memory.js';
 
 export interface TraceEventRow {
   seq: number;

@@ -1,7 +1,7 @@
 // Reads of execution contracts for the observer, in single statements through
 // the read-only pool: the observer cannot write.
 import type pg from 'pg';
-import type { ContractRow, TransitionRow } from './views.js';
+import type { ContractRow, TransitionRow } from '../domain/execution-views.js';
 
 const SELECT = `SELECT to_jsonb(c) AS contract,
   coalesce((SELECT jsonb_agg(to_jsonb(t) ORDER BY t.sequence_number) FROM execution_transitions t WHERE t.execution_id = c.execution_id), '[]') AS transitions

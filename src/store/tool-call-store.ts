@@ -1,0 +1,257 @@
+// The tool_calls, approvals and idempotency_keys tables: their rows, their
+// reads and inserts, and their machines' bindings for the one transition
+// writer (store/transition.ts). The use cases are orchestrator/tool-calls.ts.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
+import type { RunState } from '../domain/run.machine.js';
+import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
+import type { MachineTable } from './transition.js';
+
+export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
+export const APPROVALS: MachineTable<ApprovalState, ApprovalTrigger> = { machine: APPROVAL_MACHINE, table: 'approvals', state: 'status', key: ['approval_id'] };
+
+export interface ToolCallRow {
+  toolCallId: string;
+  runId: string;
+  toolName: string;
+  kind: string;
+  status: ToolCallState;
+  args: Record<string, unknown>;
+  result: unknown;
+  error: { code: string; message: string } | null;
+  approvalId: string | null;
+  idempotencyKey: string | null;
+  createdAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+  deadlineAt: Date | null;
+  timeoutMs: number | null;
+}
+
+export interface RawCall {
+  tool_call_id: string;
+  run_id: string;
+  tool_name: string;
+  kind: string;
+  status: ToolCallState;
+  args: Record<string, unknown> | null;
+  result: unknown;
+  error: { code: string; message: string } | null;
+  approval_id: string | null;
+  idempotency_key: string | null;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  deadline_at: Date | null;
+  timeout_ms: number | null;
+}
+
+const date = (d: Date | null) => (d ? new Date(d) : null);
+const toCall = (r: RawCall): ToolCallRow => ({
+  toolCallId: r.tool_call_id,
+  runId: r.run_id,
+  toolName: r.tool_name,
+  kind: r.kind,
+  status: r.status,
+  args: r.args ?? {},
+  result: r.result,
+  error: r.error,
+  approvalId: r.approval_id,
+  idempotencyKey: r.idempotency_key,
+  createdAt: new Date(r.created_at),
+  startedAt: date(r.started_at),
+  completedAt: date(r.completed_at),
+  deadlineAt: date(r.deadline_at),
+  timeoutMs: r.timeout_ms,
+});
+
+export interface ApprovalRow {
+  approvalId: string;
+  runId: string;
+  toolCallId: string;
+  sessionId: string;
+  status: ApprovalState;
+  createdAt: Date;
+  decidedAt: Date | null;
+  decidedBy: string | null;
+  reason: string | null;
+  expiresAt: Date;
+  argsSummary: string | null;
+  toolName: string;
+}
+
+interface RawApproval {
+  approval_id: string;
+  run_id: string;
+  tool_call_id: string;
+  session_id: string;
+  status: ApprovalState;
+  created_at: Date;
+  decided_at: Date | null;
+  decided_by: string | null;
+  reason: string | null;
+  expires_at: Date;
+  args_summary: string | null;
+  args_hash: string | null;
+  tool_name: string;
+}
+
+const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
+  a.reason, a.expires_at, a.args_summary, a.args_hash, c.tool_name FROM approvals a JOIN tool_calls c ON c.tool_call_id = a.tool_call_id`;
+
+const toApproval = (r: RawApproval): ApprovalRow => ({
+  approvalId: r.approval_id,
+  runId: r.run_id,
+  toolCallId: r.tool_call_id,
+  sessionId: r.session_id,
+  status: r.status,
+  createdAt: new Date(r.created_at),
+  decidedAt: date(r.decided_at),
+  decidedBy: r.decided_by,
+  reason: r.reason,
+  expiresAt: new Date(r.expires_at),
+  argsSummary: r.args_summary,
+  toolName: r.tool_name,
+});
+
+/** Claims an idempotency key for `scope`; false when a live claim exists (read it with readIdempotencyKey). An expired key is claimed afresh. */
+export async function claimIdempotencyKey(tx: EntityManager, scope: string, key: string, hash: string, ttlMs: number): Promise<boolean> {
+  const [claimed] = await tx.execute<{ key: string }[]>(
+    `INSERT INTO idempotency_keys (scope, key, request_hash, expires_at) VALUES (?, ?, ?, now() + (? * interval '1 millisecond'))
+     ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, response = NULL, created_at = now(), expires_at = EXCLUDED.expires_at
+     WHERE idempotency_keys.expires_at <= now()
+     RETURNING key`,
+    [scope, key, hash, ttlMs],
+  );
+  return Boolean(claimed);
+}
+
+export async function readIdempotencyKey<T>(tx: EntityManager, scope: string, key: string): Promise<{ request_hash: string; response: T } | undefined> {
+  const [row] = await tx.execute<{ request_hash: string; response: T }[]>('SELECT request_hash, response FROM idempotency_keys WHERE scope = ? AND key = ?', [scope, key]);
+  return row;
+}
+
+export async function answerIdempotencyKey(tx: EntityManager, scope: string, key: string, response: unknown): Promise<void> {
+  await tx.execute('UPDATE idempotency_keys SET response = ?::jsonb WHERE scope = ? AND key = ?', [JSON.stringify(response), scope, key]);
+}
+
+export async function insertToolCall(
+  tx: EntityManager,
+  c: { toolCallId: string; runId: string; toolName: string; kind: string; args: Record<string, unknown>; idempotencyKey: string; timeoutMs: number },
+): Promise<void> {
+  await tx.execute(
+    `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms)
+     VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?)`,
+    [c.toolCallId, c.runId, c.toolName, c.kind, JSON.stringify(c.args), c.idempotencyKey, c.timeoutMs],
+  );
+}
+
+export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {
+  const [row] = await em.execute<RawCall[]>('SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);
+  return row && toCall(row);
+}
+
+/** Locks a call and reads who owns its session. */
+export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): Promise<(RawCall & { session_id: string; owner: string }) | undefined> {
+  const [row] = await tx.execute<(RawCall & { session_id: string; owner: string })[]>(
+    `SELECT c.*, r.session_id, s.user_id AS owner FROM tool_calls c JOIN runs r ON r.run_id = c.run_id JOIN sessions s ON s.session_id = r.session_id
+     WHERE c.tool_call_id = ? FOR UPDATE OF c`,
+    [toolCallId],
+  );
+  return row;
+}
+
+/** A call's state with its run's, read together. */
+export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<{ status: string; kind: string; runId: string; runStatus: RunState } | undefined> {
+  const [row] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState }[]>(
+    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus" FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
+    [toolCallId],
+  );
+  return row;
+}
+
+/** Calls a run still waits on: approvals, and client-side calls running. */
+export async function countAwaited(tx: EntityManager, runId: string, clientKinds: string[]): Promise<number> {
+  const [row] = await tx.execute<{ n: number }[]>(
+    "SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND (status = 'WAITING_APPROVAL' OR (status = 'RUNNING' AND kind IN (SELECT jsonb_array_elements_text(?::jsonb))))",
+    [runId, JSON.stringify(clientKinds)],
+  );
+  return row!.n;
+}
+
+export async function countWaitingContracts(tx: EntityManager, runId: string): Promise<number> {
+  const [row] = await tx.execute<{ waiting: number }[]>("SELECT count(*)::int AS waiting FROM execution_contracts WHERE run_id = ? AND status = 'waiting'", [runId]);
+  return row!.waiting;
+}
+
+export async function insertApproval(
+  tx: EntityManager,
+  a: { approvalId: string; runId: string; toolCallId: string; sessionId: string; summary: string; argsHash: string; timeoutMs: number },
+): Promise<{ expires_at: Date }> {
+  const [row] = await tx.execute<{ expires_at: Date }[]>(
+    `INSERT INTO approvals (approval_id, run_id, tool_call_id, status, expires_at, session_id, args_summary, args_hash)
+     VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?) RETURNING expires_at`,
+    [a.approvalId, a.runId, a.toolCallId, a.timeoutMs, a.sessionId, a.summary, a.argsHash],
+  );
+  return row!;
+}
+
+/** An approval with its tool's name; `lock` takes its row, `pendingOnly` (with lock) skips it unless PENDING and free. */
+export async function readApproval(em: EntityManager, approvalId: string, o: { lock?: boolean; pendingOnly?: boolean } = {}): Promise<(ApprovalRow & { argsHash: string | null }) | undefined> {
+  const lock = o.pendingOnly ? " AND a.status = 'PENDING' FOR UPDATE OF a SKIP LOCKED" : o.lock ? ' FOR UPDATE OF a' : '';
+  const [row] = await em.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ?${lock}`, [approvalId]);
+  return row && { ...toApproval(row), argsHash: row.args_hash };
+}
+
+export async function listApprovals(em: EntityManager, filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (filter.sessionId) where.push('a.session_id = ?'), params.push(filter.sessionId);
+  if (filter.runId) where.push('a.run_id = ?'), params.push(filter.runId);
+  if (filter.status) where.push('a.status = ?'), params.push(filter.status);
+  const rows = await em.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE ${where.join(' AND ')} ORDER BY a.created_at`, params);
+  return rows.map(toApproval);
+}
+
+export async function expiredApprovals(em: EntityManager): Promise<string[]> {
+  const rows = await em.execute<{ approval_id: string }[]>("SELECT approval_id FROM approvals WHERE status = 'PENDING' AND expires_at < now() ORDER BY expires_at LIMIT 50");
+  return rows.map((r) => r.approval_id);
+}
+
+export async function overdueCalls(em: EntityManager): Promise<string[]> {
+  const rows = await em.execute<{ tool_call_id: string }[]>("SELECT tool_call_id FROM tool_calls WHERE status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() ORDER BY deadline_at LIMIT 50");
+  return rows.map((r) => r.tool_call_id);
+}
+
+/** Locks a call still past its deadline (SKIP LOCKED: one core times it out). */
+export async function lockOverdueCall(tx: EntityManager, toolCallId: string): Promise<boolean> {
+  const [row] = await tx.execute<{ status: ToolCallState }[]>(
+    "SELECT status FROM tool_calls WHERE tool_call_id = ? AND status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() FOR UPDATE SKIP LOCKED",
+    [toolCallId],
+  );
+  return Boolean(row);
+}
+
+/** Calls whose executor died before starting them: approved ones, and server-side calls left DISPATCHED. */
+export async function orphanCalls(em: EntityManager, clientKinds: string[]): Promise<string[]> {
+  const rows = await em.execute<{ tool_call_id: string }[]>(
+    `SELECT c.tool_call_id FROM tool_calls c LEFT JOIN approvals a ON a.approval_id = c.approval_id
+     WHERE (c.status = 'APPROVED' AND a.decided_at < now() - interval '2 seconds')
+        OR (c.status = 'DISPATCHED' AND c.kind NOT IN (SELECT jsonb_array_elements_text(?::jsonb)) AND c.created_at < now() - interval '2 seconds')
+     LIMIT 50`,
+    [JSON.stringify(clientKinds)],
+  );
+  return rows.map((r) => r.tool_call_id);
+}
+
+export /** Another completed irreversible contract of the same session with this call's idempotency key, if any. */
+async function completedElsewhere(tx: EntityManager, toolCallId: string): Promise<string | undefined> {
+  const [row] = await tx.execute<{ execution_id: string }[]>(
+    `SELECT o.execution_id FROM tool_calls t
+     JOIN execution_contracts c ON c.run_id = t.run_id AND c.subject_id = t.tool_call_id
+     JOIN execution_contracts o ON o.idempotency_key = c.idempotency_key AND o.session_id = c.session_id AND o.execution_id <> c.execution_id
+     WHERE t.tool_call_id = ? AND o.status = 'completed' AND o.irreversible LIMIT 1`,
+    [toolCallId],
+  );
+  return row?.execution_id;
+}
