@@ -1,6 +1,6 @@
 // IngressService contract RPCs: the seed documents ContractService produces,
 // carried in their proto shapes.
-import type { ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import { storedErrorMessage } from '../grpc/errors.js';
 import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ingress/v1/contract.js';
 import type { ContractInfo, IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import { requireKey } from '../access/principal.js';
@@ -107,14 +107,6 @@ function toPollResponse(d: Doc): Omit<PollTicketResponse, 'lifecycleState'> {
     },
     partialResult: d.partial_result,
     result: d.result,
-    error: d.error && {
-      code: d.error.code,
-      category: enumOf<ErrorCategory>('ERROR_CATEGORY', d.error.category),
-      message: d.error.message,
-      retryable: d.error.retryable,
-      retryAfterSeconds: d.error.retry_after_seconds,
-      details: d.error.details,
-      traceId: d.error.trace_id ?? '',
-    },
+    error: d.error && storedErrorMessage(d.error),
   };
 }

@@ -1,5 +1,5 @@
 // gRPC handlers of the orchestrator plane: runs, agents, sessions, context store.
-import { ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import { storedErrorMessage } from '../grpc/errors.js';
 import { AgentServiceService, type Agent as AgentMessage, type AgentStatus } from '../../gen/abc/orchestrator/v1/agent.js';
 import type { ContextBlob, ContextStoreServiceService } from '../../gen/abc/orchestrator/v1/context.js';
 import type { Run, RunServiceService, RunStatus } from '../../gen/abc/orchestrator/v1/run.js';
@@ -23,16 +23,7 @@ export const toRunMessage = (r: RunRow): Run => ({
   status: enumOf<RunStatus>('RUN_STATUS', r.status),
   startedAt: millis(r.startedAt),
   endedAt: millis(r.endedAt),
-  error: r.error
-    ? {
-        code: String(r.error.code ?? ''),
-        category: r.error.code === 'internal_error' ? ErrorCategory.ERROR_CATEGORY_INTERNAL : ErrorCategory.ERROR_CATEGORY_EXECUTION,
-        message: String(r.error.message ?? ''),
-        retryable: Boolean(r.error.retryable),
-        details: r.error,
-        traceId: r.traceId,
-      }
-    : undefined,
+  error: r.error ? storedErrorMessage(r.error, r.traceId) : undefined,
   requestId: r.requestId ?? '',
   traceId: r.traceId,
 });

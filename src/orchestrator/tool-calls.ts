@@ -6,6 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { isIllegalTransition, writeTransition } from '../store/transition.js';
 import type { ApprovalState, ApprovalTrigger } from '../domain/approval.machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
+import { storedError } from '../domain/stored-error.js';
 import { evaluatePolicy } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
@@ -562,7 +563,7 @@ export class ToolCalls {
           params: [
             'result' in patch,
             JSON.stringify(patch.result ?? null),
-            patch.error ? JSON.stringify(patch.error) : null,
+            patch.error ? JSON.stringify(storedError(patch.error)) : null,
             patch.approvalId ?? null,
             patch.started ?? false,
             patch.completed ?? TOOL_CALL_MACHINE.isTerminal(to),

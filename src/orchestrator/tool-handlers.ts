@@ -9,7 +9,7 @@ import {
   type Tool as ToolMessage,
   type ToolCall as ToolCallMessage,
 } from '../../gen/abc/orchestrator/v1/tool.js';
-import { ErrorCategory } from '../../gen/abc/common/v1/error.js';
+import { storedErrorMessage } from '../grpc/errors.js';
 import { requireKey, requireSession } from '../access/principal.js';
 import type { ApprovalState } from '../domain/approval.machine.js';
 import { invalidRequest } from '../domain/errors.js';
@@ -39,15 +39,7 @@ export const toToolMessage = (t: ToolRow): ToolMessage => ({
 });
 
 /** A tool call's error; a timeout, or a client that was offline, is worth retrying. */
-const toolError = (e: { code: string; message: string }) => ({
-  code: e.code,
-  message: e.message,
-  category: ErrorCategory.ERROR_CATEGORY_EXECUTION,
-  retryable: RETRYABLE_TOOL_ERRORS.has(e.code),
-  traceId: '',
-});
-
-const RETRYABLE_TOOL_ERRORS = new Set(['tool_timeout', 'client_offline']);
+const toolError = (e: { code: string; message: string }) => storedErrorMessage(e);
 
 export const toToolCallMessage = (c: ToolCallRow): ToolCallMessage => ({
   toolCallId: c.toolCallId,

@@ -2,6 +2,7 @@
 // table and commits in one transaction with its events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
+import { storedError } from '../domain/stored-error.js';
 import { isIllegalTransition, writeTransition, type MachineTable } from './transition.js';
 import { RUN_MACHINE, type RunState, type RunTrigger } from '../domain/run.machine.js';
 import type { Logger } from '../runtime/log.js';
@@ -115,7 +116,8 @@ export async function transitionRun(
       params: [runId],
       set: ({ to }) => ({
         sql: ['ended_at = CASE WHEN ? THEN now() ELSE ended_at END', 'error = COALESCE(?::jsonb, error)', 'version = version + 1'],
-        params: [RUN_MACHINE.isTerminal(to), error ? JSON.stringify(error) : null],
+        // Stored in the one error shape (domain/stored-error.ts).
+        params: [RUN_MACHINE.isTerminal(to), error ? JSON.stringify(storedError(error)) : null],
       }),
       notifyOnEnd: { channel: RUN_ENDED_CHANNEL, payload: 'run_id' },
     });
