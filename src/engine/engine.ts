@@ -13,6 +13,7 @@ import { descendants, goalOf, type PlanBody, type PlanInput } from '../decision/
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
 import { AbcError, ERROR_CATEGORIES } from '../domain/errors.js';
+import { InFlight, settlesWithin } from '../runtime/in-flight.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { LlmAccess, PackDb } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
@@ -73,7 +74,7 @@ export class ContractEngine {
   readonly #em: () => EntityManager;
   readonly #snapshots = new Map<string, SnapshotContent>();
   /** Tickets this engine is executing, by ticket. */
-  readonly #running = new Map<string, AbortController>();
+  readonly #running = new InFlight();
   #stopping = false;
 
   constructor(readonly opts: EngineOptions) {
@@ -103,8 +104,8 @@ export class ContractEngine {
     this.#stopping = true;
     const stopped = this.queue.stopWorkers();
     if (!(await settlesWithin(stopped, graceMs))) {
-      this.#log.warn({ tickets: [...this.#running.keys()] }, 'grace period over: handing tickets back to the queue');
-      for (const controller of this.#running.values()) controller.abort(HAND_BACK);
+      this.#log.warn({ tickets: this.#running.keys() }, 'grace period over: handing tickets back to the queue');
+      this.#running.abortAll(HAND_BACK);
       await settlesWithin(stopped, HAND_BACK_MS);
     }
     await this.queue.close();
@@ -122,7 +123,7 @@ export class ContractEngine {
     });
     if (!claimed) return offCancel();
     const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
-    this.#running.set(ticket, abort);
+    const done = this.#running.hold(ticket, abort);
     try {
       await this.#advance(ticket, abort.signal);
       if (abort.signal.reason === HAND_BACK) await this.#handBack(ticket);
@@ -133,7 +134,7 @@ export class ContractEngine {
       if (abort.signal.reason === HAND_BACK) return this.#handBack(ticket);
       await this.#fail(ticket, error);
     } finally {
-      this.#running.delete(ticket);
+      done();
       letGo();
       offCancel();
       await this.queue.release(ticket, workerId);
@@ -705,12 +706,3 @@ export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.f
 const HAND_BACK = new Error('handed back at shutdown');
 /** How long handed-back tickets get to reach a step boundary. */
 const HAND_BACK_MS = 5000;
-
-/** Whether `promise` settles within `ms`. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  const settled = await Promise.race([promise.then(() => true, () => true), timeout]);
-  clearTimeout(timer);
-  return settled;
-}

@@ -8,6 +8,7 @@ import type { RetryPolicy } from '../domain/backoff.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
+import { InFlight } from '../runtime/in-flight.js';
 import { newId } from '../runtime/new-id.js';
 import { traceIdFrom } from '../domain/ids.js';
 import { openContract } from '../store/execution-contracts.js';
@@ -88,7 +89,7 @@ export const TRANSCRIPT_LIMIT = 1000;
 export class Runs {
   readonly #opts: RunsOptions;
   readonly #log: Logger;
-  readonly #inFlight = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  readonly #inFlight = new InFlight();
 
   constructor(opts: RunsOptions) {
     this.#opts = opts;
@@ -237,10 +238,7 @@ export class Runs {
 
   /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
   async close(graceMs = 5000): Promise<void> {
-    const all = [...this.#inFlight.values()];
-    const timer = setTimeout(() => all.forEach((f) => f.controller.abort(new ShutdownAbort())), graceMs);
-    await Promise.all(all.map((f) => f.done));
-    clearTimeout(timer);
+    await this.#inFlight.drain(graceMs, new ShutdownAbort());
   }
 
   async #takeLease(tx: EntityManager, runId: string): Promise<void> {
@@ -260,7 +258,7 @@ export class Runs {
    *   live stream could diverge from what the client already saw.
    */
   async recoverOrphans(): Promise<number> {
-    const claimed = await claimOrphanRuns(this.#em(), this.#opts.coreId, [...this.#inFlight.keys()], this.#opts.leaseMs);
+    const claimed = await claimOrphanRuns(this.#em(), this.#opts.coreId, this.#inFlight.keys(), this.#opts.leaseMs);
     for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause, done_early: doneEarly } of claimed) {
       // A run that died while paused (or right after its pause ended) resumes; its agent was waiting, not streaming.
       const detached = wasDetached || afterPause;
@@ -311,14 +309,13 @@ export class Runs {
         })
         .catch((error) => this.#log.warn({ err: error, runId: run.runId }, 'lease renewal failed'));
     }, Math.max(50, Math.floor(this.#opts.leaseMs / 3)));
-    const done = this.#execute(run, agent, token, context, controller.signal, alreadySent)
+    const work = this.#execute(run, agent, token, context, controller.signal, alreadySent)
       .catch((error) => this.#log.error({ err: error, runId: run.runId }, 'run execution failed'))
       .finally(() => {
         clearInterval(renew);
         offCancel();
-        this.#inFlight.delete(run.runId);
       });
-    this.#inFlight.set(run.runId, { controller, done });
+    void this.#inFlight.track(work, controller, run.runId);
   }
 
   async #execute(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, signal: AbortSignal, alreadySent = ''): Promise<void> {

@@ -11,6 +11,7 @@ import { evaluatePolicy } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
+import { InFlight } from '../runtime/in-flight.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -79,7 +80,7 @@ const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 export class ToolCalls {
   readonly #opts: ToolCallsOptions;
   readonly #log: Logger;
-  readonly #executing = new Set<Promise<void>>();
+  readonly #executing = new InFlight();
 
   constructor(opts: ToolCallsOptions) {
     this.#opts = opts;
@@ -525,13 +526,11 @@ export class ToolCalls {
 
   /** Waits for tool executions started in the background. */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.#executing]);
+    await this.#executing.drain();
   }
 
   #background(work: () => Promise<void>): void {
-    const running = work().catch((error) => this.#log.error({ err: error }, 'tool execution failed'));
-    this.#executing.add(running);
-    void running.finally(() => this.#executing.delete(running));
+    void this.#executing.track(work().catch((error) => this.#log.error({ err: error }, 'tool execution failed')));
   }
 
   /**
