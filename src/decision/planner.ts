@@ -258,6 +258,13 @@ export function descendants(steps: { id: string; dependencies: string[] }[], id:
   return out;
 }
 
+/** The steps a replan puts back: all of them (GLOBAL), or the failed ones and what depends on them (LOCAL). */
+export function stepsToReset(scope: 'LOCAL' | 'GLOBAL', steps: { id: string; dependencies: string[] }[], failedStepId: string | null, failedIds: string[]): string[] {
+  if (scope === 'GLOBAL') return steps.map((s) => s.id);
+  const roots = [...new Set([...(failedStepId ? [failedStepId] : []), ...failedIds])];
+  return [...new Set(roots.flatMap((id) => [...descendants(steps, id)]))];
+}
+
 /**
  * A LOCAL replan: the previous plan with only the failed step and its
  * dependants taken from a fresh compile (which may avoid failed capabilities).

@@ -1,6 +1,7 @@
 // The one shape in which ABC stores an error (runs, tool calls, tickets) and
 // answers it: the seed error shape. Rows written before it had other shapes;
 // storedError() reads all of them, so every surface maps one shape to the wire.
+import type { StructuredError } from './engine-types.js';
 import { ERROR_CATEGORIES, type ErrorCategory } from './errors.js';
 
 export interface StoredError {
@@ -29,5 +30,18 @@ export function storedError(raw: Record<string, unknown>): StoredError {
     ...(typeof retry_after_seconds === 'number' && { retry_after_seconds }),
     ...(Object.keys(extra).length > 0 && { details: extra }),
     ...(typeof trace_id === 'string' && trace_id && { trace_id }),
+  };
+}
+
+/** The error a halted execution stores: the StructuredError that stopped it, with its severity and the policy's reason. */
+export function haltError(error: StructuredError, traceId: string, reason?: string): StoredError {
+  const { category, ...details } = error.metadata as { category?: unknown };
+  return {
+    code: error.code,
+    category: (ERROR_CATEGORIES as readonly unknown[]).includes(category) ? (category as ErrorCategory) : 'EXECUTION',
+    message: error.message,
+    retryable: error.retryable,
+    details: { ...details, severity: error.severity, ...(reason && { halt_reason: reason }) },
+    trace_id: traceId,
   };
 }

@@ -9,10 +9,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractLookup } from '../ports/contracts.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
 import { planInput } from '../decision/decision.js';
-import { descendants, goalOf, type PlanBody, type PlanInput } from '../decision/planner.js';
+import { goalOf, stepsToReset, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
-import { AbcError, ERROR_CATEGORIES } from '../domain/errors.js';
+import { AbcError } from '../domain/errors.js';
+import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { LlmAccess, PackDb } from '../ports/pack.js';
@@ -271,8 +272,7 @@ export class ContractEngine {
     const replan = rec.replan ?? { scope: 'GLOBAL' as const, failed_step_id: null };
     const steps = await getSteps(this.#em(), row.ticket);
     const failed = steps.filter((s) => s.status === 'FAILED').map((s) => s.step_id);
-    const roots = [...new Set([...(replan.failed_step_id ? [replan.failed_step_id] : []), ...failed])];
-    const reset = replan.scope === 'GLOBAL' ? body.steps.map((s) => s.id) : [...new Set(roots.flatMap((id) => [...descendants(body.steps, id)]))];
+    const reset = stepsToReset(replan.scope, body.steps, replan.failed_step_id, failed);
     const next: ExecRecord = {
       ...rec,
       replan: null,
@@ -647,18 +647,10 @@ export class ContractEngine {
 
   /** HALT: the execution fails with the error that stopped it. */
   async #halt(row: TicketRow, rec: ExecRecord, error: StructuredError, trace: TicketEventInput[], reason?: string): Promise<void> {
-    const { category = 'EXECUTION', ...details } = error.metadata as { category?: string };
-    const doc = {
-      code: error.code,
-      category: (ERROR_CATEGORIES as readonly string[]).includes(category) ? category : 'EXECUTION',
-      message: error.message,
-      retryable: error.retryable,
-      details: { ...details, severity: error.severity, ...(reason && { halt_reason: reason }) },
-      trace_id: row.trace_id,
-    };
+    const doc = haltError(error, row.trace_id, reason);
     await this.#em().transactional(async (tx) => {
       await skipPending(tx, row.ticket);
-      await transitionTicket(tx, row.ticket, 'halt', { error: doc, engine: { ...withError(rec, error) } }, 'engine', { trace: trace.some((t) => t.type === 'ERROR_OCCURRED') ? trace : [...trace, errorEvent(error)], reason: reason ?? error.code });
+      await transitionTicket(tx, row.ticket, 'halt', { error: { ...doc }, engine: { ...withError(rec, error) } }, 'engine', { trace: trace.some((t) => t.type === 'ERROR_OCCURRED') ? trace : [...trace, errorEvent(error)], reason: reason ?? error.code });
     });
   }
 

@@ -89,3 +89,18 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ b: 1, a: { d: [{ z: 1, y: 2 }], c: undefined } })).toBe('{"a":{"d":[{"y":2,"z":1}]},"b":1}');
   });
 });
+
+describe('stepsToReset', () => {
+  const steps = [
+    { id: 'a', dependencies: [] },
+    { id: 'b', dependencies: ['a'] },
+    { id: 'c', dependencies: ['b'] },
+    { id: 'd', dependencies: [] },
+  ];
+  it('puts back every step on a GLOBAL replan, the failed subtree on a LOCAL one', async () => {
+    const { stepsToReset } = await import('../../src/decision/planner.js');
+    expect(stepsToReset('GLOBAL', steps, null, [])).toEqual(['a', 'b', 'c', 'd']);
+    expect(stepsToReset('LOCAL', steps, 'b', []).sort()).toEqual(['b', 'c']);
+    expect(stepsToReset('LOCAL', steps, null, ['d', 'b']).sort()).toEqual(['b', 'c', 'd']);
+  });
+});

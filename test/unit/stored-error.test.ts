@@ -21,3 +21,18 @@ describe('storedError', () => {
     expect(storedError({ code: 'rejected', message: 'no' }).retryable).toBe(false);
   });
 });
+
+describe('haltError', () => {
+  it('keeps the structured error, its severity and the halt reason; an unknown category is EXECUTION', async () => {
+    const { haltError } = await import('../../src/domain/stored-error.js');
+    const e = { code: 'STEP_FAILED', message: 'm', severity: 'CRITICAL', retryable: false, suggested_action: 'HALT', metadata: { category: 'NOPE', step_id: 's' } } as never;
+    expect(haltError(e, 't', '3 consecutive failures')).toEqual({
+      code: 'STEP_FAILED',
+      category: 'EXECUTION',
+      message: 'm',
+      retryable: false,
+      details: { step_id: 's', severity: 'CRITICAL', halt_reason: '3 consecutive failures' },
+      trace_id: 't',
+    });
+  });
+});
