@@ -15,7 +15,7 @@ import { traceIdFrom, w3cTraceId } from '../domain/ids.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import { retryOnConflict } from '../store/outage.js';
-import { WakeWatch } from '../store/wake-watch.js';
+import { waitUntil } from '../store/wake-watch.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
 import type { ContractCatalog } from './catalog.js';
@@ -101,23 +101,18 @@ export class ContractService {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
     }
-    const watch = new WakeWatch(this.opts.bus, `ticket:${ticket}`);
-    try {
-      let view = await this.#read(ticket);
-      const wait = waitMs ?? preferencesOf(view.row.request).poll_long_wait_ms;
-      const deadline = Date.now() + wait;
-      // A notification may be for a change the first read already saw: wait on until something visible changes.
-      const seen = JSON.stringify(view.document);
-      while (wait > 0 && !isFinished(view.row) && Date.now() < deadline && !signal?.aborted) {
-        await watch.next(deadline, signal);
-        view = await this.#read(ticket);
-        if (JSON.stringify(view.document) !== seen) break;
-      }
-      const contract = (await this.opts.contracts.find(view.row.contract_id, view.row.contract_version))!;
-      return { document: this.#checked(contract, 'poll-response', view.document, view.row.trace_id), lifecycleState: view.row.lifecycle_state };
-    } finally {
-      watch.close();
-    }
+    // A notification may be for a change the first read already saw: wait on until something visible changes.
+    let seen: string | undefined;
+    const view = await waitUntil(
+      this.opts.bus,
+      `ticket:${ticket}`,
+      () => this.#read(ticket),
+      (v) => isFinished(v.row) || (seen ??= JSON.stringify(v.document)) !== JSON.stringify(v.document),
+      (first) => Date.now() + (waitMs ?? preferencesOf(first.row.request).poll_long_wait_ms),
+      signal,
+    );
+    const contract = (await this.opts.contracts.find(view.row.contract_id, view.row.contract_version))!;
+    return { document: this.#checked(contract, 'poll-response', view.document, view.row.trace_id), lifecycleState: view.row.lifecycle_state };
   }
 
   /** submit_human_feedback: the engine continues (or ends) an execution waiting for a human. */
@@ -238,16 +233,7 @@ export class ContractService {
 
   /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */
   async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean, signal?: AbortSignal): Promise<TicketRow> {
-    const watch = new WakeWatch(this.opts.bus, `ticket:${ticket}`);
-    try {
-      for (;;) {
-        const row = (await getTicket(this.opts.orm.em.fork(), ticket))!;
-        if (done(row) || Date.now() >= deadline || signal?.aborted) return row;
-        await watch.next(deadline, signal);
-      }
-    } finally {
-      watch.close();
-    }
+    return waitUntil(this.opts.bus, `ticket:${ticket}`, async () => (await getTicket(this.opts.orm.em.fork(), ticket))!, done, deadline, signal);
   }
 
   /** A response that would break its schema is never sent: it is logged and answered as INTERNAL. */

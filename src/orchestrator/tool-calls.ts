@@ -15,7 +15,7 @@ import { InFlight } from '../runtime/in-flight.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
-import { WakeWatch } from '../store/wake-watch.js';
+import { waitUntil } from '../store/wake-watch.js';
 import { appendEvents, type NewEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import type { Principal } from '../access/principal.js';
@@ -475,21 +475,9 @@ export class ToolCalls {
 
   /** Waits up to `timeoutMs` for the call to end, woken by its run's events; never polls in a loop. */
   async wait(toolCallId: string, timeoutMs: number, signal: AbortSignal): Promise<ToolCallRow> {
-    let call = await this.get(toolCallId);
+    const call = await this.get(toolCallId);
     if (TERMINAL.has(call.status)) return call;
-    const deadline = Date.now() + timeoutMs;
-    const watch = new WakeWatch(this.#opts.bus, `run:${call.runId}`);
-    try {
-      // Read again now that the watch is on: a change just before it is not missed.
-      call = await this.get(toolCallId);
-      while (!TERMINAL.has(call.status) && Date.now() < deadline && !signal.aborted) {
-        await watch.next(deadline, signal);
-        call = await this.get(toolCallId);
-      }
-      return call;
-    } finally {
-      watch.close();
-    }
+    return waitUntil(this.#opts.bus, `run:${call.runId}`, () => this.get(toolCallId), (c) => TERMINAL.has(c.status), Date.now() + timeoutMs, signal);
   }
 
   /**

@@ -37,3 +37,30 @@ export class WakeWatch {
     this.#off();
   }
 }
+
+/**
+ * Reads until `done(value)`, `deadline` or `signal`, woken by `key`'s
+ * notifications. The watch is on before the first read, so no change is missed.
+ * `deadline` is computed from the first value when it is a function.
+ */
+export async function waitUntil<T>(
+  bus: EventBus,
+  key: string,
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  deadline: number | ((first: T) => number),
+  signal?: AbortSignal,
+): Promise<T> {
+  const watch = new WakeWatch(bus, key);
+  try {
+    let value = await read();
+    const until = typeof deadline === 'function' ? deadline(value) : deadline;
+    while (!done(value) && Date.now() < until && !signal?.aborted) {
+      await watch.next(until, signal);
+      value = await read();
+    }
+    return value;
+  } finally {
+    watch.close();
+  }
+}
