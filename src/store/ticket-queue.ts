@@ -6,6 +6,7 @@ import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
+import { lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
 import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
@@ -75,18 +76,14 @@ export class ContractQueue {
 
   /** Takes (or takes over) the claim on a ticket, inside `tx`. */
   async claim(tx: EntityManager, ticket: string, workerId: string): Promise<void> {
-    await tx.execute(`UPDATE tickets SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, this.opts.leaseMs, ticket]);
+    await takeTicketLease(tx, ticket, workerId, this.opts.leaseMs);
   }
 
   /** Keeps the claim alive every third of the lease; calls `lost` if another worker took it. */
   hold(ticket: string, workerId: string, lost: () => void): () => void {
     const timer = setInterval(async () => {
       try {
-        const rows = await this.opts.orm.em.fork().execute<{ ticket: string }[]>(
-          `UPDATE tickets SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
-          [this.opts.leaseMs, ticket, workerId],
-        );
-        if (!rows.length) lost();
+        if (!(await renewTicketLease(this.opts.orm.em.fork(), ticket, workerId, this.opts.leaseMs))) lost();
       } catch (error) {
         this.#log.warn({ err: error, ticket }, 'lease renewal failed');
       }
@@ -96,10 +93,7 @@ export class ContractQueue {
 
   /** Gives up a claim, so the sweeper never mistakes a live worker for a dead one. */
   async release(ticket: string, workerId: string): Promise<void> {
-    await this.opts.orm.em
-      .fork()
-      .execute('UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket = ? AND lease_owner = ?', [ticket, workerId])
-      .catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not release the claim; it lapses on its own'));
+    await releaseTicketLeases(this.opts.orm.em.fork(), [ticket], workerId).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not release the claim; it lapses on its own'));
   }
 
   /**
@@ -109,18 +103,11 @@ export class ContractQueue {
    */
   async recover(): Promise<number> {
     return this.opts.orm.em.fork().transactional(async (tx) => {
-      const stale = await tx.execute<{ ticket: string; lease_owner: string }[]>(
-        `SELECT ticket, lease_owner FROM tickets
-         WHERE lease_expires_at < now() AND status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
-         FOR UPDATE SKIP LOCKED LIMIT 100`,
-      );
+      const stale = await lockStaleTicketLeases(tx);
       if (!stale.length) return 0;
       const owners = [...new Set(stale.map((s) => s.lease_owner))];
       await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
-      await tx.execute(
-        `UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))`,
-        [JSON.stringify(stale.map((s) => s.ticket))],
-      );
+      await releaseTicketLeases(tx, stale.map((s) => s.ticket));
       this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');
       return stale.length;
     });

@@ -348,3 +348,34 @@ export async function readTicketForPoll(readOnly: pg.Pool, ticket: string): Prom
 export async function notifyCancel(tx: EntityManager, ticket: string): Promise<void> {
   await tx.execute('SELECT pg_notify(?, ?)', [CANCEL_CHANNEL, ticket]);
 }
+
+/** A worker's claim on a ticket (the queue's lease), taken inside `tx`. */
+export async function takeTicketLease(tx: EntityManager, ticket: string, workerId: string, leaseMs: number): Promise<void> {
+  await tx.execute(`UPDATE tickets SET lease_owner = ?, lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ?`, [workerId, leaseMs, ticket]);
+}
+
+/** Renews a claim; false when another worker holds the ticket now. */
+export async function renewTicketLease(em: EntityManager, ticket: string, workerId: string, leaseMs: number): Promise<boolean> {
+  const rows = await em.execute<{ ticket: string }[]>(
+    `UPDATE tickets SET lease_expires_at = now() + (? || ' milliseconds')::interval WHERE ticket = ? AND lease_owner = ? RETURNING ticket`,
+    [leaseMs, ticket, workerId],
+  );
+  return rows.length > 0;
+}
+
+/** Drops the claims on `tickets` (only those of `workerId` when given). */
+export async function releaseTicketLeases(em: EntityManager, tickets: string[], workerId?: string): Promise<void> {
+  await em.execute(
+    `UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))${workerId ? ' AND lease_owner = ?' : ''}`,
+    workerId ? [JSON.stringify(tickets), workerId] : [JSON.stringify(tickets)],
+  );
+}
+
+/** Locks up to 100 unfinished tickets whose claim lapsed (SKIP LOCKED). */
+export function lockStaleTicketLeases(tx: EntityManager): Promise<{ ticket: string; lease_owner: string }[]> {
+  return tx.execute(
+    `SELECT ticket, lease_owner FROM tickets
+     WHERE lease_expires_at < now() AND status NOT IN ('SUCCEEDED', 'FAILED', 'CANCELED')
+     FOR UPDATE SKIP LOCKED LIMIT 100`,
+  );
+}

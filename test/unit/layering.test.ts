@@ -146,6 +146,36 @@ describe('layering', () => {
     expect(bad.map((f) => path.relative(ROOT, f))).toEqual([]);
   });
 
+  it('each table has one owner module in store/ that writes it (its machine binding included)', () => {
+    const OWNERS: Record<string, string[]> = {
+      runs: ['src/store/run-store.ts', /* seq allocation of the log */ 'src/store/event-log.ts'],
+      tool_calls: ['src/store/tool-call-store.ts'],
+      approvals: ['src/store/tool-call-store.ts'],
+      idempotency_keys: ['src/store/tool-call-store.ts'],
+      tickets: ['src/store/ticket-store.ts'],
+      ticket_steps: ['src/store/ticket-store.ts'],
+      execution_contracts: ['src/store/execution-contracts.ts'],
+      execution_transitions: ['src/store/execution-contracts.ts'],
+      memory: ['src/store/memory.ts', /* seed 004 execution facts */ 'src/store/execution-contracts.ts'],
+      agents: ['src/store/agent-store.ts'],
+      tools: ['src/store/tool-store.ts'],
+      sessions: ['src/store/session-store.ts'],
+      assemblies: ['src/store/assembly-store.ts'],
+      frozen_plans: ['src/store/assembly-store.ts'],
+      snapshots: ['src/store/snapshot-store.ts'],
+      contract_versions: ['src/store/contract-versions.ts'],
+    };
+    const bad: string[] = [];
+    for (const file of sources(path.join(ROOT, 'src'))) {
+      const text = readFileSync(file, 'utf8');
+      for (const [table, owners] of Object.entries(OWNERS)) {
+        const writes = new RegExp(`(UPDATE|INSERT INTO|DELETE FROM) ${table}\\b|table: '${table}'`).test(text);
+        if (writes && !owners.includes(path.relative(ROOT, file))) bad.push(`${path.relative(ROOT, file)} writes ${table}`);
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+
   it('src/execution/ (tools) never reaches the engine, its agents or its policy (seed 002 dependency rule)', () => {
     const bad = edges().filter((e) => e.from === 'execution' && ['engine', 'decision'].includes(e.to));
     expect(offenders(bad)).toEqual([]);
