@@ -101,7 +101,7 @@ export class ContractEngine {
    * `graceMs`, then hands the rest back: each stops at its next step boundary
    * and is queued again, so the next core resumes it from its last transition.
    */
-  async close(graceMs = 10_000): Promise<void> {
+  async close(graceMs: number): Promise<void> {
     this.#stopping = true;
     const stopped = this.queue.stopWorkers();
     if (!(await settlesWithin(stopped, graceMs))) {

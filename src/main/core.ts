@@ -112,6 +112,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     kinds: toolKinds,
     approvalTimeoutMs: opts.approvalTimeoutMs,
     idempotencyTtlMs: opts.idempotencyTtlMs,
+    toolTimeoutMs: opts.toolTimeoutMs,
   });
   const health = {
     em: () => opts.orm.em.fork(),

@@ -9,6 +9,9 @@ import { claimDueAgents, plaintextTokens, recordCheckFailure, recordCheckSuccess
 export * from '../store/agent-store.js';
 import { every, type Ticker } from '../runtime/ticker.js';
 
+/** How long one GET /health may take, unless HealthOptions says otherwise. */
+const HEALTH_CHECK_TIMEOUT_MS = 5000;
+
 export interface HealthOptions {
   em: () => EntityManager;
   log: Logger;
@@ -26,7 +29,7 @@ export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'age
   try {
     const res = await fetch(`${agent.endpoint}/health`, {
       headers: agent.authToken ? { authorization: `Bearer ${opts.secrets.open(agent.authToken)}` } : {},
-      signal: AbortSignal.timeout(opts.checkTimeoutMs ?? 5000),
+      signal: AbortSignal.timeout(opts.checkTimeoutMs ?? HEALTH_CHECK_TIMEOUT_MS),
     });
     await res.body?.cancel();
     if (!res.ok) failure = `GET /health answered ${res.status}`;

@@ -50,9 +50,9 @@ export interface RunsOptions {
   agentIdleTimeoutMs: number;
   retry: RetryPolicy;
   /** How deep agent-to-agent calls may nest (a root run is depth 1). */
-  maxDepth?: number;
+  maxDepth: number;
   /** How many of the session's latest messages an agent receives (seed 001 §6.1 sends the transcript). */
-  transcriptLimit?: number;
+  transcriptLimit: number;
   /** This core's identity, recorded as the lease owner of the runs it executes. */
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
@@ -82,9 +82,6 @@ export interface Started {
   /** Cursor just before the run's first event; watch from here to see all of it. */
   cursorBefore: string;
 }
-
-/** The default of RunsOptions.transcriptLimit (AGENT_TRANSCRIPT_LIMIT). */
-export const TRANSCRIPT_LIMIT = 1000;
 
 export class Runs {
   readonly #opts: RunsOptions;
@@ -190,7 +187,7 @@ export class Runs {
     if (chain.some((r) => r.root_agent_id === call.agentId)) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_cycle', message: `agent call cycle refused: ${path}`, details: { path } });
     }
-    const maxDepth = this.#opts.maxDepth ?? 5;
+    const maxDepth = this.#opts.maxDepth;
     if (chain.length >= maxDepth) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_depth_exceeded', message: `agent calls may nest ${maxDepth} deep: ${path}`, details: { path, max_depth: maxDepth } });
     }
@@ -237,7 +234,7 @@ export class Runs {
   }
 
   /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
-  async close(graceMs = 5000): Promise<void> {
+  async close(graceMs: number): Promise<void> {
     await this.#inFlight.drain(graceMs, new ShutdownAbort());
   }
 
@@ -326,7 +323,7 @@ export class Runs {
     // On resume, the agent's re-streamed prefix is what clients already have: drop it.
     let skip = alreadySent;
     try {
-      const limit = this.#opts.transcriptLimit ?? TRANSCRIPT_LIMIT;
+      const limit = this.#opts.transcriptLimit;
       const transcript = await listMessages(this.#em(), run.sessionId, limit);
       // A cut transcript is said so: the agent can page the rest from GET /v1/sessions/{id}/messages.
       const cut = transcript.hasMore ? { transcript_truncated: { sent_messages: transcript.messages.length, limit, oldest_message_id: transcript.messages[0]?.messageId } } : {};

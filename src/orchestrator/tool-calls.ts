@@ -72,6 +72,8 @@ export interface ToolCallsOptions {
   kinds: ToolKinds;
   approvalTimeoutMs: number;
   idempotencyTtlMs: number;
+  /** A call's timeout when neither it nor its tool says (TOOL_TIMEOUT_MS). */
+  toolTimeoutMs: number;
 }
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
@@ -203,7 +205,7 @@ export class ToolCalls {
     const online = await this.#opts.presence.online(sessionId);
     if (call.status === 'APPROVED') {
       const dispatched = { type: 'tool_dispatched', payload: { tool_call_id: call.toolCallId, kind: 'client', after_approval: true } };
-      call = await this.#transition(tx, call.toolCallId, 'start', [dispatched], { started: true, deadlineMs: call.timeoutMs ?? 60_000 });
+      call = await this.#transition(tx, call.toolCallId, 'start', [dispatched], { started: true, deadlineMs: call.timeoutMs ?? this.#opts.toolTimeoutMs });
     }
     if (!online) {
       const error = { code: 'client_offline', message: 'no client of the session is connected to run this client tool' };
@@ -212,7 +214,7 @@ export class ToolCalls {
         completed: true,
       });
     }
-    const deadline = call.deadlineAt?.getTime() ?? Date.now() + (call.timeoutMs ?? 60_000);
+    const deadline = call.deadlineAt?.getTime() ?? Date.now() + (call.timeoutMs ?? this.#opts.toolTimeoutMs);
     const request: NewEvent = {
       type: 'tool_request',
       payload: { tool_call_id: call.toolCallId, tool_name: call.toolName, args: call.args, deadline_ts: deadline },

@@ -120,7 +120,7 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       return { toolCall: toToolCallMessage(call) };
     },
     async waitToolCall(req, ctx) {
-      const timeoutMs = req.timeoutMs ?? 60_000;
+      const timeoutMs = req.timeoutMs ?? defaultTimeoutMs;
       if (timeoutMs < 0 || timeoutMs > 600_000) throw invalidRequest('timeout_ms must be 0-600000', 'timeout_ms');
       const call = await calls.get(req.toolCallId);
       if (ctx.principal?.kind === 'run' && ctx.principal.runId !== call.runId) requireKey(ctx.principal);

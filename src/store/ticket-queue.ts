@@ -18,7 +18,7 @@ export interface QueueOptions {
   concurrency: number;
   /** How long a worker's claim on a ticket lasts without renewal. */
   leaseMs: number;
-  pollIntervalMs?: number;
+  pollIntervalMs: number;
 }
 
 /** Runs one ticket; `workerId` is the queue worker holding the job. */
@@ -51,7 +51,7 @@ export class ContractQueue {
       pgPool,
       concurrency: this.opts.concurrency,
       noHandleSignals: true,
-      pollInterval: this.opts.pollIntervalMs ?? 1000,
+      pollInterval: this.opts.pollIntervalMs,
       logger,
       taskList: {
         [EXECUTE_TASK]: (payload, helpers) => handler((payload as { ticket: string }).ticket, helpers.job.locked_by ?? 'unknown-worker'),
