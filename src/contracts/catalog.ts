@@ -24,7 +24,11 @@ export class ContractCatalog implements ContractLookup {
   }
 
   async find(contractId: string, version: string): Promise<ContractVersion | undefined> {
-    return this.registry.get(contractId, version) ?? ((await this.#load(contractId)), this.registry.get(contractId, version));
+    const known = this.registry.get(contractId, version);
+    if (known) return known;
+    // Registered on another core since this one last looked.
+    await this.#load(contractId);
+    return this.registry.get(contractId, version);
   }
 
   async versionsOf(contractId: string): Promise<ContractVersion[]> {

@@ -57,6 +57,14 @@ export class ContractRegistry {
     if (!ID.test(def.contract_id) || def.contract_id.length > 128) throw new ContractDefinitionError('contract_id is lowercase GROUP:NAME (letters, digits, . _ -), at most 128 characters', '/contract_id');
     if (!SEMVER.test(def.version)) throw new ContractDefinitionError(`version ${def.version} is not MAJOR.MINOR.PATCH`, '/version');
     if (!/^[a-z][a-z0-9_]{0,127}$/.test(def.intent)) throw new ContractDefinitionError('intent is snake_case', '/intent');
+    if (def.description !== undefined && (typeof def.description !== 'string' || def.description.length > 2000)) throw new ContractDefinitionError('description is a string of at most 2000 characters', '/description');
+    if (!def.schemas || typeof def.schemas !== 'object' || Array.isArray(def.schemas)) throw new ContractDefinitionError('schemas is an object of JSON Schemas by kind', '/schemas');
+    const stray = Object.keys(def.schemas).find((k) => !(SCHEMA_FILES as readonly string[]).includes(k));
+    if (stray) throw new ContractDefinitionError(`schemas.${stray} is not one of ${SCHEMA_FILES.join(', ')}`, `/schemas/${stray}`);
+    for (const kind of SCHEMA_FILES) {
+      const schema = def.schemas[kind];
+      if (schema !== undefined && (!schema || typeof schema !== 'object' || Array.isArray(schema))) throw new ContractDefinitionError(`schemas.${kind} is a JSON Schema object`, `/schemas/${kind}`);
+    }
     for (const kind of ['request', 'result'] as const) {
       const schema = def.schemas?.[kind];
       if (!schema || typeof schema !== 'object' || Array.isArray(schema)) throw new ContractDefinitionError(`schemas.${kind} is required`, `/schemas/${kind}`);

@@ -117,10 +117,10 @@ export function checkAssembly(a: AssemblyDef): void {
   );
   topoOrder(a.steps.map((s) => ({ id: s.id, dependencies: s.dependencies ?? [] })));
   a.steps.forEach((s, i) => {
-    const ancestors = descendantsUp(a.steps, s.id);
+    const before = ancestors(a.steps, s.id);
     for (const ref of stepRefs(s.input ?? {})) {
       const from = parsePointer(ref.slice(STEP_REF.length))[0];
-      if (!from || !ancestors.has(from)) throw new AssemblyError(`step ${s.id} reads ${ref}, but ${from} is not one of its dependencies`, `/assembly/steps/${i}/input`);
+      if (!from || !before.has(from)) throw new AssemblyError(`step ${s.id} reads ${ref}, but ${from} is not one of its dependencies`, `/assembly/steps/${i}/input`);
     }
   });
   if (a.output) checkOutput(a.output, ids);
@@ -162,22 +162,32 @@ function stepRefs(value: unknown): string[] {
 }
 
 /** Replaces `$steps/<id>/…` strings with those values of the ancestors' outputs; absent values drop the key. */
-export function bindStepOutputs(input: unknown, outputs: Record<string, unknown>): unknown {
-  if (typeof input === 'string' && input.startsWith(`${STEP_REF}/`)) return getPointer(outputs, input.slice(STEP_REF.length));
-  if (Array.isArray(input)) return input.map((x) => bindStepOutputs(x, outputs));
-  if (input && typeof input === 'object') {
+export const bindStepOutputs = (input: unknown, outputs: Record<string, unknown>): unknown =>
+  bindRefs(input, (ref) => (ref.startsWith(`${STEP_REF}/`) ? { value: getPointer(outputs, ref.slice(STEP_REF.length)) } : undefined));
+
+/**
+ * Walks a template, replacing each string `resolve` recognises by its value;
+ * an undefined value drops the key. Other values are kept as they are.
+ */
+function bindRefs(template: unknown, resolve: (ref: string) => { value: unknown } | undefined): unknown {
+  if (typeof template === 'string') {
+    const hit = resolve(template);
+    return hit ? hit.value : template;
+  }
+  if (Array.isArray(template)) return template.map((t) => bindRefs(t, resolve));
+  if (template && typeof template === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(input)) {
-      const bound = bindStepOutputs(v, outputs);
+    for (const [k, v] of Object.entries(template)) {
+      const bound = bindRefs(v, resolve);
       if (bound !== undefined) out[k] = bound;
     }
     return out;
   }
-  return input;
+  return template;
 }
 
 /** Every step `id` depends on, directly or not. */
-function descendantsUp(steps: StepDef[], id: string): Set<string> {
+export function ancestors(steps: readonly { id: string; dependencies?: readonly string[] }[], id: string): Set<string> {
   const byId = new Map(steps.map((s) => [s.id, s]));
   const seen = new Set<string>();
   const visit = (x: string) => {
@@ -278,19 +288,7 @@ export function mergeLocal(previous: PlanBody, fresh: PlanBody, failedStepId: st
 }
 
 /** Replaces `$.a.b` strings with the value at that path; absent paths drop the key. */
-function bind(template: unknown, doc: Record<string, unknown>): unknown {
-  if (typeof template === 'string' && template.startsWith('$.')) return lookup(doc, template.slice(2));
-  if (Array.isArray(template)) return template.map((t) => bind(t, doc));
-  if (template && typeof template === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(template)) {
-      const bound = bind(v, doc);
-      if (bound !== undefined) out[k] = bound;
-    }
-    return out;
-  }
-  return template;
-}
+const bind = (template: unknown, doc: Record<string, unknown>): unknown => bindRefs(template, (ref) => (ref.startsWith('$.') ? { value: lookup(doc, ref.slice(2)) } : undefined));
 
 function lookup(doc: unknown, path: string): unknown {
   let cur = doc;

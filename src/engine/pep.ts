@@ -70,11 +70,12 @@ export class Pep {
     }
   }
 
-  async execute(call: StepCall, ctx: UnitContext & { em: () => EntityManager }): Promise<unknown> {
+  /** Runs one step's capability; `em` reads the tool registry, and never reaches a unit. */
+  async execute(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
     this.check(call.capability);
     const timeout = AbortSignal.timeout(call.timeoutMs);
     const signal = AbortSignal.any([ctx.signal, timeout]);
-    const work = this.#run(call, { ...ctx, signal });
+    const work = this.#run(call, { ...ctx, signal }, em);
     const timedOut = new Promise<never>((_, reject) =>
       signal.addEventListener('abort', () =>
         reject(
@@ -88,9 +89,9 @@ export class Pep {
     return Promise.race([work, timedOut]);
   }
 
-  async #run(call: StepCall, ctx: UnitContext & { em: () => EntityManager }): Promise<unknown> {
+  async #run(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
     if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
-      const tool = await getTool(ctx.em(), call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
+      const tool = await getTool(em(), call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
       try {
         return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
       } catch (error) {

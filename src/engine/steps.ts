@@ -9,7 +9,7 @@ import type { GlobalState, PolicyDecision, StepContext, StructuredError, ToolFac
 import { AbcError } from '../domain/errors.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
-import { bindStepOutputs } from '../decision/planner.js';
+import { ancestors, bindStepOutputs } from '../decision/planner.js';
 import type { AssemblyOutput, LlmAccess, PackDb } from '../ports/pack.js';
 import type { Memory } from '../store/memory.js';
 import { Pep, type Capabilities } from './pep.js';
@@ -146,11 +146,11 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       if (call.capability !== step.tool_name && call.capability !== step.fallback_tool) {
         throw new AbcError('PERMISSION_DENIED', { code: 'EXECUTOR_OFF_PLAN', category: 'COMPLIANCE', message: `the executor asked for ${call.capability}, which step ${id} does not plan`, retryable: false });
       }
-      const ancestors = ancestorsOf(planned, id);
-      const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => ancestors.has(d)));
+      const before = ancestors(k.plan.steps, id);
+      const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => before.has(d)));
       const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
       const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
-      const unit = { input, deps, em: k.em, db: k.db, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
+      const unit = { input, deps, db: k.db, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
       const used = await facts(result.capability);
@@ -211,7 +211,7 @@ async function runWithFallback(
   capability: string,
   unit: Parameters<Pep['execute']>[1],
 ): Promise<{ value: unknown; capability: string; note?: string; failed?: StructuredError }> {
-  const call = (c: string) => pep.execute({ ticket: k.row.ticket, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit);
+  const call = (c: string) => pep.execute({ ticket: k.row.ticket, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit, k.em);
   const fallback = step.fallback_tool;
   try {
     return { value: await call(capability), capability };
@@ -222,13 +222,4 @@ async function runWithFallback(
     const reason = error instanceof AbcError ? e.payload.message : String((error as Error).message ?? error).slice(0, 200);
     return { value: await call(fallback), capability: fallback, note: `${capability} failed (${reason}); ${fallback} was used`, failed: toStructured(error, { step_id: step.id, capability }) };
   }
-}
-
-function ancestorsOf(planned: Map<string, PlannedStepLike>, id: string): Set<string> {
-  const seen = new Set<string>();
-  const visit = (x: string) => {
-    for (const d of planned.get(x)?.dependencies ?? []) if (!seen.has(d)) (seen.add(d), visit(d));
-  };
-  visit(id);
-  return seen;
 }

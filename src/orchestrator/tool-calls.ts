@@ -47,7 +47,9 @@ import {
   readIdempotencyKey,
   readToolCall,
   TOOL_CALLS,
+  toCall,
   type ApprovalRow,
+  type RawCall,
   type ToolCallRow,
 } from '../store/tool-call-store.js';
 
@@ -406,6 +408,7 @@ export class ToolCalls {
     let moved;
     try {
       moved = await writeTransition(tx, APPROVALS, decision as ApprovalTrigger, {
+        columns: 'approval_id, status',
         where: 'approval_id = ?',
         params: [approval.approvalId],
         set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
@@ -536,7 +539,7 @@ export class ToolCalls {
   ): Promise<ToolCallRow> {
     let moved;
     try {
-      moved = await writeTransition(tx, TOOL_CALLS, trigger, {
+      moved = await writeTransition<ToolCallState, ToolCallTrigger, RawCall>(tx, TOOL_CALLS, trigger, {
         where: 'tool_call_id = ?',
         params: [toolCallId],
         set: ({ to }) => ({
@@ -560,13 +563,14 @@ export class ToolCalls {
             patch.deadlineMs ?? null,
           ],
         }),
+        returning: true,
       });
     } catch (error) {
       if (isIllegalTransition(error)) this.#log.warn({ toolCallId, trigger }, 'illegal tool call transition rejected');
       throw error;
     }
     if (!moved) throw notFound('tool_call', toolCallId);
-    const row = { status: moved.from, run_id: moved.row.run_id as string };
+    const row = { status: moved.from, run_id: moved.row.run_id };
     const next = { value: moved.to };
     const outcome = next.value === 'SUCCEEDED' ? { result: summariseOutcome(patch.result ?? null) } : patch.error ? { errorMessage: patch.error.message } : {};
     const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
@@ -576,7 +580,7 @@ export class ToolCalls {
       { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: row.status, to: next.value, trigger } },
       ...mirrored,
     ]);
-    return this.get(toolCallId, tx);
+    return toCall(moved.after!);
   }
 }
 

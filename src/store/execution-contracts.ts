@@ -70,6 +70,7 @@ export async function moveContract(
 ): Promise<ExecutionStateEvent | undefined> {
   const at = now();
   const moved = await writeTransition<ExecutionState, ExecutionTrigger, { execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean }>(tx, CONTRACTS, trigger, {
+    columns: 'execution_id, status, action_summary, irreversible',
     where: `subject_id = ? AND ${where.ticket ? 'ticket = ?' : 'run_id = ?'}`,
     params: [where.subjectId, where.ticket ?? where.runId],
     order: 'created_at DESC',

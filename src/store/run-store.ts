@@ -112,6 +112,7 @@ export async function transitionRun(
   try {
     // An ended run NOTIFYs at commit: every process forgets its token (it dies with its run).
     moved = await writeTransition(tx, RUNS, trigger, {
+      columns: 'run_id, status, parent_run_id',
       where: 'run_id = ?',
       params: [runId],
       set: ({ to }) => ({

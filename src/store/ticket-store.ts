@@ -286,21 +286,10 @@ export async function retargetStep(tx: EntityManager, ticket: string, stepId: st
   await tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [to.capability, to.side_effect, to.label, ticket, stepId]);
 }
 
-export interface NewTicket {
-  ticket: string;
-  contract_id: string;
-  contract_version: string;
-  request_id: string;
-  session_id: string;
-  idempotency_key: string;
-  request_hash: string;
-  request: Record<string, unknown>;
-  mode: string;
-  trace_id: string;
-  expected_latency_ms: number;
+export type NewTicket = Pick<TicketRow, 'ticket' | 'contract_id' | 'contract_version' | 'request_id' | 'session_id' | 'idempotency_key' | 'request_hash' | 'request' | 'mode' | 'trace_id' | 'expected_latency_ms'> & {
   /** How long it stays pollable. */
   retention_ms: number;
-}
+};
 
 /** Creates a ticket in INIT; undefined when its idempotency key is taken. */
 export async function insertTicket(tx: EntityManager, t: NewTicket): Promise<TicketRow | undefined> {

@@ -47,7 +47,7 @@ export interface RawCall {
 }
 
 const date = (d: Date | null) => (d ? new Date(d) : null);
-const toCall = (r: RawCall): ToolCallRow => ({
+export const toCall = (r: RawCall): ToolCallRow => ({
   toolCallId: r.tool_call_id,
   runId: r.run_id,
   toolName: r.tool_name,

@@ -26,6 +26,8 @@ export interface Move<S extends string, R> {
 }
 
 export interface MoveOptions<S extends string, R> {
+  /** The columns to read of the locked row (the state and key columns among them); all by default. */
+  columns?: string;
   /** Picks the row: a WHERE clause and its parameters (`?` placeholders), and an ORDER BY when several match. */
   where: string;
   params: unknown[];
@@ -45,7 +47,7 @@ export async function writeTransition<S extends string, T extends string, R exte
   trigger: T,
   o: MoveOptions<S, R>,
 ): Promise<Move<S, R> | undefined> {
-  const [row] = await tx.execute<R[]>(`SELECT * FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''} FOR UPDATE`, o.params);
+  const [row] = await tx.execute<R[]>(`SELECT ${o.columns ?? '*'} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''} FOR UPDATE`, o.params);
   if (!row) return undefined;
   const cell = (column: string) => (row as Record<string, unknown>)[column];
   const from = cell(t.state) as S;

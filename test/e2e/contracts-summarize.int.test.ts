@@ -264,3 +264,16 @@ describe('runtime registration', () => {
     expect(e.code).toBe(16);
   });
 });
+
+describe('registration over gRPC refuses malformed definitions with INVALID_ARGUMENT', () => {
+  it.each([
+    ['a description that is not a string', { description: 7 }],
+    ['a schema kind ABC does not know', { schemas: { request: { $id: 'urn:a' }, result: { $id: 'urn:b' }, extra: {} } }],
+    ['a schema that is not an object', { schemas: { request: 'x', result: { $id: 'urn:b' } } }],
+    ['no schemas at all', { schemas: null }],
+  ])('%s', async (_, change) => {
+    const definition = { contract_id: 'com.bad:one', version: '1.0.0', intent: 'bad_one', schemas: { request: { $id: 'urn:bad:req' }, result: { $id: 'urn:bad:res' } }, ...change };
+    const e = await failure(unary(s.clients.ingress.registerContract.bind(s.clients.ingress), { definition }, withKey(s.key)));
+    expect(e.code).toBe(3);
+  });
+});
