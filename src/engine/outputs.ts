@@ -12,7 +12,12 @@ export class AssemblyOutputs {
   readonly #owned = new Map<string, AssemblyOutput>();
 
   constructor(packs: readonly AssemblyPack[]) {
-    for (const pack of packs) for (const [assemblyId, output] of Object.entries(pack.outputs ?? {})) this.#owned.set(assemblyId, output);
+    for (const pack of packs) {
+      for (const [assemblyId, output] of Object.entries(pack.outputs ?? {})) {
+        if (this.#owned.has(assemblyId)) throw new Error(`assembly ${assemblyId} is owned by two packs (the second is ${pack.name})`);
+        this.#owned.set(assemblyId, output);
+      }
+    }
   }
 
   of(assembly: AssemblyDef | undefined): AssemblyOutput {

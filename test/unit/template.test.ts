@@ -39,3 +39,12 @@ describe('the declarative output', () => {
     expect(out.render({ output_spec: { format: 'json' } }, { title: 'T' }, {})).toEqual({ content: '{"title":"T"}', mediaType: 'application/json' });
   });
 });
+
+describe('assembly outputs', () => {
+  it('refuses two packs owning one assembly', async () => {
+    const { AssemblyOutputs } = await import('../../src/engine/outputs.js');
+    const output = declarativeOutput(undefined);
+    const pack = (name: string) => ({ name, units: {}, outputs: { same: output } });
+    expect(() => new AssemblyOutputs([pack('a'), pack('b')])).toThrow(/owned by two packs/);
+  });
+});
