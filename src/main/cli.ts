@@ -27,7 +27,10 @@ class UsageError extends Error {}
 const [command, ...rest] = process.argv.slice(2);
 const config = configOrExit();
 const log = rootLogger(config);
-const packs = await loadPacks(config.packsDir);
+const packs = await loadPacks(config.packsDir).catch((error: Error) => {
+  process.stderr.write(`ABC_PACKS_DIR ${config.packsDir}: ${error.message}\n`);
+  process.exit(2);
+});
 const packCommands = new Map(packs.flatMap((p) => Object.entries(p.commands ?? {})));
 const usage = () => USAGE + [...packCommands.values()].map((c) => `  ${c.usage}\n`).join('');
 const lifecycle = new Lifecycle(log);
