@@ -7,6 +7,8 @@ import { boundaryOptions, installBoundary, invalid } from './boundary.js';
 import { installTracing } from './tracing.js';
 import { fromGrpcError } from './errors.js';
 import websocket from '@fastify/websocket';
+import cors from '@fastify/cors';
+import { AuthFailures } from './auth-failures.js';
 import { agentRoutes } from './routes/agents.js';
 import { contractRoutes } from './routes/contracts.js';
 import { engineRoutes } from './routes/engine.js';
@@ -22,6 +24,10 @@ import { toolRoutes } from './routes/tools.js';
 export interface GatewayOptions {
   core: CoreClients;
   logger: Logger;
+  /** Browser origins allowed by CORS and on the IM WebSocket; none by default. */
+  corsOrigins?: readonly string[];
+  /** Failed authentications one client address may make a minute before it gets 429. */
+  authFailuresPerMinute?: number;
   readyTimeoutMs?: number;
   bodyLimit?: number;
   wsPingIntervalMs?: number;
@@ -29,6 +35,8 @@ export interface GatewayOptions {
 
 /** Routes that need no credential: probes, and the IM socket (its hello carries the key). */
 const ANONYMOUS_ROUTES = new Set(['/health', '/ready', '/v1/im']);
+/** SSE routes, where a browser's stream token may come as `?access_token=`. */
+const STREAM_ROUTES = new Set(['/v1/runs/:run_id/events/stream']);
 
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
@@ -43,6 +51,9 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   });
   installBoundary(app);
   installTracing(app);
+  const origins = opts.corsOrigins ?? [];
+  void app.register(cors, { origin: [...origins], credentials: true, maxAge: 600, exposedHeaders: ['x-request-id', 'retry-after'] });
+  const failures = new AuthFailures(opts.authFailuresPerMinute ?? 60);
 
   app.setErrorHandler((error, request, reply) => {
     const e = error as { validation?: unknown; statusCode?: number; code?: unknown; message: string; validationContext?: string; instancePath?: string };
@@ -57,6 +68,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     }
     if (typeof e.code === 'number') {
       const mapped = fromGrpcError(error);
+      if (mapped.body.error.retry_after_seconds) void reply.header('retry-after', String(mapped.body.error.retry_after_seconds));
       return reply.code(mapped.statusCode).send(mapped.body);
     }
     if (typeof (error as { abcField?: unknown }).abcField === 'string') {
@@ -77,13 +89,21 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   // A call without any credential is refused before its input is validated, so
   // a caller learns first that it needs a key. The core still checks the key itself.
   app.addHook('onRequest', async (request, reply) => {
+    // A flood of bad credentials from one address is cut off before it reaches the core.
+    const wait = failures.blockedFor(request.ip);
+    if (wait > 0) {
+      void reply.header('retry-after', String(wait));
+      return reply.code(429).send({ error: { code: 'rate_limited', category: 'AUTH', message: `too many failed authentications from this address; retry after ${wait} s`, retryable: true, retry_after_seconds: wait } });
+    }
     const route = request.routeOptions.url;
-    if (route === undefined || ANONYMOUS_ROUTES.has(route)) return;
+    if (route === undefined || ANONYMOUS_ROUTES.has(route) || request.method === 'OPTIONS') return;
     if (request.headers.authorization || request.headers['x-api-key']) return;
+    if (STREAM_ROUTES.has(route) && /[?&]access_token=/.test(request.url)) return;
     return reply.code(401).send({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false } });
   });
 
   app.addHook('onResponse', (request, reply, done) => {
+    if (reply.statusCode === 401) failures.record(request.ip);
     request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, traceId: request.traceId }, 'request');
     done();
   });
@@ -100,7 +120,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });
-    imRoutes(scope, opts.core, opts.wsPingIntervalMs ?? 30_000);
+    imRoutes(scope, opts.core, opts.wsPingIntervalMs ?? 30_000, { origins, failures });
   });
   return app;
 }

@@ -16,6 +16,17 @@ export function metadataOf(request: FastifyRequest): Metadata {
   return metadata;
 }
 
+/**
+ * An SSE route's metadata: a browser's EventSource sends no headers, so a
+ * stream token may come as `?access_token=` (POST /v1/stream_tokens). The core
+ * accepts such a token only for the event stream it names.
+ */
+export function streamMetadata(request: FastifyRequest, accessToken: string | undefined): Metadata {
+  const metadata = metadataOf(request);
+  if (accessToken && !request.headers.authorization) metadata.set('authorization', `Bearer ${accessToken}`);
+  return metadata;
+}
+
 /** Calls a unary method; aborts the call when the HTTP client goes away. */
 export function call<Req, Res>(
   fn: (req: Req, metadata: Metadata, options: Partial<CallOptions>, cb: (error: ServiceError | null, res: Res) => void) => { cancel(): void },

@@ -9,9 +9,25 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { coreAddr: string; host: string; port: number; logger: Logger; wsPingIntervalMs?: number }): Promise<Gateway> {
+export interface StartGatewayOptions {
+  coreAddr: string;
+  host: string;
+  port: number;
+  logger: Logger;
+  wsPingIntervalMs?: number;
+  corsOrigins?: readonly string[];
+  authFailuresPerMinute?: number;
+}
+
+export async function startGateway(opts: StartGatewayOptions): Promise<Gateway> {
   const core = connectCore(opts.coreAddr);
-  const app = buildGateway({ core, logger: opts.logger.child({ component: 'gateway' }), wsPingIntervalMs: opts.wsPingIntervalMs });
+  const app = buildGateway({
+    core,
+    logger: opts.logger.child({ component: 'gateway' }),
+    wsPingIntervalMs: opts.wsPingIntervalMs,
+    corsOrigins: opts.corsOrigins,
+    authFailuresPerMinute: opts.authFailuresPerMinute,
+  });
   const url = await app.listen({ host: opts.host, port: opts.port });
   return {
     url,

@@ -82,6 +82,16 @@ export interface Config {
   migrationPollMs: number;
   /** A client connection not refreshed for this long no longer counts as online. */
   presenceTtlMs: number;
+  /** Calls a second one API key may make (bursts of twice that); 0: no limit. */
+  keyRatePerSecond: number;
+  /** Calls a second all keys of one tenant may make together (bursts of twice that); 0: no limit. */
+  tenantRatePerSecond: number;
+  /** Runs one tenant may have going at once; 0: no limit. */
+  tenantMaxRuns: number;
+  /** Browser origins allowed by CORS and on the IM WebSocket (ABC_CORS_ORIGINS=https://a.example,https://b.example). */
+  corsOrigins: string[];
+  /** Failed authentications one client address may make a minute before the gateway answers 429. */
+  authFailuresPerMinute: number;
 }
 
 export interface HostPort {
@@ -170,6 +180,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     queuePollMs: ms('ABC_QUEUE_POLL_MS', 1000),
     migrationPollMs: ms('ABC_MIGRATION_POLL_MS', 2000),
     presenceTtlMs: ms('ABC_PRESENCE_TTL_MS', 30_000),
+    keyRatePerSecond: read('ABC_KEY_RATE_PER_SECOND', 1000, parseLimitOrOff),
+    tenantRatePerSecond: read('ABC_TENANT_RATE_PER_SECOND', 5000, parseLimitOrOff),
+    tenantMaxRuns: read('ABC_TENANT_MAX_RUNS', 1000, parseLimitOrOff),
+    corsOrigins: read('ABC_CORS_ORIGINS', [], parseOrigins),
+    authFailuresPerMinute: read('ABC_AUTH_FAILURES_PER_MINUTE', 60, parsePositiveInt),
   };
   return problems.length ? { ok: false, problems } : { ok: true, config };
 }
@@ -202,6 +217,11 @@ export function coreSettings(config: Config) {
     timerSweepMs: config.timerSweepMs,
     migrationPollMs: config.migrationPollMs,
     presenceTtlMs: config.presenceTtlMs,
+    rateLimits: {
+      key: { perSecond: config.keyRatePerSecond, burst: config.keyRatePerSecond * 2 },
+      tenant: { perSecond: config.tenantRatePerSecond, burst: config.tenantRatePerSecond * 2 },
+    },
+    tenantMaxRuns: config.tenantMaxRuns,
     retry: config.retry,
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks, model: config.contractLlmModel },
     contracts: {
@@ -219,6 +239,26 @@ export function coreSettings(config: Config) {
 }
 
 export type CoreSettings = ReturnType<typeof coreSettings>;
+
+/** What a gateway runs with, besides where it listens and which core it speaks to. */
+export function gatewaySettings(config: Config) {
+  return { wsPingIntervalMs: config.wsPingIntervalMs, corsOrigins: config.corsOrigins, authFailuresPerMinute: config.authFailuresPerMinute };
+}
+
+/** Origins as a browser sends them: scheme://host[:port], comma-separated. */
+function parseOrigins(raw: string): Parsed<string[]> {
+  const origins = raw.split(',').map((o) => o.trim()).filter(Boolean);
+  for (const o of origins) {
+    let url: URL;
+    try {
+      url = new URL(o);
+    } catch {
+      return { error: `${o} is not an origin (scheme://host[:port])` };
+    }
+    if (url.origin !== o.replace(/\/$/, '')) return { error: `${o} is not an origin (scheme://host[:port], no path)` };
+  }
+  return { value: origins.map((o) => o.replace(/\/$/, '')) };
+}
 
 /** One line per problem, naming the variable, for a boot failure message. */
 export function formatProblems(problems: ConfigProblem[]): string {
@@ -260,6 +300,11 @@ export function parseFallbacks(raw: string): Parsed<Record<string, string[]>> {
 
 function parseLimit(raw: string): Parsed<number> {
   return /^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= 100_000 ? { value: Number(raw) } : { error: `expected an integer 1-100000, got "${raw}"` };
+}
+
+/** A limit: a non-negative integer, 0 meaning none. */
+function parseLimitOrOff(raw: string): Parsed<number> {
+  return /^\d{1,9}$/.test(raw) ? { value: Number(raw) } : { error: `expected a non-negative integer (0: no limit), got "${raw}"` };
 }
 
 function parseCount(raw: string): Parsed<number> {

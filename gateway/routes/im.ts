@@ -1,19 +1,36 @@
 // GET /v1/im: the IM WebSocket. Each socket is one IngressService.Connect stream;
 // the gateway validates and translates frames and holds no state of its own.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AuthFailures } from '../auth-failures.js';
 import type { ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { CoreClients } from '../core-client.js';
 import { metadataOf } from '../grpc-call.js';
 import { parseClientFrame, serverFrameJson, type Parsed } from '../im-frames.js';
 
-export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs: number): void {
-  app.get('/v1/im', { websocket: true }, (socket, req) => {
+export interface ImGuards {
+  /** Browser origins allowed to open the socket; a request with any other Origin is refused. */
+  origins: readonly string[];
+  /** Counts a failed hello against the client's address. */
+  failures: AuthFailures;
+}
+
+export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs: number, guards: ImGuards): void {
+  // Browsers always send Origin; other clients need not. A page of another origin may not speak for its user.
+  const preValidation = async (req: FastifyRequest, reply: FastifyReply) => {
+    const origin = req.headers.origin;
+    if (origin === undefined || guards.origins.includes(origin)) return;
+    return reply.code(403).send({ error: { code: 'forbidden', category: 'AUTH', message: `origin ${origin.slice(0, 200)} may not open the IM socket (ABC_CORS_ORIGINS)`, retryable: false } });
+  };
+  app.get('/v1/im', { websocket: true, preValidation }, (socket, req) => {
     const stream = core.ingress.connect(metadataOf(req));
     const send = (json: Record<string, unknown>) => socket.readyState === socket.OPEN && socket.send(JSON.stringify(json));
     const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), pingIntervalMs);
     ping.unref();
 
-    stream.on('data', (res: ConnectResponse) => send(serverFrameJson(res)));
+    stream.on('data', (res: ConnectResponse) => {
+      if (res.frame?.$case === 'error' && res.frame.value.code === 'unauthenticated') guards.failures.record(req.ip);
+      send(serverFrameJson(res));
+    });
     stream.on('end', () => socket.close(1000, 'closed'));
     stream.on('error', (error: { code?: number }) => {
       if (error.code === 1) return;

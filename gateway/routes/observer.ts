@@ -73,6 +73,24 @@ const sinceQuery = (extra: Record<string, unknown> = {}) =>
   ({ type: 'object', additionalProperties: false, properties: { since_ts: { type: 'integer', minimum: 0 }, ...extra } }) as const;
 
 export function observerRoutes(app: FastifyInstance, core: CoreClients): void {
+  // A browser's read-only credential for one run's or session's event stream.
+  app.post<{ Body: { run_id?: string; session_id?: string; ttl_seconds?: number } }>(
+    '/v1/stream_tokens',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { run_id: { type: 'string', maxLength: 64 }, session_id: { type: 'string', maxLength: 64 }, ttl_seconds: { type: 'integer', minimum: 1, maximum: 3600 } },
+        },
+      },
+    },
+    async (req) => {
+      const b = req.body ?? {};
+      const out = await call(core.observer.createStreamToken.bind(core.observer), { runId: b.run_id ?? '', sessionId: b.session_id ?? '', ttlSeconds: b.ttl_seconds ?? 0 }, req);
+      return { token: out.token, expires_at: out.expiresAt, ...(b.run_id && { stream_url: `/v1/runs/${encodeURIComponent(b.run_id)}/events/stream?access_token=${out.token}` }) };
+    },
+  );
   app.get<{ Querystring: { since_ts?: number; agent_id?: string } }>(
     '/v1/metrics/runs',
     { schema: { querystring: sinceQuery({ agent_id: { type: 'string', maxLength: 64 } }) } },

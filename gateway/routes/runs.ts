@@ -1,7 +1,7 @@
 // Runs and their events: read, cancel, replay (seed 001 §9.3) and live SSE.
 import type { FastifyInstance } from 'fastify';
 import type { CoreClients } from '../core-client.js';
-import { call, metadataOf } from '../grpc-call.js';
+import { call, streamMetadata } from '../grpc-call.js';
 import { eventJson, runJson } from '../mappers.js';
 import { fromGrpcError } from '../errors.js';
 
@@ -58,15 +58,20 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
   );
 
   // Live events as SSE. `id:` is the cursor, so a reconnect with Last-Event-ID resumes exactly.
-  app.get<{ Params: { run_id: string }; Querystring: { types?: string; exclude_types?: string; cursor?: string } }>(
+  app.get<{ Params: { run_id: string }; Querystring: { types?: string; exclude_types?: string; cursor?: string; access_token?: string } }>(
     '/v1/runs/:run_id/events/stream',
-    { schema: { params: runParams, querystring: { type: 'object', additionalProperties: false, properties: { types: { type: 'string' }, exclude_types: { type: 'string' }, cursor } } } },
+    {
+      schema: {
+        params: runParams,
+        querystring: { type: 'object', additionalProperties: false, properties: { types: { type: 'string' }, exclude_types: { type: 'string' }, cursor, access_token: { type: 'string', maxLength: 4096 } } },
+      },
+    },
     (req, reply) => {
       const lastEventId = req.headers['last-event-id'];
       const from = typeof lastEventId === 'string' && /^\d{1,19}$/.test(lastEventId) ? lastEventId : (req.query.cursor ?? '');
       const stream = core.observer.watchEvents(
         { runId: req.params.run_id, sessionId: '', types: splitTypes(req.query.types), excludeTypes: splitTypes(req.query.exclude_types), cursor: from },
-        metadataOf(req),
+        streamMetadata(req, req.query.access_token),
       );
       live.add(stream);
       let opened = false;
@@ -74,7 +79,8 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
         if (opened) return;
         opened = true;
         reply.hijack();
-        reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+        // The headers set so far (CORS) go out with the hijacked response.
+        reply.raw.writeHead(200, { ...(reply.getHeaders() as Record<string, string>), 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
         reply.raw.write(': connected\n\n');
       };
       const heartbeat = setInterval(() => opened && reply.raw.write(': ping\n\n'), 15_000);

@@ -5,11 +5,28 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Orm } from '../store/orm.js';
-import { ApiKey } from '../store/entities/index.js';
-import type { Principal } from './principal.js';
+import { ApiKey, Tenant } from '../store/entities/index.js';
+import { isUniqueViolation } from '../store/orm.js';
+import { DEFAULT_TENANT, type KeyPrincipal } from './principal.js';
+import type { Scope } from './scopes.js';
 import { TtlCache } from './ttl-cache.js';
 
-export type KeyPrincipal = Extract<Principal, { kind: 'key' }>;
+export type { KeyPrincipal };
+
+/** What a key is for; without options it is an admin key of the default tenant. */
+export interface KeyGrant {
+  tenantId?: string;
+  scopes?: readonly Scope[];
+  /** The IM users it may speak for. */
+  userIds?: readonly string[] | null;
+}
+
+const TENANT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+
+type KeyRow = { keyId: string; name: string; tenantId: string; scopes: string[]; userIds?: string[] | null };
+const toPrincipal = (row: KeyRow): KeyPrincipal => ({
+  kind: 'key', keyId: row.keyId, name: row.name, tenantId: row.tenantId, scopes: row.scopes, userIds: row.userIds ?? null,
+});
 
 export const hashKey = (key: string) => sha256(key);
 
@@ -28,22 +45,43 @@ export class ApiKeys {
     this.#orm = orm;
   }
 
-  /** Stores a key's hash under a name; storing the same key again changes nothing. */
-  async register(key: string, name: string): Promise<KeyPrincipal> {
+  /** Stores a key's hash under a name; storing the same key again changes nothing. The tenant must exist. */
+  async register(key: string, name: string, grant: KeyGrant = {}): Promise<KeyPrincipal> {
     const keyHash = hashKey(key);
     const em = this.#orm.em.fork();
     const existing = await em.findOne(ApiKey, { keyHash });
-    if (existing) return { kind: 'key', keyId: existing.keyId, name: existing.name };
-    const keyId = `key_${randomBytes(8).toString('hex')}`;
-    em.create(ApiKey, { keyId, name, keyHash, prefix: key.slice(0, 8) });
+    if (existing) return toPrincipal(existing);
+    const tenantId = grant.tenantId ?? DEFAULT_TENANT;
+    if (!(await em.findOne(Tenant, { tenantId }))) throw new Error(`no tenant "${tenantId}"; create it with: abc tenants create ${tenantId}`);
+    const row = em.create(ApiKey, {
+      keyId: `key_${randomBytes(8).toString('hex')}`, name, keyHash, prefix: key.slice(0, 8), tenantId, scopes: [...(grant.scopes ?? ['admin'])], userIds: grant.userIds ? [...grant.userIds] : null,
+    });
     await em.flush();
-    return { kind: 'key', keyId, name };
+    return toPrincipal(row);
   }
 
   /** Mints, stores and returns a new key. The key is never retrievable again. */
-  async create(name: string): Promise<{ key: string; principal: KeyPrincipal }> {
+  async create(name: string, grant: KeyGrant = {}): Promise<{ key: string; principal: KeyPrincipal }> {
     const key = mintKey();
-    return { key, principal: await this.register(key, name) };
+    return { key, principal: await this.register(key, name, grant) };
+  }
+
+  /** Creates a tenant; false when it exists. */
+  async createTenant(tenantId: string, name = tenantId): Promise<boolean> {
+    if (!TENANT_ID.test(tenantId)) throw new Error('a tenant id is 1-64 of a-z 0-9 _ -, starting with a letter or digit');
+    const em = this.#orm.em.fork();
+    em.create(Tenant, { tenantId, name });
+    try {
+      await em.flush();
+      return true;
+    } catch (error) {
+      if (isUniqueViolation(error)) return false;
+      throw error;
+    }
+  }
+
+  async tenants(): Promise<{ tenantId: string; name: string }[]> {
+    return (await this.#orm.em.fork().find(Tenant, {}, { orderBy: { tenantId: 'asc' } })).map((t) => ({ tenantId: t.tenantId, name: t.name }));
   }
 
   /** The key's principal, or null when the key is unknown or revoked. Cached for 10 s. */
@@ -52,7 +90,7 @@ export class ApiKeys {
     const hit = this.#cache.get(keyHash);
     if (hit) return hit.value;
     const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
-    const principal: KeyPrincipal | null = row ? { kind: 'key', keyId: row.keyId, name: row.name } : null;
+    const principal: KeyPrincipal | null = row ? toPrincipal(row) : null;
     this.#cache.set(keyHash, principal);
     return principal;
   }

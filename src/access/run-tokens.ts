@@ -39,7 +39,7 @@ export class RunTokens {
     if (hit) return { principal: hit.value, ended: false };
     const run = await findRunByTokenHash(this.#orm.em.fork(), tokenHash);
     if (!run) return null;
-    const principal: RunPrincipal = { kind: 'run', runId: run.runId, sessionId: run.sessionId, agentId: run.rootAgentId };
+    const principal: RunPrincipal = { kind: 'run', runId: run.runId, sessionId: run.sessionId, agentId: run.rootAgentId, tenantId: run.tenantId };
     const ended = RUN_MACHINE.isTerminal(run.status);
     if (!ended) {
       this.#cache.set(tokenHash, principal);

@@ -1,7 +1,7 @@
 // Secrets at rest (agents' bearer tokens): AES-256-GCM under a key from
 // ABC_SECRET_KEY, or one minted into $ABC_DATA_DIR/secret-key on first use.
 import { parseSecretKey } from '../domain/secret-key.js';
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -20,6 +20,12 @@ export class SecretBox {
   /** A box with a random key that lives as long as the process (tests, throwaway cores). */
   static ephemeral(): SecretBox {
     return new SecretBox(randomBytes(32));
+  }
+
+  /** HMAC-SHA256 of `data` under a key derived from this box's for `purpose`, base64url. */
+  mac(purpose: string, data: string): string {
+    const key = createHmac('sha256', this.#key).update(`abc ${purpose}`).digest();
+    return createHmac('sha256', key).update(data).digest('base64url');
   }
 
   /** `v1:` and base64url(iv ‖ tag ‖ ciphertext). */

@@ -19,12 +19,12 @@ type Doc = Record<string, any>;
 export function contractHandlers(service: ContractService): ContractHandlers {
   return {
     submitContract: async (req, ctx) => {
-      requireKey(ctx.principal);
-      return toSubmitResponse(await service.submit(req.body ?? null, ctx.signal, String(ctx.metadata.get('traceparent')[0] ?? '') || undefined));
+      const { tenantId } = requireKey(ctx.principal);
+      return toSubmitResponse(await service.submit(tenantId, req.body ?? null, ctx.signal, String(ctx.metadata.get('traceparent')[0] ?? '') || undefined));
     },
     pollTicket: async (req, ctx) => {
-      requireKey(ctx.principal);
-      const view = await service.poll(req.ticket, req.noWait ? 0 : req.waitMs === 0 ? undefined : req.waitMs, ctx.signal);
+      const { tenantId } = requireKey(ctx.principal);
+      const view = await service.poll(tenantId, req.ticket, req.noWait ? 0 : req.waitMs === 0 ? undefined : req.waitMs, ctx.signal);
       return { ...toPollResponse(view.document), lifecycleState: view.lifecycleState };
     },
     submitHumanFeedback: async (req, ctx) => {
@@ -33,17 +33,17 @@ export function contractHandlers(service: ContractService): ContractHandlers {
       const action = HUMAN_ACTIONS[req.action as keyof typeof HUMAN_ACTIONS];
       if (!action) throw invalidRequest('action must be continue, replan or reject', 'action');
       if (req.feedback.length > 10_000) throw invalidRequest('feedback is longer than 10000 characters', 'feedback');
-      const row = await service.humanFeedback(req.ticket, { action, feedback: req.feedback, actor: principal.keyId, ...(req.data && { data: req.data }) });
+      const row = await service.humanFeedback(principal.tenantId, req.ticket, { action, feedback: req.feedback, actor: principal.keyId, ...(req.data && { data: req.data }) });
       return { ticket: row.ticket, status: enumOf<TicketStatus>('TICKET_STATUS', row.status), lifecycleState: row.lifecycle_state };
     },
     cancelTicket: async (req, ctx) => {
-      requireKey(ctx.principal);
-      const out = await service.cancel(req.ticket, req.reason);
+      const { tenantId } = requireKey(ctx.principal);
+      const out = await service.cancel(tenantId, req.ticket, req.reason);
       return { ticket: out.ticket, status: enumOf<TicketStatus>('TICKET_STATUS', out.status) };
     },
     getArtifact: async (req, ctx) => {
-      requireKey(ctx.principal);
-      const a = await service.artifact(req.ticket);
+      const { tenantId } = requireKey(ctx.principal);
+      const a = await service.artifact(tenantId, req.ticket);
       return { ticket: a.ticket, mediaType: a.mediaType, content: a.content };
     },
     registerContract: async (req, ctx) => {

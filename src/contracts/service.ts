@@ -51,7 +51,7 @@ export class ContractService {
    * The ticket joins the caller's trace: its `traceparent`, else a `correlation.client_trace_id`
    * that is a W3C trace id; any other client_trace_id is recorded on the ticket's first event.
    */
-  async submit(body: unknown, signal?: AbortSignal, traceparent?: string): Promise<SubmitOutcome> {
+  async submit(tenantId: string, body: unknown, signal?: AbortSignal, traceparent?: string): Promise<SubmitOutcome> {
     const received = Date.now();
     const clientTraceId = (body as { correlation?: { client_trace_id?: unknown } } | null)?.correlation?.client_trace_id;
     const traceId = traceIdFrom(traceparent) ?? w3cTraceId(clientTraceId) ?? randomBytes(16).toString('hex');
@@ -65,7 +65,7 @@ export class ContractService {
     const expected = assembly.expected_latency_ms ?? 0;
     const sync = prefs.mode === 'sync' || (prefs.mode === 'auto' && expected <= prefs.max_latency_ms);
 
-    const row = await this.#admit(contract, request, correlation, traceId, expected);
+    const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected);
     const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
     // An idempotent replay of a finished execution answers with its outcome, whatever the mode.
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
@@ -97,7 +97,7 @@ export class ContractService {
    * in one statement, and never advances, retries or replans. With a wait it
    * returns at the first change of the ticket (or at the deadline).
    */
-  async poll(ticket: string, waitMs?: number, signal?: AbortSignal): Promise<{ document: Record<string, unknown>; lifecycleState: string }> {
+  async poll(tenantId: string, ticket: string, waitMs?: number, signal?: AbortSignal): Promise<{ document: Record<string, unknown>; lifecycleState: string }> {
     if (waitMs !== undefined && (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_POLL_WAIT_MS)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'SCHEMA_VIOLATION', message: `wait_ms must be an integer from 0 to ${MAX_POLL_WAIT_MS}`, retryable: false, details: { pointer: '/wait_ms' } });
     }
@@ -106,7 +106,7 @@ export class ContractService {
     const view = await waitUntil(
       this.opts.bus,
       `ticket:${ticket}`,
-      () => this.#read(ticket),
+      () => this.#read(tenantId, ticket),
       (v) => isFinished(v.row) || (seen ??= JSON.stringify(v.document)) !== JSON.stringify(v.document),
       (first) => Date.now() + (waitMs ?? preferencesOf(first.row.request).poll_long_wait_ms),
       signal,
@@ -116,15 +116,17 @@ export class ContractService {
   }
 
   /** submit_human_feedback: the engine continues (or ends) an execution waiting for a human. */
-  humanFeedback(ticket: string, input: Parameters<ContractEngine['submitHumanFeedback']>[1]): Promise<TicketRow> {
+  async humanFeedback(tenantId: string, ticket: string, input: Parameters<ContractEngine['submitHumanFeedback']>[1]): Promise<TicketRow> {
+    const row = await getTicket(this.opts.orm.em.fork(), ticket);
+    if (!row || row.tenant_id !== tenantId) throw ticketNotFound(ticket);
     return this.opts.engine.submitHumanFeedback(ticket, input);
   }
 
-  async cancel(ticket: string, reason: string): Promise<{ ticket: string; status: string }> {
+  async cancel(tenantId: string, ticket: string, reason: string): Promise<{ ticket: string; status: string }> {
     // The cancel and the worker lock the ticket and its steps; a deadlock between them just runs again.
     const row = await retryOnConflict(() => this.opts.orm.em.fork().transactional(async (tx) => {
       const current = await getTicket(tx, ticket, true);
-      if (!current) throw ticketNotFound(ticket);
+      if (!current || current.tenant_id !== tenantId) throw ticketNotFound(ticket);
       if (isFinished(current)) {
         throw new AbcError('ABORTED', {
           code: 'TICKET_FINISHED',
@@ -145,9 +147,9 @@ export class ContractService {
   }
 
   /** The packaged output of a succeeded ticket. */
-  async artifact(ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
+  async artifact(tenantId: string, ticket: string): Promise<{ ticket: string; mediaType: string; content: string }> {
     const row = await readLiveTicket(this.opts.readOnly, ticket);
-    if (!row) throw ticketNotFound(ticket);
+    if (!row || row.tenant_id !== tenantId) throw ticketNotFound(ticket);
     if (row.lifecycle_state !== 'COMPLETED' || row.artifact === null) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'ARTIFACT_NOT_READY', category: 'VALIDATION', message: `ticket ${ticket} is ${row.status}; the artifact exists once it has SUCCEEDED`, retryable: row.status === 'QUEUED' || row.status === 'RUNNING', traceId: row.trace_id });
     }
@@ -175,12 +177,13 @@ export class ContractService {
   }
 
   /** Creates the ticket and its queue job in one transaction, or finds the idempotent original. */
-  async #admit(contract: ContractVersion, request: Record<string, unknown>, correlation: { request_id: string; idempotency_key: string; session_id: string }, traceId: string, expectedLatencyMs: number): Promise<TicketRow> {
+  async #admit(tenantId: string, contract: ContractVersion, request: Record<string, unknown>, correlation: { request_id: string; idempotency_key: string; session_id: string }, traceId: string, expectedLatencyMs: number): Promise<TicketRow> {
     const hash = requestHash(request);
     const ticket = newId('tkt');
     return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
       const inserted = await insertTicket(tx, {
         ticket,
+        tenant_id: tenantId,
         contract_id: contract.contract_id,
         contract_version: contract.version,
         request_id: correlation.request_id,
@@ -199,7 +202,7 @@ export class ContractService {
         await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) });
         return inserted;
       }
-      const existing = await ticketByIdempotencyKey(tx, contract.contract_id, correlation.idempotency_key);
+      const existing = await ticketByIdempotencyKey(tx, tenantId, contract.contract_id, correlation.idempotency_key);
       if (existing!.request_hash !== hash) {
         throw new AbcError('ALREADY_EXISTS', {
           code: 'idempotency_conflict',
@@ -225,9 +228,10 @@ export class ContractService {
   }
 
   /** One statement, only the columns a poller may see (no step outputs, no artifact). */
-  async #read(ticket: string) {
+  async #read(tenantId: string, ticket: string) {
     const row = await readTicketForPoll(this.opts.readOnly, ticket);
-    if (!row) throw ticketNotFound(ticket);
+    // Another tenant's ticket does not exist for this one.
+    if (!row || row.tenant_id !== tenantId) throw ticketNotFound(ticket);
     return { row, document: pollDocument(row, row.steps, Date.now()) };
   }
 

@@ -5,6 +5,7 @@ import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
+import { DEFAULT_TENANT } from '../access/principal.js';
 import { newId } from '../runtime/new-id.js';
 import { insertAssembly, insertPlan, latestAssembly, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
 import type { Logger } from '../runtime/log.js';
@@ -25,6 +26,8 @@ export interface FrozenPlanDoc extends PlanBody {
 }
 
 export interface PlanRequest extends PlanInput {
+  /** Whose tools the plan may use. */
+  tenantId: string;
   executionId?: string;
   /** Pins an assembly version; empty picks the latest for the intent. */
   assemblyVersion?: string;
@@ -41,7 +44,7 @@ export class Decision {
   constructor(
     readonly em: () => EntityManager,
     /** The capabilities the control plane grants right now. */
-    readonly granted: () => Promise<ReadonlySet<string>>,
+    readonly granted: (tenantId: string) => Promise<ReadonlySet<string>>,
   ) {}
 
   /** Registers the assembly files under `dir` (each `<intent>/<version>.json`); existing versions are kept. */
@@ -115,13 +118,13 @@ export class Decision {
   /** Compiles and stores a frozen plan. */
   async plan(req: PlanRequest, tx?: EntityManager): Promise<FrozenPlanDoc> {
     const assembly = await this.resolve(req.intent, req.assemblyVersion);
-    const { body, hash } = await this.compile(assembly, req);
-    return this.freeze(body, hash, req.executionId, { input: planInput(req) }, undefined, tx);
+    const { body, hash } = await this.compile(assembly, req, new Set(), req.tenantId);
+    return this.freeze(body, hash, req.executionId, { input: planInput(req), tenant_id: req.tenantId }, undefined, tx);
   }
 
-  /** Compiles without storing; `avoid` names capabilities to replace by their fallbacks. */
-  async compile(assembly: AssemblyDef, input: PlanInput, avoid: ReadonlySet<string> = new Set()): Promise<{ body: PlanBody; hash: string }> {
-    return compilePlan(assembly, input, await this.granted(), avoid);
+  /** Compiles without storing for a tenant's capabilities; `avoid` names capabilities to replace by their fallbacks. */
+  async compile(assembly: AssemblyDef, input: PlanInput, avoid: ReadonlySet<string>, tenantId: string): Promise<{ body: PlanBody; hash: string }> {
+    return compilePlan(assembly, input, await this.granted(tenantId), avoid);
   }
 
   /**
@@ -135,23 +138,25 @@ export class Decision {
     scope: 'LOCAL' | 'GLOBAL',
     failedStepId: string,
     reason: Record<string, unknown> | undefined,
+    tenantId: string,
     avoid: ReadonlySet<string> = new Set(),
     tx: EntityManager = this.em(),
   ): Promise<FrozenPlanDoc> {
     const previous = await this.getPlan(planId, tx);
-    if (!previous) throw new AbcError('NOT_FOUND', { code: 'PLAN_NOT_FOUND', message: `plan ${planId} does not exist`, retryable: false });
+    // Another tenant's plan does not exist for this one.
+    if (!previous || (previous.metadata.tenant_id ?? DEFAULT_TENANT) !== tenantId) throw new AbcError('NOT_FOUND', { code: 'PLAN_NOT_FOUND', message: `plan ${planId} does not exist`, retryable: false });
     const input = previous.metadata.input as PlanInput | undefined;
     const replan = { scope, failed_step_id: failedStepId, ...(reason && { error: reason }), ...(avoid.size && { avoid: [...avoid].sort() }) };
     const executionId = previous.metadata.execution_id as string | undefined;
     if (scope === 'GLOBAL' && input) {
-      const { body, hash } = await this.compile(await this.resolve(input.intent), input, avoid);
+      const { body, hash } = await this.compile(await this.resolve(input.intent), input, avoid, tenantId);
       return this.freeze(body, hash, executionId, { ...previous.metadata, replan }, planId, tx);
     }
     if (failedStepId && !previous.steps.some((s) => s.id === failedStepId)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'UNKNOWN_STEP', message: `plan ${planId} has no step ${failedStepId}`, details: { pointer: '/failed_step_id' } });
     }
     const assembly = input && failedStepId ? await this.get(previous.assembly_id, previous.assembly_version) : undefined;
-    const { body, hash } = assembly && input ? mergeLocal(previous, (await this.compile(assembly, input, avoid)).body, failedStepId) : { body: bodyOf(previous), hash: previous.plan_hash };
+    const { body, hash } = assembly && input ? mergeLocal(previous, (await this.compile(assembly, input, avoid, tenantId)).body, failedStepId) : { body: bodyOf(previous), hash: previous.plan_hash };
     return this.freeze(body, hash, executionId, { ...previous.metadata, replan }, planId, tx);
   }
 

@@ -10,9 +10,10 @@ import type { AssemblyDef, CapabilityDef, OutputSpec, PlannedStep, StepDef } fro
 export function decisionHandlers(decision: Decision): ServiceHandlers<typeof DecisionServiceService> {
   return {
     plan: async (req, ctx) => {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       if (!req.intent) throw invalidRequest('intent is required', 'intent');
       const plan = await decision.plan({
+        tenantId,
         intent: req.intent,
         ...(req.contract && { contract: { contract_id: req.contract.contractId, version: req.contract.version } }),
         context: req.context ?? {},
@@ -24,11 +25,11 @@ export function decisionHandlers(decision: Decision): ServiceHandlers<typeof Dec
       return { plan: toFrozenPlan(plan) };
     },
     replan: async (req, ctx) => {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       if (!req.planId) throw invalidRequest('plan_id is required', 'plan_id');
       const scope = req.scope === 'REPLAN_SCOPE_GLOBAL' ? 'GLOBAL' : 'LOCAL';
       const reason = req.error ? { code: req.error.code, message: req.error.message } : undefined;
-      return { plan: toFrozenPlan(await decision.replan(req.planId, scope, req.failedStepId, reason)) };
+      return { plan: toFrozenPlan(await decision.replan(req.planId, scope, req.failedStepId, reason, tenantId)) };
     },
     listAssemblies: async (req, ctx) => {
       requireKey(ctx.principal);

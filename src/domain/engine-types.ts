@@ -78,6 +78,9 @@ export interface PolicyDecision {
   /** What the engine does next, and at which scope. */
   action?: SuggestedAction | 'CONTINUE' | 'WAIT_HUMAN';
   scope?: Scope;
+  /** When the platform policy decided: its rule, and the version of its document. */
+  rule_id?: string;
+  policy_version?: number;
 }
 
 /** A tool (or built-in capability) as the policy sees it. */

@@ -19,12 +19,18 @@ export interface ArgCondition {
 
 export interface PolicyRule {
   id: string;
-  /** Tool names this rule applies to; `*` ends a prefix (`payments.*`) or matches all. */
+  /**
+   * Tool names (and contract step capabilities, `tool.x` or a unit's name) this
+   * rule applies to; `*` ends a prefix (`payments.*`) or matches all.
+   */
   tools: string[];
   when?: {
     args?: Record<string, ArgCondition>;
     agents?: string[];
     permission_levels?: PermissionLevel[];
+    tenants?: string[];
+    /** What is asking: an agent's tool call, or a contract's plan step. */
+    actions?: PolicyAction[];
   };
   decision: PolicyDecisionKind;
   reason?: string;
@@ -37,11 +43,17 @@ export interface PolicyDocument {
   default: PolicyDecisionKind;
 }
 
+export type PolicyAction = 'tool_call' | 'contract_step';
+
 export interface ToolCallFacts {
+  /** The tool's name; for a contract step, its capability (`tool.x` is also matched as `x`). */
   tool: string;
   args: Record<string, unknown>;
+  /** The calling agent; empty for a contract step. */
   agentId: string;
   permissionLevel: PermissionLevel;
+  tenantId: string;
+  action: PolicyAction;
 }
 
 export interface PolicyVerdict {
@@ -49,6 +61,8 @@ export interface PolicyVerdict {
   /** The matching rule's id, or `default`. */
   ruleId: string;
   reason: string;
+  /** The `version` of the policy document that decided. */
+  policyVersion: number;
 }
 
 /** The JSON Schema of a policy document; a document that fails it is refused at load. */
@@ -75,6 +89,8 @@ export const POLICY_SCHEMA = {
             additionalProperties: false,
             properties: {
               agents: { type: 'array', items: { type: 'string' } },
+              tenants: { type: 'array', items: { type: 'string' } },
+              actions: { type: 'array', items: { enum: ['tool_call', 'contract_step'] } },
               permission_levels: { type: 'array', items: { enum: ['PUBLIC', 'INTERNAL', 'ADMIN'] } },
               args: {
                 type: 'object',
@@ -99,14 +115,17 @@ export const POLICY_SCHEMA = {
 
 /** Decides a tool call: the first rule whose tools and conditions all match wins. */
 export function evaluatePolicy(policy: PolicyDocument, facts: ToolCallFacts): PolicyVerdict {
+  const names = facts.action === 'contract_step' && facts.tool.startsWith('tool.') ? [facts.tool, facts.tool.slice(5)] : [facts.tool];
   for (const rule of policy.rules) {
-    if (!rule.tools.some((pattern) => toolMatches(pattern, facts.tool))) continue;
+    if (!rule.tools.some((pattern) => names.some((name) => toolMatches(pattern, name)))) continue;
+    if (rule.when?.actions && !rule.when.actions.includes(facts.action)) continue;
+    if (rule.when?.tenants && !rule.when.tenants.includes(facts.tenantId)) continue;
     if (rule.when?.agents && !rule.when.agents.includes(facts.agentId)) continue;
     if (rule.when?.permission_levels && !rule.when.permission_levels.includes(facts.permissionLevel)) continue;
     if (rule.when?.args && !Object.entries(rule.when.args).every(([path, cond]) => argMatches(valueAt(facts.args, path), cond))) continue;
-    return { decision: rule.decision, ruleId: rule.id, reason: rule.reason ?? `rule ${rule.id}` };
+    return { decision: rule.decision, ruleId: rule.id, reason: rule.reason ?? `rule ${rule.id}`, policyVersion: policy.version };
   }
-  return { decision: policy.default, ruleId: 'default', reason: 'no rule matched' };
+  return { decision: policy.default, ruleId: 'default', reason: 'no rule matched', policyVersion: policy.version };
 }
 
 /** The rule ids that appear twice; a document with duplicates is refused. */

@@ -12,6 +12,7 @@ import { planInput } from '../decision/decision.js';
 import { goalOf, stepsToReset, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
+import type { PolicyDocument } from '../domain/policy.js';
 import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
@@ -62,6 +63,8 @@ export interface EngineOptions {
   agentIdleTimeoutMs: number;
   /** Opens agents' sealed tokens. */
   secrets: SecretBox;
+  /** The platform policy every plan step asks before it runs, as agents' tool calls do. */
+  policy: () => PolicyDocument;
 }
 
 const FINISHED = ['COMPLETED', 'FAILED', 'CANCELED'];
@@ -229,7 +232,7 @@ export class ContractEngine {
     const { body, hash } = plannerBody(run.output.data);
     const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
     const generated = await this.#em().transactional(async (tx) => {
-      const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body) }, undefined, tx);
+      const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body), tenant_id: row.tenant_id }, undefined, tx);
       const moved = await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
       if (!critique?.output.success) return moved;
       await transitionTicket(tx, row.ticket, 'plan_approved', {}, 'engine', { trace: [decisionEvent(critique)] });
@@ -326,6 +329,7 @@ export class ContractEngine {
       db: this.opts.db,
       llm: this.opts.llm,
       capabilities: this.opts.capabilities,
+      policy: this.opts.policy(),
       output: await this.#output(row),
       log: this.#log,
       memory: this.memory,
@@ -385,7 +389,7 @@ export class ContractEngine {
     const error = problem.error ?? toStructured(new AbcError('FAILED_PRECONDITION', { code: 'LOW_CONFIDENCE', category: 'EXECUTION', message: policy.reason ?? 'low confidence', retryable: false }), { step_id: problem.stepId });
     trace.push(errorEvent(error), policyEvent(policy));
     const capability = plan.steps.find((s) => s.id === problem!.stepId)?.tool_name ?? 'unknown';
-    await this.memory.recordFailurePattern({ intent: String(requestOf(row).intent), capability, code: error.code, message: error.message.slice(0, 200), ...(error.suggested_action && { suggested_action: error.suggested_action }) });
+    await this.memory.recordFailurePattern(row.tenant_id, { intent: String(requestOf(row).intent), capability, code: error.code, message: error.message.slice(0, 200), ...(error.suggested_action && { suggested_action: error.suggested_action }) });
     await this.memory.clear('EPHEMERAL', ephemeral);
     const failed: ExecRecord = { ...withError(rec, error), consecutive_failures: rec.consecutive_failures + 1, batch: null };
     switch (policy.action) {
@@ -530,6 +534,7 @@ export class ContractEngine {
     const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, tx) : undefined;
     const intent = String(requestOf(row).intent);
     await this.memory.store(
+      row.tenant_id,
       `success:${intent}:${row.ticket}`,
       {
         type: 'success',
@@ -600,6 +605,7 @@ export class ContractEngine {
   async #view(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc | null, steps: StepRow[], resultCandidate?: unknown): Promise<EngineContextView> {
     const assembly = row.assembly_id && row.assembly_version ? ((await this.opts.decision.get(row.assembly_id, row.assembly_version)) ?? null) : null;
     return frozen({
+      tenant_id: row.tenant_id,
       current_plan: plan && { plan_id: plan.plan_id, plan_hash: plan.plan_hash, assembly_id: plan.assembly_id, assembly_version: plan.assembly_version, steps: plan.steps, whitelist: plan.whitelist.map((c) => c.name) },
       active_steps: Object.fromEntries(steps.map((s) => [s.step_id, s.status])),
       current_batch_id: rec.batch?.id ?? null,
@@ -624,7 +630,7 @@ export class ContractEngine {
   /** Runs a role on a view already built; an agent's bug is a failed answer, not a crash of the engine. */
   async #roleIn(role: AgentRole, row: TicketRow, rec: ExecRecord, view: EngineContextView, step?: StepContext): Promise<RoleRun> {
     try {
-      return await this.roles.run(role, rec.settings?.roles[role], this.#global(row, rec), view, step && frozen(step));
+      return await this.roles.run(role, rec.settings?.roles[role], this.#global(row, rec), view, step && frozen(step), row.tenant_id);
     } catch (error) {
       if (isInfrastructure(error) || AbcError.from(error).payload.category !== 'INTERNAL') throw error;
       this.#log.error({ err: error, role, ticket: row.ticket }, 'agent failed');

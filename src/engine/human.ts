@@ -93,7 +93,7 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
   if (input.action === 'continue' && human?.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
   if (input.action === 'continue' && human?.kind === 'result') next.accepted_result = true;
   if (input.action === 'replan') next.replan = { scope: 'GLOBAL', failed_step_id: human?.step_id ?? null };
-  await memory.store(`human_feedback:${next.feedback.length}`, { ...feedback, request: human }, 'SESSION', ticket, ['human_feedback'], tx);
+  await memory.store(row.tenant_id, `human_feedback:${next.feedback.length}`, { ...feedback, request: human }, 'SESSION', ticket, ['human_feedback'], tx);
   const where = { ticket, subjectId: subjectOf(rec) };
   const moves =
     input.action === 'reject'

@@ -22,17 +22,17 @@ export class Capabilities {
     readonly llmConfigured: boolean,
   ) {}
 
-  /** What the control plane grants: units (LLM ones only with a router) and registered server tools. */
-  async granted(em: EntityManager): Promise<Set<string>> {
+  /** What the control plane grants a tenant: units (LLM ones only with a router) and the server tools it sees. */
+  async granted(em: EntityManager, tenantId: string): Promise<Set<string>> {
     const granted = new Set(this.units.names(this.llmConfigured));
-    for (const tool of await listTools(em)) if (!this.kinds.clientSide(tool.kind)) granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
+    for (const tool of await listTools(em, tenantId)) if (!this.kinds.clientSide(tool.kind)) granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
     return granted;
   }
 
   /** A capability's tool metadata (permission, side effect, schemas), or undefined if nothing serves it. */
-  async facts(em: EntityManager, capability: string): Promise<ToolFacts | undefined> {
+  async facts(em: EntityManager, tenantId: string, capability: string): Promise<ToolFacts | undefined> {
     if (capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
-      const tool = await getTool(em, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
+      const tool = await getTool(em, tenantId, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
       if (!tool || this.kinds.clientSide(tool.kind)) return undefined;
       return { name: capability, permission_level: tool.permissionLevel, side_effect: tool.sideEffect, input_schema: tool.inputSchema, output_schema: tool.outputSchema };
     }
@@ -43,6 +43,7 @@ export class Capabilities {
 
 export interface StepCall {
   ticket: string;
+  tenantId: string;
   stepId: string;
   capability: string;
   timeoutMs: number;
@@ -91,7 +92,7 @@ export class Pep {
 
   async #run(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
     if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
-      const tool = await getTool(em(), call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
+      const tool = await getTool(em(), call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
       try {
         return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
       } catch (error) {

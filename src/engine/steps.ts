@@ -7,6 +7,7 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import { checkToolPermission, evaluateTransition, type EngineSettings } from '../domain/engine-policy.js';
 import type { GlobalState, PolicyDecision, StepContext, StructuredError, ToolFacts } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
+import { evaluatePolicy, type PolicyDocument } from '../domain/policy.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import { ancestors, bindStepOutputs } from '../decision/planner.js';
@@ -31,6 +32,8 @@ export interface BatchKit {
   db: PackDb;
   llm?: LlmAccess;
   capabilities: Capabilities;
+  /** The platform policy, as the batch starts. */
+  policy: PolicyDocument;
   /** Builds the partial result pollers see. */
   output: AssemblyOutput;
   log: Logger;
@@ -74,7 +77,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const allowed = new Map<string, PolicyDecision>();
   const factsOf = new Map<string, ToolFacts | undefined>();
   const facts = async (capability: string) => {
-    if (!factsOf.has(capability)) factsOf.set(capability, await k.capabilities.facts(k.em(), capability));
+    if (!factsOf.has(capability)) factsOf.set(capability, await k.capabilities.facts(k.em(), k.row.tenant_id, capability));
     return factsOf.get(capability);
   };
   const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
@@ -93,6 +96,25 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         capability: step.capability,
       });
       blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT' } });
+      continue;
+    }
+    // The platform policy (ABC_POLICY_FILE), the same engine that decides agents' tool calls.
+    const verdict = evaluatePolicy(k.policy, {
+      tool: step.capability, args: planned.get(step.step_id)?.input ?? {}, agentId: '', permissionLevel: tool.permission_level, tenantId: k.row.tenant_id, action: 'contract_step',
+    });
+    const ruled = { rule_id: verdict.ruleId, policy_version: verdict.policyVersion };
+    if (verdict.decision === 'block') {
+      const reason = `blocked by policy rule ${verdict.ruleId}: ${verdict.reason}`;
+      const error = toStructured(new AbcError('PERMISSION_DENIED', { code: 'POLICY_BLOCKED', category: 'COMPLIANCE', message: reason, retryable: false, details: { capability: step.capability, ...ruled } }), {
+        step_id: step.step_id,
+        capability: step.capability,
+      });
+      blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT', ...ruled } });
+      continue;
+    }
+    if (verdict.decision === 'require_approval' && !k.rec.approved_steps.includes(step.step_id)) {
+      const reason = `policy rule ${verdict.ruleId} asks a human to approve ${step.capability}: ${verdict.reason}`;
+      human ??= { stepId: step.step_id, reason, policy: { allow: false, risk_level: 'HIGH', require_human_approval: true, blocked_tools: [], reason, action: 'WAIT_HUMAN', ...ruled } };
       continue;
     }
     const decision = evaluateTransition(k.global, k.rec, k.settings, { kind: 'step_start', step_id: step.step_id, tool });
@@ -131,7 +153,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     const started = Date.now();
     await k.em().transactional(async (tx) => {
       // The step's context lives in EPHEMERAL memory until its review.
-      await k.memory.store('step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`, [], tx);
+      await k.memory.store(k.row.tenant_id, 'step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`, [], tx);
       await transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
         trace: [
           { type: 'POLICY_EVALUATION', payload: { ...allowed.get(id)!, step_id: id, role: 'STEP_EXECUTOR', tool: row.capability } },
@@ -156,7 +178,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const used = await facts(result.capability);
       await k.em().transactional(async (tx) => {
         // The primary capability failed even though the step went on: later planners should know.
-        if (result.failed) await k.memory.recordFailurePattern({ intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
+        if (result.failed) await k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
         await transitionStep(tx, ticket, id, 'succeed', {
           output: result.value,
           ...(result.note && { message: result.note }),
@@ -211,7 +233,7 @@ async function runWithFallback(
   capability: string,
   unit: Parameters<Pep['execute']>[1],
 ): Promise<{ value: unknown; capability: string; note?: string; failed?: StructuredError }> {
-  const call = (c: string) => pep.execute({ ticket: k.row.ticket, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit, k.em);
+  const call = (c: string) => pep.execute({ ticket: k.row.ticket, tenantId: k.row.tenant_id, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit, k.em);
   const fallback = step.fallback_tool;
   try {
     return { value: await call(capability), capability };

@@ -12,7 +12,7 @@ import { toolsWithSideEffects } from '../store/tool-store.js';
 
 export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
   const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));
-  const effects = await sideEffects(tx, units, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
+  const effects = await sideEffects(tx, units, row.tenant_id, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
   const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
   if (fresh.length) {
     await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })));
@@ -56,10 +56,10 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
 }
 
 /** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */
-async function sideEffects(tx: EntityManager, units: UnitCatalog, capabilities: string[]): Promise<Set<string>> {
+async function sideEffects(tx: EntityManager, units: UnitCatalog, tenantId: string, capabilities: string[]): Promise<Set<string>> {
   const out = new Set(capabilities.filter((c) => units.meta(c)?.side_effect));
   const tools = capabilities.filter((c) => c.startsWith(TOOL_CAPABILITY_PREFIX)).map((c) => c.slice(TOOL_CAPABILITY_PREFIX.length));
   if (!tools.length) return out;
-  for (const name of await toolsWithSideEffects(tx, tools)) out.add(`${TOOL_CAPABILITY_PREFIX}${name}`);
+  for (const name of await toolsWithSideEffects(tx, tenantId, tools)) out.add(`${TOOL_CAPABILITY_PREFIX}${name}`);
   return out;
 }

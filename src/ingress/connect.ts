@@ -4,6 +4,8 @@
 import { ApprovalVerdict, type AgentInvoke, type ApprovalDecision, type ToolResult } from '../../gen/abc/ingress/v1/im.js';
 import type { ConnectRequest, ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { ApiKeys } from '../access/api-keys.js';
+import { defaultUser, requireRun, speaksFor, type KeyPrincipal } from '../access/principal.js';
+import { hasScope } from '../access/scopes.js';
 import { AbcError } from '../domain/errors.js';
 import type { CallContext } from '../grpc/bind.js';
 import { checkRequest, MAX_ID_LENGTH, Undecodable } from '../grpc/boundary.js';
@@ -46,7 +48,7 @@ class Connection {
   readonly #log: Logger;
   readonly #watchers = new Map<string, AbortController>();
   readonly #id = newId('conn');
-  #user: { userId: string; keyId: string } | undefined;
+  #user: { userId: string; principal: KeyPrincipal } | undefined;
   /** Closes a connection that has said no valid hello in time. */
   readonly #helloTimer: NodeJS.Timeout;
   /** Event types this connection asked not to receive (hello.exclude_events). */
@@ -137,8 +139,13 @@ class Connection {
       this.#error(request, 'unauthenticated', 'invalid api_key', 'api_key');
       return this.#close();
     }
+    const user = userId || defaultUser(principal);
+    if (!hasScope(principal.scopes, 'client') || !speaksFor(principal, user)) {
+      this.#error(request, 'forbidden', hasScope(principal.scopes, 'client') ? `this API key does not speak for user ${user}` : 'this API key lacks the client scope', 'user_id');
+      return this.#close();
+    }
     clearTimeout(this.#helloTimer);
-    this.#user = { userId: userId || principal.keyId, keyId: principal.keyId };
+    this.#user = { userId: user, principal };
     this.#exclude = excludeEvents.filter(Boolean);
     this.#send(request, { $case: 'helloAck', value: { userId: this.#user.userId, connectionId: this.#id } });
   }
@@ -151,6 +158,7 @@ class Connection {
       message: invoke.message ?? { role: 'user', content: '' },
       requestId: request.requestId || undefined,
       userId: this.#user!.userId,
+      tenantId: this.#user!.principal.tenantId,
       context: invoke.context,
     });
     if (this.#watchers.has(sessionId)) {
@@ -168,13 +176,13 @@ class Connection {
     if (!decision.approvalId) return this.#error(request, 'invalid_request', 'approval_id is required', 'approval_id');
     const verdict = decision.decision === ApprovalVerdict.APPROVAL_VERDICT_APPROVE ? 'approve' : decision.decision === ApprovalVerdict.APPROVAL_VERDICT_REJECT ? 'reject' : null;
     if (!verdict) return this.#error(request, 'invalid_request', 'decision must be approve or reject', 'decision');
-    await this.#deps.toolCalls.decide(decision.approvalId, verdict, this.#user!.userId, decision.reason);
+    await this.#deps.toolCalls.decide(decision.approvalId, verdict, this.#user!.principal, this.#user!.userId, decision.reason);
   }
 
   /** A client tool's result; the call's state change arrives as frames from the log. */
   async #toolResult(request: ConnectRequest, result: ToolResult): Promise<void> {
     if (!result.toolCallId) return this.#error(request, 'invalid_request', 'tool_call_id is required', 'tool_call_id');
-    await this.#deps.toolCalls.submitResult(this.#user!.userId, {
+    await this.#deps.toolCalls.submitResult(this.#user!.principal, this.#user!.userId, {
       toolCallId: result.toolCallId,
       ok: result.ok,
       result: result.result,
@@ -184,7 +192,7 @@ class Connection {
 
   async #cancel(request: ConnectRequest): Promise<void> {
     if (!request.runId) return this.#error(request, 'invalid_request', 'run_id is required', 'run_id');
-    const run = await this.#deps.runs.get(request.runId);
+    const run = requireRun(this.#user!.principal, await this.#deps.runs.find(request.runId), request.runId);
     await this.#requireOwner(run.sessionId);
     await this.#deps.runs.cancel(run.runId, 'cancelled by the user', `user:${this.#user!.userId}`);
   }
@@ -198,7 +206,8 @@ class Connection {
 
   async #requireOwner(sessionId: string): Promise<void> {
     const session = await getSession(this.#deps.orm.em.fork(), sessionId);
-    if (!session) throw new AbcError('NOT_FOUND', { code: 'invalid_request', message: `session ${sessionId} not found`, details: { field: 'session_id' } });
+    // Another tenant's session does not exist for this connection.
+    if (!session || session.tenantId !== this.#user!.principal.tenantId) throw new AbcError('NOT_FOUND', { code: 'invalid_request', message: `session ${sessionId} not found`, details: { field: 'session_id' } });
     if (session.userId !== this.#user!.userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${sessionId} belongs to another user` });
   }
 

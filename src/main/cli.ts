@@ -1,9 +1,10 @@
 #!/usr/bin/env node
-// The `abc` command: serve (all-in-one), core, gateway, migrate, keys create.
+// The `abc` command: serve (all-in-one), core, gateway, migrate, tenants, keys.
 import { parseArgs } from 'node:util';
 import { startGateway } from '../../gateway/server.js';
 import { ApiKeys } from '../access/api-keys.js';
-import { coreSettings, parseHostPort } from '../config.js';
+import { parseScopes, type Scope } from '../access/scopes.js';
+import { coreSettings, gatewaySettings, parseHostPort } from '../config.js';
 import { bootstrapKeys, configOrExit, openStore, rootLogger, secretBox } from './boot.js';
 import { startCore } from './core.js';
 import { startGatewayThread } from './gateway-thread.js';
@@ -19,7 +20,12 @@ const USAGE = `usage: abc <command>
   core                      run the core gRPC server on ABC_GRPC_ADDR
   gateway [--core H:P]      run the HTTP/WebSocket gateway on ABC_HTTP_ADDR against a core
   migrate                   apply pending database migrations
-  keys create --name NAME   mint an API key and print it once
+  tenants create ID [--name NAME]
+                            create a tenant (the boundary no resource crosses)
+  tenants list              list the tenants
+  keys create --name NAME [--tenant ID] [--scopes client,agent,operator,admin] [--users U1,U2]
+                            mint an API key and print it once; by default an admin key
+                            of the default tenant; --users pins the IM users it speaks for
 `;
 
 class UsageError extends Error {}
@@ -45,7 +51,7 @@ try {
       await bootstrapKeys(config, orm, log);
       const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS });
       lifecycle.add('core', core.close);
-      const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, wsPingIntervalMs: config.wsPingIntervalMs };
+      const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, ...gatewaySettings(config) };
       const gateway = config.gatewayThread
         ? await startGatewayThread({ ...gatewayOpts, logLevel: config.logLevel }, (error) => {
             log.fatal({ err: error }, 'the gateway thread stopped');
@@ -68,7 +74,7 @@ try {
       const coreAddr = values.core ?? config.coreAddr;
       const parsed = parseHostPort(coreAddr);
       if ('error' in parsed) throw new UsageError(`--core: ${parsed.error}`);
-      const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log, wsPingIntervalMs: config.wsPingIntervalMs });
+      const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log, ...gatewaySettings(config) });
       lifecycle.add('gateway', gateway.close);
       break;
     }
@@ -79,14 +85,50 @@ try {
       await lifecycle.stop();
       break;
     }
-    case 'keys': {
+    case 'tenants': {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { name: { type: 'string' } } });
-      if (positionals[0] !== 'create' || !values.name) throw new UsageError('keys create --name NAME');
+      const [action, id] = positionals;
+      if (!(action === 'create' && id) && action !== 'list') throw new UsageError('tenants create ID [--name NAME] | tenants list');
       const orm = await openStore(config, log, lifecycle);
       await migrate(orm);
-      const { key, principal } = await new ApiKeys(orm).create(values.name);
-      process.stdout.write(`${key}\n`);
-      log.info({ keyId: principal.keyId, name: principal.name }, 'API key created');
+      const keys = new ApiKeys(orm);
+      if (action === 'list') {
+        process.stdout.write((await keys.tenants()).map((t) => `${t.tenantId}\t${t.name}\n`).join(''));
+      } else {
+        let created: boolean;
+        try {
+          created = await keys.createTenant(id!, values.name);
+        } catch (error) {
+          throw new UsageError((error as Error).message);
+        }
+        process.stdout.write(created ? `created tenant ${id}\n` : `tenant ${id} exists\n`);
+      }
+      await lifecycle.stop();
+      break;
+    }
+    case 'keys': {
+      const { values, positionals } = parseArgs({
+        args: rest,
+        allowPositionals: true,
+        options: { name: { type: 'string' }, tenant: { type: 'string' }, scopes: { type: 'string' }, users: { type: 'string' } },
+      });
+      if (positionals[0] !== 'create' || !values.name) throw new UsageError('keys create --name NAME [--tenant ID] [--scopes LIST] [--users LIST]');
+      let scopes: Scope[] | undefined;
+      try {
+        scopes = values.scopes === undefined ? undefined : parseScopes(values.scopes);
+      } catch (error) {
+        throw new UsageError(`--scopes: ${(error as Error).message}`);
+      }
+      const userIds = values.users === undefined ? undefined : values.users.split(',').map((u) => u.trim()).filter(Boolean);
+      if (userIds?.length === 0) throw new UsageError('--users: name at least one user');
+      const orm = await openStore(config, log, lifecycle);
+      await migrate(orm);
+      const created = await new ApiKeys(orm).create(values.name, { tenantId: values.tenant, scopes, userIds }).catch((error: Error) => {
+        throw /^no tenant/.test(error.message) ? new UsageError(error.message) : error;
+      });
+      process.stdout.write(`${created.key}\n`);
+      const p = created.principal;
+      log.info({ keyId: p.keyId, name: p.name, tenantId: p.tenantId, scopes: p.scopes, userIds: p.userIds }, 'API key created');
       await lifecycle.stop();
       break;
     }

@@ -3,6 +3,9 @@ import { Server, ServerCredentials, type Metadata } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ApiKeys } from '../access/api-keys.js';
 import type { Principal } from '../access/principal.js';
+import { accessOf, authorize } from '../access/scopes.js';
+import { RateLimiter } from '../access/rate-limit.js';
+import { isStreamToken, StreamTokens } from '../access/stream-tokens.js';
 import { LlmUpstream } from '../execution/llm-upstream.js';
 import { LlmProxy } from '../orchestrator/llm-proxy.js';
 import { PolicyStore } from '../orchestrator/policy-store.js';
@@ -58,10 +61,6 @@ export interface CoreOptions extends CoreSettings {
   toolKinds: readonly ToolKindAdapter[];
 }
 
-const ANONYMOUS_METHODS = new Set(['/abc.ingress.v1.IngressService/Connect']);
-/** What a run token may still do once its run has ended: read the transcript it wrote. */
-const AFTER_RUN_METHODS = new Set(['/abc.orchestrator.v1.SessionService/GetSession', '/abc.orchestrator.v1.SessionService/ListMessages']);
-
 /**
  * Starts the core gRPC server. Health reports SERVING only while the database
  * schema is up to date, so readiness tells the truth for `abc core` started
@@ -79,7 +78,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const secrets = opts.secrets;
   const runs = new Runs({
     secrets,
-    consequencesOf: (sessionId) => sessionConsequences(readOnly, sessionId),
+    consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
     orm: opts.orm,
     bus,
     log,
@@ -90,6 +89,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     leaseMs: opts.runLeaseMs,
     maxDepth: opts.a2aMaxDepth,
     transcriptLimit: opts.agentTranscriptLimit,
+    maxRunsPerTenant: opts.tenantMaxRuns,
   });
   const retry = opts.retry;
   const llm = new LlmProxy({
@@ -132,7 +132,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       }
     : undefined;
   const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep));
-  const decision = new Decision(() => opts.orm.em.fork(), () => capabilities.granted(opts.orm.em.fork()));
+  const decision = new Decision(() => opts.orm.em.fork(), (tenantId) => capabilities.granted(opts.orm.em.fork(), tenantId));
   const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), () => opts.orm.em.fork());
   const engine = new ContractEngine({
     orm: opts.orm,
@@ -151,29 +151,42 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
     secrets,
     settings: c.engine,
+    policy: () => policy.current(),
   });
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
+  const streamTokens = new StreamTokens(secrets);
   const all = services({
-    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly,
+    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly, streamTokens,
   });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
 
+  const limiter = new RateLimiter(opts.rateLimits);
   const authenticate = async (metadata: Metadata, method: string): Promise<Principal | null> => {
     const token = bearer(metadata);
     if (!token) {
-      if (ANONYMOUS_METHODS.has(method)) return null;
+      if (accessOf(method).scope === 'anonymous') return null;
       throw unauthenticated();
+    }
+    if (isStreamToken(token)) {
+      const stream = streamTokens.verify(token);
+      if (!stream) throw unauthenticated('this stream token is invalid or has expired; mint another with POST /v1/stream_tokens');
+      authorize(stream, method);
+      limiter.admit(stream.keyId, stream.tenantId);
+      return stream;
     }
     if (token.startsWith('abcrun_')) {
       const run = await runTokens.verify(token);
       if (!run) throw unauthenticated('unknown run token');
-      if (run.ended && !AFTER_RUN_METHODS.has(method)) throw unauthenticated('this run token has expired: its run has ended (it may still read its transcript)');
+      authorize(run.principal, method, run.ended);
+      limiter.admit(`run:${run.principal.runId}`, run.principal.tenantId);
       return run.principal;
     }
     const principal = await keys.verify(token);
     if (!principal) throw unauthenticated();
+    authorize(principal, method);
+    limiter.admit(principal.keyId, principal.tenantId);
     return principal;
   };
   for (const s of all) server.addService(tolerantDefinition(s.definition), bindService(s.definition, s.handlers, { log, authenticate, shutdown: shutdown.signal }));

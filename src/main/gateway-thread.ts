@@ -11,6 +11,8 @@ export interface GatewayThreadOptions {
   port: number;
   logLevel: LogLevel;
   wsPingIntervalMs: number;
+  corsOrigins: readonly string[];
+  authFailuresPerMinute: number;
 }
 
 type FromWorker = { ready: string } | { failed: string };

@@ -10,7 +10,7 @@ const port = parentPort!;
 const log = createLogger(opts.logLevel);
 
 try {
-  const gateway = await startGateway({ coreAddr: opts.coreAddr, host: opts.host, port: opts.port, logger: log, wsPingIntervalMs: opts.wsPingIntervalMs });
+  const gateway = await startGateway({ ...opts, logger: log });
   port.once('message', async () => {
     await gateway.close();
     await new Promise<void>((resolve) => log.flush(() => resolve()));

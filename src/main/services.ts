@@ -17,6 +17,7 @@ import type { ContractService } from '../contracts/service.js';
 import type { Decision } from '../decision/decision.js';
 import { decisionHandlers } from '../decision/handlers.js';
 import type { ApiKeys } from '../access/api-keys.js';
+import type { StreamTokens } from '../access/stream-tokens.js';
 import { connect } from '../ingress/connect.js';
 import type { Logger } from '../runtime/log.js';
 import { observerHandlers } from '../observer/handlers.js';
@@ -55,6 +56,7 @@ export interface ServiceDeps {
   decision: Decision;
   /** Read-only sessions for the observer's projections. */
   readOnly: pg.Pool;
+  streamTokens: StreamTokens;
 }
 
 /** Every ABC service with its handlers. */
@@ -72,6 +74,6 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
     entry('abc.decision.v1.DecisionService', DecisionServiceService, decisionHandlers(deps.decision)),
-    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus, deps.readOnly)),
+    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus, deps.readOnly, deps.streamTokens)),
   ];
 }

@@ -1,6 +1,6 @@
 // The observer plane: read-only projections. Event reads run in read-only transactions.
 import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
-import { requireKey, requireSession } from '../access/principal.js';
+import { requireKey, requireRun, requireSession, speaksFor, tenantOf } from '../access/principal.js';
 import { invalidRequest, notFound } from '../domain/errors.js';
 import type pg from 'pg';
 import { PROMPT_ACTION_TYPES } from './consequences.js';
@@ -20,12 +20,14 @@ import { watchEvents } from '../store/event-watch.js';
 import { TOPOLOGY } from '../domain/machine-catalog.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { findRun } from '../store/run-store.js';
+import { streamTarget, type StreamTokens } from '../access/stream-tokens.js';
+import { getSession } from '../store/session-store.js';
 import type { Principal } from '../access/principal.js';
 
 const MAX_PAGE = 1000;
 
 
-export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): ServiceHandlers<typeof ObserverServiceService> {
+export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool, streamTokens: StreamTokens): ServiceHandlers<typeof ObserverServiceService> {
   const em = () => orm.em.fork();
 
   /** Checks the filter and that the caller may see it. */
@@ -33,12 +35,31 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     if (!runId && !sessionId) throw invalidRequest('run_id or session_id is required', 'run_id');
     if (runId) {
       const run = await findRun(em(), runId);
-      requireSession(principal, run?.sessionId ?? `(run ${runId})`);
-      if (!run) throw notFound('run', runId);
+      // A run token reads the runs of its session; a key those of its tenant (and users).
+      if (principal?.kind === 'run') {
+        requireSession(principal, null, run?.sessionId ?? `(run ${runId})`);
+        if (!run) throw notFound('run', runId);
+      } else requireRun(principal, run, runId);
       return { runId };
     }
-    requireSession(principal, sessionId);
+    const session = await getSession(em(), sessionId);
+    // A session only contracts have (a ticket's) has no row; its reads are filtered by tenant.
+    if (session || principal?.kind === 'run') requireSession(principal, session, sessionId);
     return { sessionId };
+  }
+
+  /**
+   * Whether the caller reads a session's contracts. A session only contracts
+   * have (a ticket's) has no row, and reads are filtered by tenant; another
+   * tenant's session, or another user's, reads as one with no contracts.
+   */
+  async function seesContractsOf(principal: Principal | null, sessionId: string): Promise<boolean> {
+    if (principal?.kind === 'run') {
+      requireSession(principal, null, sessionId);
+      return true;
+    }
+    const session = await getSession(em(), sessionId);
+    return !session || (principal?.kind === 'key' && session.tenantId === principal.tenantId && speaksFor(principal, session.userId));
   }
 
   const cursorOf = (raw: string, field: string) => {
@@ -59,15 +80,14 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     async getSnapshot(req, ctx) {
       if (!req.executionId) throw invalidRequest('execution_id is required', 'execution_id');
       const found = await readContract(readOnly, req.executionId);
-      requireSession(ctx.principal, found?.contract.session_id ?? `(execution ${req.executionId})`);
-      if (!found) throw notFound('execution', req.executionId);
+      if (ctx.principal?.kind === 'run') requireSession(ctx.principal, null, found?.contract.session_id ?? `(execution ${req.executionId})`);
+      if (!found || (found.contract as { tenant_id?: string }).tenant_id !== tenantOf(ctx.principal)) throw notFound('execution', req.executionId);
       return { snapshot: toSnapshotMessage(snapshot(found.contract, found.transitions, Date.now())) };
     },
     /** A session's contracts and transitions in order, with its counts and bounds. */
     async getTimeline(req, ctx) {
       if (!req.sessionId) throw invalidRequest('session_id is required', 'session_id');
-      requireSession(ctx.principal, req.sessionId);
-      const rows = await readContracts(readOnly, { sessionId: req.sessionId });
+      const rows = (await seesContractsOf(ctx.principal, req.sessionId)) ? await readContracts(readOnly, tenantOf(ctx.principal), { sessionId: req.sessionId }) : [];
       const view = timeline(req.sessionId, rows.map((r) => r.contract), rows.flatMap((r) => r.transitions), Date.now());
       return {
         timeline: {
@@ -86,23 +106,25 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     },
     /** What happened in the world, for a session or a run, plus its prompt rendering. */
     async getConsequenceViews(req, ctx) {
-      const filter = await authorize(ctx.principal, req.runId, req.sessionId);
-      const rows = await readContracts(readOnly, filter.runId ? { runId: filter.runId } : { sessionId: filter.sessionId! });
+      if (!req.runId && !req.sessionId) throw invalidRequest('run_id or session_id is required', 'run_id');
+      const rows = req.runId
+        ? (await authorize(ctx.principal, req.runId, ''), await readContracts(readOnly, tenantOf(ctx.principal), { runId: req.runId }))
+        : (await seesContractsOf(ctx.principal, req.sessionId))
+          ? await readContracts(readOnly, tenantOf(ctx.principal), { sessionId: req.sessionId })
+          : [];
       const views = consequenceViews(rows.map((r) => r.contract), rows.flatMap((r) => r.transitions));
       return { views: views.map(toConsequenceMessage), promptText: renderConsequences(views, PROMPT_ACTION_TYPES) };
     },
     /** Run outcomes and durations since `since_ts`, optionally for one agent. */
     async getRunMetrics(req, ctx) {
-      requireKey(ctx.principal);
-      const m = await runMetrics(readOnly, req.sinceTs, req.agentId);
+      const m = await runMetrics(readOnly, requireKey(ctx.principal).tenantId, req.sinceTs, req.agentId);
       return {
         metrics: { total: m.total, succeeded: m.succeeded, failed: m.failed, cancelled: m.cancelled, successRate: m.success_rate, p50DurationMs: m.p50_duration_ms, p95DurationMs: m.p95_duration_ms },
       };
     },
     /** Per-tool outcomes, durations and approval waits since `since_ts`. */
     async getToolMetrics(req, ctx) {
-      requireKey(ctx.principal);
-      const tools = await toolMetrics(readOnly, req.sinceTs);
+      const tools = await toolMetrics(readOnly, requireKey(ctx.principal).tenantId, req.sinceTs);
       return {
         tools: tools.map((t) => ({
           toolName: t.tool_name, total: t.total, succeeded: t.succeeded, failed: t.failed, successRate: t.success_rate, p95DurationMs: t.p95_duration_ms, p95ApprovalWaitMs: t.p95_approval_wait_ms,
@@ -111,17 +133,17 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     },
     /** An execution's trace in order (seed 002 get_trace). */
     async getTrace(req, ctx) {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       if (!req.ticket) throw invalidRequest('ticket is required', 'ticket');
-      const trace = await readTrace(readOnly, req.ticket, req.types.filter(Boolean));
+      const trace = await readTrace(readOnly, tenantId, req.ticket, req.types.filter(Boolean));
       if (!trace) throw notFound('ticket', req.ticket);
       return { ticket: req.ticket, traceId: trace.trace_id, events: trace.events.map((e) => ({ seq: e.seq, ts: Number(e.ts), type: e.type, payload: e.payload ?? undefined })) };
     },
     /** An execution's GlobalState, ExecutionContext, snapshots and pending human request. */
     async getExecutionContext(req, ctx) {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       if (!req.ticket) throw invalidRequest('ticket is required', 'ticket');
-      const view = await readExecutionContext(readOnly, req.ticket);
+      const view = await readExecutionContext(readOnly, tenantId, req.ticket);
       if (!view) throw notFound('ticket', req.ticket);
       return {
         globalState: view.global_state,
@@ -132,16 +154,24 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool): Se
     },
     /** Full-text search of engine memory in one scope. */
     async searchMemory(req, ctx) {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       const scope = req.scope.replace(/^MEMORY_SCOPE_/, '') as MemoryScope;
       if (!MEMORY_SCOPES.includes(scope)) throw invalidRequest('scope must be EPHEMERAL, SESSION or GLOBAL', 'scope');
       if (scope !== 'GLOBAL' && !req.scopeId) throw invalidRequest(`scope_id is required for ${scope}`, 'scope_id');
       if (!req.query.trim()) throw invalidRequest('query is required', 'query');
       if (req.limit < 0 || req.limit > 100) throw invalidRequest('limit must be 1-100', 'limit');
-      const entries = await searchMemory(readOnly, scope, req.scopeId, req.query, req.limit || 20);
+      const entries = await searchMemory(readOnly, tenantId, scope, req.scopeId, req.query, req.limit || 20);
       return {
         entries: entries.map((e) => ({ scope: enumOf<MemoryScopeMessage>('MEMORY_SCOPE', e.scope), scopeId: e.scope_id, key: e.key, value: e.value, tags: e.tags, createdAt: e.created_at, rank: e.rank ?? 0 })),
       };
+    },
+    /** A browser's read-only credential for one run's or session's event stream. */
+    async createStreamToken(req, ctx) {
+      const principal = requireKey(ctx.principal);
+      const target = streamTarget(req.runId, req.sessionId, req.ttlSeconds);
+      await authorize(principal, target.runId, target.sessionId);
+      const minted = streamTokens.mint(principal, target);
+      return { token: minted.token, expiresAt: minted.expiresAt };
     },
     async listEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), excludeTypes: req.excludeTypes.filter(Boolean), afterTs: req.afterTs || undefined };

@@ -24,7 +24,7 @@ export interface HealthOptions {
 }
 
 /** Calls GET {endpoint}/health once and records the outcome. */
-export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'agentId' | 'endpoint' | 'authToken'>): Promise<AgentRow | null> {
+export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'tenantId' | 'agentId' | 'endpoint' | 'authToken'>): Promise<AgentRow | null> {
   let failure: string | null = null;
   try {
     const res = await fetch(`${agent.endpoint}/health`, {
@@ -36,8 +36,8 @@ export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'age
   } catch (error) {
     failure = `GET /health failed: ${(error as Error).message}`;
   }
-  const row = failure ? await recordCheckFailure(opts.em(), agent.agentId, failure, opts.unhealthyAfterMs) : await recordCheckSuccess(opts.em(), agent.agentId);
-  if (row && row.status === 'unhealthy' && failure) opts.log.warn({ agentId: agent.agentId, failure }, 'agent unhealthy');
+  const row = failure ? await recordCheckFailure(opts.em(), agent, failure, opts.unhealthyAfterMs) : await recordCheckSuccess(opts.em(), agent);
+  if (row && row.status === 'unhealthy' && failure) opts.log.warn({ tenantId: agent.tenantId, agentId: agent.agentId, failure }, 'agent unhealthy');
   return row;
 }
 
@@ -56,6 +56,6 @@ export function startHealthMonitor(opts: HealthOptions & { tickMs?: number }): T
 /** Seals tokens stored in plaintext before secrets were encrypted at rest. */
 export async function sealLegacyTokens(em: EntityManager, secrets: SecretBox): Promise<number> {
   const rows = await plaintextTokens(em);
-  for (const row of rows) await replaceToken(em, row.agent_id, row.auth_token, secrets.seal(row.auth_token));
+  for (const row of rows) await replaceToken(em, { tenantId: row.tenant_id, agentId: row.agent_id }, row.auth_token, secrets.seal(row.auth_token));
   return rows.length;
 }

@@ -4,7 +4,8 @@ import { AgentServiceService, type Agent as AgentMessage, type AgentStatus } fro
 import type { ContextBlob, ContextStoreServiceService } from '../../gen/abc/orchestrator/v1/context.js';
 import type { Run, RunServiceService, RunStatus } from '../../gen/abc/orchestrator/v1/run.js';
 import type { Message, SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
-import { requireKey, requireSession, type Principal } from '../access/principal.js';
+import { defaultUser, requireKey, requireRun, requireSession, speaksFor, tenantOf, type KeyPrincipal, type Principal } from '../access/principal.js';
+import { hasScope } from '../access/scopes.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
@@ -64,12 +65,15 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
   return {
     async *startRun(req, ctx) {
       const principal = requireKey(ctx.principal);
+      const userId = req.userId || defaultUser(principal);
+      if (!speaksFor(principal, userId)) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `this API key does not speak for user ${userId}`, details: { field: 'user_id' } });
       const started = await runs.start({
         sessionId: req.sessionId,
         agentId: req.agentId,
         message: req.message ?? { role: 'user', content: '' },
         requestId: req.requestId || undefined,
-        userId: req.userId || principal.keyId,
+        userId,
+        tenantId: principal.tenantId,
         context: req.context,
         traceparent: String(ctx.metadata.get('traceparent')[0] ?? '') || undefined,
       });
@@ -80,12 +84,11 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
     },
     async cancelRun(req, ctx) {
       const principal = requireKey(ctx.principal);
+      requireRun(principal, await runs.find(req.runId), req.runId);
       return { run: toRunMessage(await runs.cancel(req.runId, req.reason, `key:${principal.keyId}`)) };
     },
     async getRun(req, ctx) {
-      const run = await runs.get(req.runId);
-      // A run token sees its own run and the child runs it started; anything else does not exist for it.
-      if (ctx.principal?.kind === 'run' && run.runId !== ctx.principal.runId && run.parentRunId !== ctx.principal.runId) throw notFound('run', req.runId);
+      const run = requireRun(ctx.principal, await runs.find(req.runId), req.runId);
       return { run: toRunMessage(run) };
     },
   };
@@ -93,6 +96,14 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
 
 export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): ServiceHandlers<typeof AgentServiceService> {
   const em = () => orm.em.fork();
+  /** A key with only the agent scope changes only the agents it registered; a new id is its to take. */
+  async function requireAgentOwner(principal: KeyPrincipal, agentId: string, mayCreate: boolean): Promise<void> {
+    if (hasScope(principal.scopes, 'operator')) return;
+    const agent = await getAgent(em(), principal.tenantId, agentId);
+    if (!agent && mayCreate) return;
+    if (!agent) throw notFound('agent', agentId);
+    if (agent.ownerKeyId !== principal.keyId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `agent ${agentId} was registered by another key` });
+  }
   return {
     /** A child run for an agent-to-agent call; its events stream back until it ends. */
     async *invokeAgent(req, ctx) {
@@ -100,7 +111,7 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
       if (ctx.principal?.kind === 'run' && ctx.principal.runId !== req.parentRunId) {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may call agents only as its own run' });
       }
-      if (!ctx.principal) requireKey(ctx.principal);
+      requireRun(ctx.principal, await runs.find(req.parentRunId), req.parentRunId);
       const started = await runs.startChild({
         agentId: req.agentId,
         parentRunId: req.parentRunId,
@@ -110,9 +121,12 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
       for await (const event of runs.follow(started.run.runId, started.cursorBefore, ctx.signal)) yield { event: toEventMessage(event) };
     },
     async registerAgent(req, ctx) {
-      requireKey(ctx.principal);
+      const principal = requireKey(ctx.principal);
+      await requireAgentOwner(principal, req.agentId, true);
       const agent = await registerAgent(em(), {
+        tenantId: principal.tenantId,
         agentId: req.agentId,
+        ownerKeyId: principal.keyId,
         name: req.name,
         endpoint: req.endpoint,
         capabilities: req.capabilities,
@@ -123,17 +137,16 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
       return { ok: true, registeredAt: millis(agent.lastHeartbeat), agent: toAgentMessage(agent) };
     },
     async listAgents(_req, ctx) {
-      requireKey(ctx.principal);
-      return { agents: (await listAgents(em())).map(toAgentMessage) };
+      return { agents: (await listAgents(em(), requireKey(ctx.principal).tenantId)).map(toAgentMessage) };
     },
     async heartbeat(req, ctx) {
       // Marking an agent healthy routes users to it: not something a run token may do.
-      requireKey(ctx.principal);
-      return { agent: toAgentMessage(await heartbeat(em(), req.agentId)) };
+      const principal = requireKey(ctx.principal);
+      await requireAgentOwner(principal, req.agentId, false);
+      return { agent: toAgentMessage(await heartbeat(em(), principal.tenantId, req.agentId)) };
     },
     async checkAgentHealth(req, ctx) {
-      requireKey(ctx.principal);
-      const agent = await getAgent(em(), req.agentId);
+      const agent = await getAgent(em(), requireKey(ctx.principal).tenantId, req.agentId);
       if (!agent) throw notFound('agent', req.agentId);
       return { agent: toAgentMessage((await checkAgent(health, agent)) ?? agent) };
     },
@@ -144,22 +157,23 @@ export function sessionHandlers(orm: Orm): ServiceHandlers<typeof SessionService
   const em = () => orm.em.fork();
   return {
     async getSession(req, ctx) {
-      requireSession(ctx.principal, req.sessionId);
       const session = await getSession(em(), req.sessionId);
+      requireSession(ctx.principal, session, req.sessionId);
       if (!session) throw notFound('session', req.sessionId);
       return { session: { sessionId: session.sessionId, userId: session.userId, createdAt: millis(session.createdAt), metadata: session.metadata ?? undefined } };
     },
     async listMessages(req, ctx) {
-      requireSession(ctx.principal, req.sessionId);
+      requireSession(ctx.principal, await getSession(em(), req.sessionId), req.sessionId);
       if (req.limit < 0 || req.limit > 500) throw invalidRequest('limit must be 1-500', 'limit');
       const page = await listMessages(em(), req.sessionId, req.limit || 50, req.before || undefined);
       return { messages: page.messages.map(toMessage), hasMore: page.hasMore };
     },
     async appendMessage(req, ctx) {
-      requireSession(ctx.principal, req.sessionId);
       if (!req.content) throw invalidRequest('content is required', 'content');
       const message = await em().transactional(async (tx) => {
-        if (!(await getSession(tx, req.sessionId))) throw notFound('session', req.sessionId);
+        const session = await getSession(tx, req.sessionId);
+        requireSession(ctx.principal, session, req.sessionId);
+        if (!session) throw notFound('session', req.sessionId);
         return appendMessage(tx, { sessionId: req.sessionId, role: req.role, content: req.content, runId: req.runId || null, metadata: req.metadata });
       });
       return { message: toMessage(message) };
@@ -178,15 +192,15 @@ export function contextHandlers(orm: Orm): ServiceHandlers<typeof ContextStoreSe
         blob: toBlob(
           await em().transactional(async (tx) => {
             // Writing to an existing key is writing to its owner's blob.
-            const current = ctx.principal?.kind === 'run' && req.contextKey ? await getContext(tx, req.contextKey) : undefined;
+            const current = ctx.principal?.kind === 'run' && req.contextKey ? await getContext(tx, tenantOf(ctx.principal), req.contextKey) : undefined;
             if (current && ctx.principal?.kind === 'run' && !ownsContext(ctx.principal, current.ownerType, current.ownerId)) throw notFound('context', req.contextKey);
-            return putContext(tx, { ...req, data: req.data });
+            return putContext(tx, { ...req, data: req.data, tenantId: tenantOf(ctx.principal) });
           }),
         ),
       };
     },
     async getContext(req, ctx) {
-      const blob = await getContextOrFail(em(), req.contextKey, req.version);
+      const blob = await getContextOrFail(em(), tenantOf(ctx.principal), req.contextKey, req.version);
       // Another owner's blob does not exist for a run token.
       if (ctx.principal?.kind === 'run' && !ownsContext(ctx.principal, blob.ownerType, blob.ownerId)) throw notFound('context', req.contextKey);
       return { blob: toBlob(blob) };

@@ -25,6 +25,7 @@ import {
   ancestorRuns,
   claimOrphanRuns,
   findRun,
+  countLiveRuns,
   findRunByRequest,
   firstEventId,
   insertRun,
@@ -57,8 +58,10 @@ export interface RunsOptions {
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
   leaseMs: number;
+  /** Runs one tenant may have going at once; 0: no limit. Checked at start, so concurrent starts may pass it by a few. */
+  maxRunsPerTenant: number;
   /** The session's execution consequences (seed 004), sent to the agent in `context`. */
-  consequencesOf?: (sessionId: string) => Promise<Record<string, unknown>>;
+  consequencesOf?: (tenantId: string, sessionId: string) => Promise<Record<string, unknown>>;
 }
 
 export interface StartCommand {
@@ -67,6 +70,8 @@ export interface StartCommand {
   message: { role: string; content: string };
   requestId?: string;
   userId: string;
+  /** The caller's tenant: the session must be new or already its. */
+  tenantId: string;
   context?: Record<string, unknown>;
   parentRunId?: string;
   /** An incoming W3C traceparent to continue; otherwise a new trace starts. */
@@ -110,17 +115,20 @@ export class Runs {
 
     if (cmd.requestId) {
       const existing = await this.#existing(cmd.sessionId, cmd.requestId);
+      if (existing && existing.run.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
       if (existing) return existing;
     }
-    const agent = await invocableAgent(this.#em(), cmd.agentId);
+    const agent = await invocableAgent(this.#em(), cmd.tenantId, cmd.agentId);
+    await this.#admit(cmd.tenantId);
     const runId = newId('run');
     const token = newRunToken();
     const traceId = traceIdFrom(cmd.traceparent) ?? randomBytes(16).toString('hex');
     let first: StoredEvent;
     try {
       first = await this.#em().transactional(async (tx) => {
-        const owner = await ensureSession(tx, cmd.sessionId, cmd.userId);
-        if (owner !== cmd.userId) {
+        const owner = await ensureSession(tx, cmd.sessionId, cmd.userId, cmd.tenantId);
+        if (owner.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
+        if (owner.userId !== cmd.userId) {
           throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${cmd.sessionId} belongs to another user` });
         }
         await insertRun(tx, {
@@ -132,6 +140,7 @@ export class Runs {
           traceId,
           tokenHash: hashToken(token),
           userId: cmd.userId,
+          tenantId: cmd.tenantId,
         });
         await this.#takeLease(tx, runId);
         await appendMessage(tx, { sessionId: cmd.sessionId, role: 'user', content: cmd.message.content, runId });
@@ -171,6 +180,24 @@ export class Runs {
     return run;
   }
 
+  /** Refuses a run over the tenant's limit of runs going at once. */
+  async #admit(tenantId: string): Promise<void> {
+    const max = this.#opts.maxRunsPerTenant;
+    if (max <= 0 || (await countLiveRuns(this.#em(), tenantId)) < max) return;
+    throw new AbcError('RESOURCE_EXHAUSTED', {
+      code: 'rate_limited',
+      category: 'EXECUTION',
+      message: `this tenant has ${max} runs going, its limit; retry when one ends`,
+      retryable: true,
+      retryAfterSeconds: 1,
+      details: { limit: 'tenant_runs', max_runs: max },
+    });
+  }
+
+  find(runId: string): Promise<RunRow | null> {
+    return findRun(this.#em(), runId);
+  }
+
   /**
    * Starts a child run for an agent-to-agent call (seed 001 §7.3). The child
    * gets its own session (the user's transcript stays clean), continues the
@@ -196,6 +223,7 @@ export class Runs {
       agentId: call.agentId,
       message: call.message,
       userId: parent.userId ?? 'system',
+      tenantId: parent.tenantId,
       parentRunId: parent.runId,
       context: call.context,
       traceparent: `00-${parent.traceId}-${randomBytes(8).toString('hex')}-01`,
@@ -270,7 +298,7 @@ export class Runs {
         await this.#fail(run, { code: 'internal_error', message: 'the core executing this run stopped mid-stream', reason: 'executor_lost', retryable: true });
         continue;
       }
-      const agent = await getAgent(this.#em(), run.rootAgentId);
+      const agent = await getAgent(this.#em(), run.tenantId, run.rootAgentId);
       if (!agent) {
         await this.#fail(run, { code: 'agent_error', message: `agent ${run.rootAgentId} is no longer registered`, reason: 'unknown_agent', retryable: false });
         continue;
@@ -328,7 +356,7 @@ export class Runs {
       // A cut transcript is said so: the agent can page the rest from GET /v1/sessions/{id}/messages.
       const cut = transcript.hasMore ? { transcript_truncated: { sent_messages: transcript.messages.length, limit, oldest_message_id: transcript.messages[0]?.messageId } } : {};
       if (transcript.hasMore) log.info({ limit }, 'the transcript sent to the agent was cut to its latest messages');
-      const consequences = await this.#opts.consequencesOf?.(run.sessionId);
+      const consequences = await this.#opts.consequencesOf?.(run.tenantId, run.sessionId);
       const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
       const events = invokeAgent({

@@ -18,7 +18,7 @@ import type { EventBus } from '../store/event-bus.js';
 import { waitUntil } from '../store/wake-watch.js';
 import { appendEvents, type NewEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
-import type { Principal } from '../access/principal.js';
+import { requireRun, seesRun, speaksFor, type KeyPrincipal, type Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun } from '../store/run-store.js';
@@ -112,8 +112,8 @@ export class ToolCalls {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may invoke tools only for its own run' });
     }
     const run = await findRun(this.#em(), req.runId);
-    if (!run) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
-    const tool = await getTool(this.#em(), req.toolName);
+    if (!run || !seesRun(principal, run)) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
+    const tool = await getTool(this.#em(), run.tenantId, req.toolName);
     const problem = schemaProblem(tool.inputSchema, req.args);
     if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');
     if (req.timeoutMs !== undefined && (!Number.isInteger(req.timeoutMs) || req.timeoutMs <= 0)) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
@@ -123,7 +123,7 @@ export class ToolCalls {
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
       if (existing) return { call: existing, fresh: false };
-      return { call: await this.#create(tx, run.rootAgentId, run.sessionId, tool, req, key), fresh: true };
+      return { call: await this.#create(tx, { agentId: run.rootAgentId, sessionId: run.sessionId, tenantId: run.tenantId }, tool, req, key), fresh: true };
     });
     if (created.fresh && created.call.status === 'DISPATCHED' && !this.kinds.clientSide(tool.kind)) await this.#execute(created.call.toolCallId, tool);
     return this.outcome((await this.get(created.call.toolCallId)));
@@ -160,8 +160,7 @@ export class ToolCalls {
 
   async #create(
     tx: EntityManager,
-    agentId: string,
-    sessionId: string,
+    { agentId, sessionId, tenantId }: { agentId: string; sessionId: string; tenantId: string },
     tool: ToolRow,
     req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
     key: string,
@@ -183,9 +182,9 @@ export class ToolCalls {
     await appendEvents(tx, req.runId, [
       { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } },
     ]);
-    const verdict = evaluatePolicy(this.#opts.policy.current(), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel });
+    const verdict = evaluatePolicy(this.#opts.policy.current(), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel, tenantId, action: 'tool_call' });
     await this.#transition(tx, id, 'policy_checked', [
-      { type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, rule_id: verdict.ruleId, reason: verdict.reason } },
+      { type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, rule_id: verdict.ruleId, reason: verdict.reason, policy_version: verdict.policyVersion } },
     ]);
     if (verdict.decision === 'block') {
       const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };
@@ -236,16 +235,17 @@ export class ToolCalls {
    * that is waiting for its client accepts one; the result must fit the tool's
    * output schema.
    */
-  async submitResult(userId: string | null, res: { toolCallId: string; ok: boolean; result: unknown; errorMessage: string }): Promise<ToolCallRow> {
+  /** A client tool's result, from a key of the call's tenant speaking for its user (`userId`, or any it speaks for when null). */
+  async submitResult(principal: KeyPrincipal, userId: string | null, res: { toolCallId: string; ok: boolean; result: unknown; errorMessage: string }): Promise<ToolCallRow> {
     return this.#em().transactional(async (tx) => {
       const row = await lockCallWithOwner(tx, res.toolCallId);
-      if (!row) throw notFound('tool_call', res.toolCallId);
+      if (!row || row.tenant_id !== principal.tenantId || !speaksFor(principal, row.owner)) throw notFound('tool_call', res.toolCallId);
       if (userId !== null && row.owner !== userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `tool call ${res.toolCallId} belongs to another user's session` });
       if (!this.kinds.clientSide(row.kind)) throw new AbcError('FAILED_PRECONDITION', { code: 'not_a_client_tool', message: `${row.tool_name} is not a client tool` });
       if (row.status !== 'RUNNING') {
         throw new AbcError('FAILED_PRECONDITION', { code: 'tool_call_finished', message: `tool call ${res.toolCallId} is ${row.status}, not waiting for a result` });
       }
-      const tool = await getTool(tx, row.tool_name);
+      const tool = await getTool(tx, row.tenant_id, row.tool_name);
       const problem = res.ok ? schemaProblem(tool.outputSchema, res.result) : null;
       const error = !res.ok
         ? { code: 'tool_failed', message: res.errorMessage || 'the client reported a failure' }
@@ -339,7 +339,7 @@ export class ToolCalls {
         throw error;
       });
     if (!started) return;
-    const definition = tool ?? (await getTool(this.#em(), started.toolName));
+    const definition = tool ?? (await getTool(this.#em(), (await findRun(this.#em(), started.runId))!.tenantId, started.toolName));
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {
@@ -373,11 +373,13 @@ export class ToolCalls {
    * and any later one is a conflict. Approving runs the tool (once); rejecting
    * fails the call with `rejected`. Either way the run resumes.
    */
-  async decide(approvalId: string, decision: 'approve' | 'reject', userId: string, reason: string): Promise<ApprovalRow> {
+  async decide(approvalId: string, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<ApprovalRow> {
     const outcome = await this.#em().transactional(async (tx) => {
       const approval = await this.#lockApproval(tx, approvalId);
+      // Another tenant's approval, or one of a user the key does not speak for, does not exist for it.
+      if (approval.tenantId !== principal.tenantId || (approval.userId !== null && !speaksFor(principal, approval.userId))) throw notFound('approval', approvalId);
       const session = await getSession(tx, approval.sessionId);
-      if (!session || session.userId !== userId) {
+      if (!session || session.userId !== userId || !speaksFor(principal, userId)) {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
       }
       const current = await this.get(approval.toolCallId, tx);
@@ -467,9 +469,20 @@ export class ToolCalls {
     return row;
   }
 
-  async listApprovals(filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
+  /** The caller's approvals: its tenant's, of the users its key speaks for, or its own run's. */
+  async listApprovals(principal: Principal, filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
     if (!filter.sessionId && !filter.runId) throw invalidRequest('session_id or run_id is required', 'session_id');
-    return listApprovals(this.#em(), filter);
+    if (principal.kind === 'run' && filter.sessionId !== principal.sessionId && filter.runId !== principal.runId) {
+      throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token lists only the approvals of its own run or session' });
+    }
+    return listApprovals(this.#em(), principal.tenantId, { ...filter, userIds: principal.kind === 'key' ? principal.userIds : null });
+  }
+
+  /** A tool call the caller may see; another tenant's does not exist for it. */
+  async visible(principal: Principal | null, toolCallId: string): Promise<ToolCallRow> {
+    const call = await this.get(toolCallId);
+    requireRun(principal, await findRun(this.#em(), call.runId), toolCallId, 'tool_call');
+    return call;
   }
 
   async get(toolCallId: string, em: EntityManager = this.#em()): Promise<ToolCallRow> {

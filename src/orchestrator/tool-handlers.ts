@@ -10,9 +10,9 @@ import {
   type ToolCall as ToolCallMessage,
 } from '../../gen/abc/orchestrator/v1/tool.js';
 import { storedErrorMessage } from '../grpc/errors.js';
-import { requireKey, requireSession } from '../access/principal.js';
+import { defaultUser, requireKey, tenantOf } from '../access/principal.js';
 import type { ApprovalState } from '../domain/approval.machine.js';
-import { invalidRequest } from '../domain/errors.js';
+import { invalidRequest, unauthenticated } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
@@ -75,12 +75,12 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
   const em = () => orm.em.fork();
   return {
     async registerTool(req, ctx) {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       const t = req.tool;
       if (!t) throw invalidRequest('tool is required', 'tool');
       const kind = KIND_FROM_PROTO[t.kind];
       if (!kind) throw invalidRequest('kind must be server builtin, server http or client', 'kind');
-      const tool = await upsertTool(em(), calls.kinds, {
+      const tool = await upsertTool(em(), calls.kinds, tenantId, {
         name: t.name,
         kind,
         version: t.version || '1.0.0',
@@ -95,8 +95,8 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       });
       return { tool: toToolMessage(tool) };
     },
-    async listTools() {
-      return { tools: (await listTools(em())).map(toToolMessage) };
+    async listTools(_req, ctx) {
+      return { tools: (await listTools(em(), tenantOf(ctx.principal))).map(toToolMessage) };
     },
     async invokeTool(req, ctx) {
       const outcome = await calls.invoke(ctx.principal, {
@@ -115,21 +115,18 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       };
     },
     async getToolCall(req, ctx) {
-      const call = await calls.get(req.toolCallId);
-      if (ctx.principal?.kind === 'run' && ctx.principal.runId !== call.runId) requireKey(ctx.principal);
-      return { toolCall: toToolCallMessage(call) };
+      return { toolCall: toToolCallMessage(await calls.visible(ctx.principal, req.toolCallId)) };
     },
     async waitToolCall(req, ctx) {
       const timeoutMs = req.timeoutMs ?? defaultTimeoutMs;
       if (timeoutMs < 0 || timeoutMs > 600_000) throw invalidRequest('timeout_ms must be 0-600000', 'timeout_ms');
-      const call = await calls.get(req.toolCallId);
-      if (ctx.principal?.kind === 'run' && ctx.principal.runId !== call.runId) requireKey(ctx.principal);
+      await calls.visible(ctx.principal, req.toolCallId);
       return { toolCall: toToolCallMessage(await calls.wait(req.toolCallId, timeoutMs, ctx.signal)) };
     },
     async submitToolResult(req, ctx) {
-      requireKey(ctx.principal);
+      const principal = requireKey(ctx.principal);
       const user = String(ctx.metadata.get('x-user-id')[0] ?? '') || null;
-      const call = await calls.submitResult(user, { toolCallId: req.toolCallId, ok: req.ok, result: req.result, errorMessage: req.errorMessage });
+      const call = await calls.submitResult(principal, user, { toolCallId: req.toolCallId, ok: req.ok, result: req.result, errorMessage: req.errorMessage });
       return { toolCall: toToolCallMessage(call) };
     },
   };
@@ -138,16 +135,15 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
 export function approvalHandlers(calls: ToolCalls): ServiceHandlers<typeof ApprovalServiceService> {
   return {
     async listApprovals(req, ctx) {
-      if (req.sessionId) requireSession(ctx.principal, req.sessionId);
-      else requireKey(ctx.principal);
+      if (!ctx.principal) throw unauthenticated();
       const status = req.status === ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED ? undefined : (req.status.replace(/^APPROVAL_STATUS_/, '') as ApprovalState);
-      return { approvals: (await calls.listApprovals({ sessionId: req.sessionId || undefined, runId: req.runId || undefined, status })).map(toApprovalMessage) };
+      return { approvals: (await calls.listApprovals(ctx.principal, { sessionId: req.sessionId || undefined, runId: req.runId || undefined, status })).map(toApprovalMessage) };
     },
     async decideApproval(req, ctx) {
       const principal = requireKey(ctx.principal);
       if (req.decision === Decision.DECISION_UNSPECIFIED) throw invalidRequest('decision must be approve or reject', 'decision');
-      const userId = String(ctx.metadata.get('x-user-id')[0] ?? '') || principal.keyId;
-      const approval = await calls.decide(req.approvalId, req.decision === Decision.DECISION_APPROVE ? 'approve' : 'reject', userId, req.reason);
+      const userId = String(ctx.metadata.get('x-user-id')[0] ?? '') || defaultUser(principal);
+      const approval = await calls.decide(req.approvalId, req.decision === Decision.DECISION_APPROVE ? 'approve' : 'reject', principal, userId, req.reason);
       return { approval: toApprovalMessage(approval) };
     },
   };

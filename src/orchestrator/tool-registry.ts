@@ -7,7 +7,7 @@ import type { PermissionLevel } from '../domain/policy.js';
 import type { ToolKind, ToolRow } from '../domain/tool.js';
 import { BUILTIN_TOOLS } from '../execution/builtin-tools.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
-import { writeTool } from '../store/tool-store.js';
+import { PLATFORM_TENANT, writeTool } from '../store/tool-store.js';
 
 const schemaCompiler = new Ajv({ strict: false });
 
@@ -27,16 +27,16 @@ export function checkTool(tool: ToolRow, kinds: ToolKinds): void {
   }
 }
 
-/** Checks and creates or replaces a tool. */
-export async function upsertTool(em: EntityManager, kinds: ToolKinds, tool: ToolRow): Promise<ToolRow> {
+/** Checks and creates or replaces a tool of `tenantId`. */
+export async function upsertTool(em: EntityManager, kinds: ToolKinds, tenantId: string, tool: ToolRow): Promise<ToolRow> {
   checkTool(tool, kinds);
-  return writeTool(em, tool);
+  return writeTool(em, tenantId, tool);
 }
 
-/** Registers the built-ins and the tools of a config file (a JSON array of tool definitions). */
+/** Registers the built-ins and the tools of a config file (a JSON array of tool definitions), for every tenant. */
 export async function bootTools(em: EntityManager, kinds: ToolKinds, file: string | undefined, defaultTimeoutMs: number): Promise<number> {
   for (const b of BUILTIN_TOOLS) {
-    await upsertTool(em, kinds, {
+    await upsertTool(em, kinds, PLATFORM_TENANT, {
       name: b.name, kind: 'builtin', version: b.version, description: b.description, inputSchema: b.inputSchema, outputSchema: b.outputSchema,
       timeoutMs: b.timeoutMs, permissionLevel: b.permissionLevel, sideEffect: b.sideEffect, endpoint: null, metadata: null,
     });
@@ -51,7 +51,7 @@ export async function bootTools(em: EntityManager, kinds: ToolKinds, file: strin
   if (!Array.isArray(defs)) throw new Error(`ABC_TOOLS_FILE ${file}: expected a JSON array of tools`);
   for (const [i, d] of defs.entries()) {
     try {
-      await upsertTool(em, kinds, fromJson(d as Record<string, unknown>, defaultTimeoutMs));
+      await upsertTool(em, kinds, PLATFORM_TENANT, fromJson(d as Record<string, unknown>, defaultTimeoutMs));
     } catch (error) {
       throw new Error(`ABC_TOOLS_FILE ${file}: tool #${i}: ${(error as Error).message}`);
     }

@@ -3,6 +3,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest } from '../domain/errors.js';
 
 export interface AgentRow {
+  tenantId: string;
   agentId: string;
   name: string;
   endpoint: string;
@@ -12,9 +13,11 @@ export interface AgentRow {
   lastHeartbeat: Date | null;
   createdAt: Date;
   authToken: string | null;
+  ownerKeyId: string | null;
 }
 
 export interface RawAgent {
+  tenant_id: string;
   agent_id: string;
   name: string;
   endpoint: string;
@@ -24,9 +27,11 @@ export interface RawAgent {
   last_heartbeat: Date | null;
   created_at: Date;
   auth_token: string | null;
+  owner_key_id: string | null;
 }
 
 export const toAgent = (r: RawAgent): AgentRow => ({
+  tenantId: r.tenant_id,
   agentId: r.agent_id,
   name: r.name,
   endpoint: r.endpoint,
@@ -36,10 +41,17 @@ export const toAgent = (r: RawAgent): AgentRow => ({
   lastHeartbeat: r.last_heartbeat ? new Date(r.last_heartbeat) : null,
   createdAt: new Date(r.created_at),
   authToken: r.auth_token,
+  ownerKeyId: r.owner_key_id,
 });
 
+/** An agent's key: its tenant and its id. */
+export type AgentKey = Pick<AgentRow, 'tenantId' | 'agentId'>;
+
 export interface AgentRegistration {
+  tenantId: string;
   agentId: string;
+  /** The key registering it. */
+  ownerKeyId: string | null;
   name: string;
   endpoint: string;
   capabilities: string[];
@@ -59,39 +71,39 @@ export async function registerAgent(em: EntityManager, reg: AgentRegistration): 
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalidRequest('endpoint must be an http(s) URL', 'endpoint');
   const [row] = await em.execute<RawAgent[]>(
-    `INSERT INTO agents (agent_id, name, endpoint, capabilities, status, last_heartbeat, auth_type, auth_token, metadata, next_check_at)
-     VALUES (?, ?, ?, ?::jsonb, 'healthy', now(), ?, ?, ?::jsonb, now())
-     ON CONFLICT (agent_id) DO UPDATE SET name = EXCLUDED.name, endpoint = EXCLUDED.endpoint,
+    `INSERT INTO agents (tenant_id, agent_id, owner_key_id, name, endpoint, capabilities, status, last_heartbeat, auth_type, auth_token, metadata, next_check_at)
+     VALUES (?, ?, ?, ?, ?, ?::jsonb, 'healthy', now(), ?, ?, ?::jsonb, now())
+     ON CONFLICT (tenant_id, agent_id) DO UPDATE SET name = EXCLUDED.name, endpoint = EXCLUDED.endpoint,
        capabilities = EXCLUDED.capabilities, status = 'healthy', status_reason = NULL, last_heartbeat = now(),
        auth_type = EXCLUDED.auth_type, auth_token = EXCLUDED.auth_token, metadata = EXCLUDED.metadata, next_check_at = now()
      RETURNING *`,
-    [reg.agentId, reg.name, reg.endpoint.replace(/\/$/, ''), JSON.stringify(reg.capabilities), reg.auth?.type ?? null, reg.auth?.token ?? null, reg.metadata ? JSON.stringify(reg.metadata) : null],
+    [reg.tenantId, reg.agentId, reg.ownerKeyId, reg.name, reg.endpoint.replace(/\/$/, ''), JSON.stringify(reg.capabilities), reg.auth?.type ?? null, reg.auth?.token ?? null, reg.metadata ? JSON.stringify(reg.metadata) : null],
   );
   return toAgent(row!);
 }
 
-export async function listAgents(em: EntityManager): Promise<AgentRow[]> {
-  return (await em.execute<RawAgent[]>('SELECT * FROM agents ORDER BY agent_id')).map(toAgent);
+export async function listAgents(em: EntityManager, tenantId: string): Promise<AgentRow[]> {
+  return (await em.execute<RawAgent[]>('SELECT * FROM agents WHERE tenant_id = ? ORDER BY agent_id', [tenantId])).map(toAgent);
 }
 
-export async function getAgent(em: EntityManager, agentId: string): Promise<AgentRow | null> {
-  const [row] = await em.execute<RawAgent[]>('SELECT * FROM agents WHERE agent_id = ?', [agentId]);
+export async function getAgent(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow | null> {
+  const [row] = await em.execute<RawAgent[]>('SELECT * FROM agents WHERE tenant_id = ? AND agent_id = ?', [tenantId, agentId]);
   return row ? toAgent(row) : null;
 }
 
 /** Records a successful contact with the agent. */
-export async function heartbeat(em: EntityManager, agentId: string): Promise<AgentRow> {
+export async function heartbeat(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow> {
   const [row] = await em.execute<RawAgent[]>(
-    "UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE agent_id = ? RETURNING *",
-    [agentId],
+    "UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE tenant_id = ? AND agent_id = ? RETURNING *",
+    [tenantId, agentId],
   );
   if (!row) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `agent ${agentId} is not registered` });
   return toAgent(row);
 }
 
 /** An agent that may be invoked, or an `agent_error` naming why not. */
-export async function invocableAgent(em: EntityManager, agentId: string): Promise<AgentRow> {
-  const agent = await getAgent(em, agentId);
+export async function invocableAgent(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow> {
+  const agent = await getAgent(em, tenantId, agentId);
   if (!agent) {
     throw new AbcError('NOT_FOUND', { code: 'agent_error', category: 'EXECUTION', message: `agent ${agentId} is not registered`, details: { reason: 'unknown_agent', agent_id: agentId } });
   }
@@ -108,18 +120,21 @@ export async function invocableAgent(em: EntityManager, agentId: string): Promis
 
 
 /** A failed health check: the agent turns unhealthy once it has been silent for `unhealthyAfterMs`. */
-export async function recordCheckFailure(em: EntityManager, agentId: string, failure: string, unhealthyAfterMs: number): Promise<AgentRow | null> {
+export async function recordCheckFailure(em: EntityManager, agent: AgentKey, failure: string, unhealthyAfterMs: number): Promise<AgentRow | null> {
   const [row] = await em.execute<RawAgent[]>(
     `UPDATE agents SET status_reason = ?,
        status = CASE WHEN coalesce(last_heartbeat, created_at) < now() - (? * interval '1 millisecond') THEN 'unhealthy' ELSE status END
-     WHERE agent_id = ? RETURNING *`,
-    [failure, unhealthyAfterMs, agentId],
+     WHERE tenant_id = ? AND agent_id = ? RETURNING *`,
+    [failure, unhealthyAfterMs, agent.tenantId, agent.agentId],
   );
   return row ? toAgent(row) : null;
 }
 
-export async function recordCheckSuccess(em: EntityManager, agentId: string): Promise<AgentRow | null> {
-  const [row] = await em.execute<RawAgent[]>("UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE agent_id = ? RETURNING *", [agentId]);
+export async function recordCheckSuccess(em: EntityManager, agent: AgentKey): Promise<AgentRow | null> {
+  const [row] = await em.execute<RawAgent[]>(
+    "UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE tenant_id = ? AND agent_id = ? RETURNING *",
+    [agent.tenantId, agent.agentId],
+  );
   return row ? toAgent(row) : null;
 }
 
@@ -127,7 +142,7 @@ export async function recordCheckSuccess(em: EntityManager, agentId: string): Pr
 export async function claimDueAgents(em: EntityManager, intervalMs: number): Promise<AgentRow[]> {
   const rows = await em.execute<RawAgent[]>(
     `UPDATE agents SET next_check_at = now() + (? * interval '1 millisecond')
-     WHERE agent_id IN (SELECT agent_id FROM agents WHERE next_check_at <= now() ORDER BY next_check_at LIMIT 50 FOR UPDATE SKIP LOCKED)
+     WHERE (tenant_id, agent_id) IN (SELECT tenant_id, agent_id FROM agents WHERE next_check_at <= now() ORDER BY next_check_at LIMIT 50 FOR UPDATE SKIP LOCKED)
      RETURNING *`,
     [intervalMs],
   );
@@ -136,8 +151,8 @@ export async function claimDueAgents(em: EntityManager, intervalMs: number): Pro
 
 /** Tokens stored in plaintext before secrets were sealed at rest. */
 export const plaintextTokens = (em: EntityManager) =>
-  em.execute<{ agent_id: string; auth_token: string }[]>("SELECT agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%'");
+  em.execute<{ tenant_id: string; agent_id: string; auth_token: string }[]>("SELECT tenant_id, agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%'");
 
-export async function replaceToken(em: EntityManager, agentId: string, from: string, to: string): Promise<void> {
-  await em.execute('UPDATE agents SET auth_token = ? WHERE agent_id = ? AND auth_token = ?', [to, agentId, from]);
+export async function replaceToken(em: EntityManager, agent: AgentKey, from: string, to: string): Promise<void> {
+  await em.execute('UPDATE agents SET auth_token = ? WHERE tenant_id = ? AND agent_id = ? AND auth_token = ?', [to, agent.tenantId, agent.agentId, from]);
 }

@@ -5,6 +5,7 @@ import { newId } from '../runtime/new-id.js';
 
 export interface ContextBlobRow {
   contextKey: string;
+  tenantId: string;
   ownerType: string;
   ownerId: string;
   version: number;
@@ -21,15 +22,15 @@ export const OWNER_TYPES = ['agent', 'session', 'run'] as const;
  */
 export async function putContext(
   tx: EntityManager,
-  put: { contextKey?: string; ownerType: string; ownerId: string; data: unknown; expectedVersion?: number },
+  put: { tenantId: string; contextKey?: string; ownerType: string; ownerId: string; data: unknown; expectedVersion?: number },
 ): Promise<ContextBlobRow> {
   if (!(OWNER_TYPES as readonly string[]).includes(put.ownerType)) throw invalidRequest(`owner_type must be one of ${OWNER_TYPES.join(', ')}`, 'owner_type');
   if (!put.ownerId) throw invalidRequest('owner_id is required', 'owner_id');
   const key = put.contextKey || newId('ctx');
   if (key.length > 128) throw invalidRequest('context_key is at most 128 characters', 'context_key');
   const [current] = await tx.execute<{ version: number; owner_type: string; owner_id: string }[]>(
-    'SELECT version, owner_type, owner_id FROM context_blobs WHERE context_key = ? FOR UPDATE',
-    [key],
+    'SELECT version, owner_type, owner_id FROM context_blobs WHERE tenant_id = ? AND context_key = ? FOR UPDATE',
+    [put.tenantId, key],
   );
   if (put.expectedVersion !== undefined && (current?.version ?? 0) !== put.expectedVersion) {
     throw new AbcError('ABORTED', {
@@ -46,26 +47,27 @@ export async function putContext(
   const version = (current?.version ?? 0) + 1;
   const data = JSON.stringify(put.data ?? null);
   await tx.execute(
-    `INSERT INTO context_blobs (context_key, owner_type, owner_id, version, data) VALUES (?, ?, ?, ?, ?::jsonb)
-     ON CONFLICT (context_key) DO UPDATE SET version = EXCLUDED.version, data = EXCLUDED.data, updated_at = now()`,
-    [key, put.ownerType, put.ownerId, version, data],
+    `INSERT INTO context_blobs (context_key, tenant_id, owner_type, owner_id, version, data) VALUES (?, ?, ?, ?, ?, ?::jsonb)
+     ON CONFLICT (tenant_id, context_key) DO UPDATE SET version = EXCLUDED.version, data = EXCLUDED.data, updated_at = now()`,
+    [key, put.tenantId, put.ownerType, put.ownerId, version, data],
   );
-  await tx.execute('INSERT INTO context_blob_versions (context_key, version, data) VALUES (?, ?, ?::jsonb)', [key, version, data]);
-  return (await getContext(tx, key))!;
+  await tx.execute('INSERT INTO context_blob_versions (tenant_id, context_key, version, data) VALUES (?, ?, ?, ?::jsonb)', [put.tenantId, key, version, data]);
+  return (await getContext(tx, put.tenantId, key))!;
 }
 
-/** The latest version, or `version` when given. */
-export async function getContext(em: EntityManager, contextKey: string, version?: number): Promise<ContextBlobRow | null> {
-  const [row] = await em.execute<{ context_key: string; owner_type: string; owner_id: string; version: number; data: unknown; created_at: Date; updated_at: Date }[]>(
+/** The latest version, or `version` when given; another tenant's blob is null. */
+export async function getContext(em: EntityManager, tenantId: string, contextKey: string, version?: number): Promise<ContextBlobRow | null> {
+  const [row] = await em.execute<{ context_key: string; tenant_id: string; owner_type: string; owner_id: string; version: number; data: unknown; created_at: Date; updated_at: Date }[]>(
     version === undefined
-      ? 'SELECT context_key, owner_type, owner_id, version, data, created_at, updated_at FROM context_blobs WHERE context_key = ?'
-      : `SELECT b.context_key, b.owner_type, b.owner_id, v.version, v.data, b.created_at, v.created_at AS updated_at
-         FROM context_blobs b JOIN context_blob_versions v ON v.context_key = b.context_key WHERE b.context_key = ? AND v.version = ?`,
-    version === undefined ? [contextKey] : [contextKey, version],
+      ? 'SELECT context_key, tenant_id, owner_type, owner_id, version, data, created_at, updated_at FROM context_blobs WHERE context_key = ? AND tenant_id = ?'
+      : `SELECT b.context_key, b.tenant_id, b.owner_type, b.owner_id, v.version, v.data, b.created_at, v.created_at AS updated_at
+         FROM context_blobs b JOIN context_blob_versions v ON v.tenant_id = b.tenant_id AND v.context_key = b.context_key WHERE b.context_key = ? AND b.tenant_id = ? AND v.version = ?`,
+    version === undefined ? [contextKey, tenantId] : [contextKey, tenantId, version],
   );
   if (!row) return null;
   return {
     contextKey: row.context_key,
+    tenantId: row.tenant_id,
     ownerType: row.owner_type,
     ownerId: row.owner_id,
     version: row.version,
@@ -75,8 +77,8 @@ export async function getContext(em: EntityManager, contextKey: string, version?
   };
 }
 
-export async function getContextOrFail(em: EntityManager, contextKey: string, version?: number): Promise<ContextBlobRow> {
-  const blob = await getContext(em, contextKey, version);
+export async function getContextOrFail(em: EntityManager, tenantId: string, contextKey: string, version?: number): Promise<ContextBlobRow> {
+  const blob = await getContext(em, tenantId, contextKey, version);
   if (!blob) throw notFound('context', version === undefined ? contextKey : `${contextKey}@${version}`);
   return blob;
 }

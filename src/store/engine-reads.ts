@@ -13,12 +13,13 @@ export interface TraceEventRow {
   payload: Record<string, unknown> | null;
 }
 
-export async function readTrace(pool: pg.Pool, ticket: string, types: string[]): Promise<{ trace_id: string; events: TraceEventRow[] } | undefined> {
+/** A ticket's trace; another tenant's ticket is undefined. */
+export async function readTrace(pool: pg.Pool, tenantId: string, ticket: string, types: string[]): Promise<{ trace_id: string; events: TraceEventRow[] } | undefined> {
   const { rows } = await pool.query<{ trace_id: string; events: TraceEventRow[] }>(
     `SELECT c.trace_id, coalesce((SELECT jsonb_agg(jsonb_build_object('seq', e.seq, 'ts', e.ts, 'type', e.type, 'payload', e.payload) ORDER BY e.seq)
        FROM ticket_events e WHERE e.ticket = c.ticket AND (cardinality($2::text[]) = 0 OR e.type = ANY($2::text[]))), '[]') AS events
-     FROM tickets c WHERE c.ticket = $1`,
-    [ticket, types],
+     FROM tickets c WHERE c.ticket = $1 AND c.tenant_id = $3`,
+    [ticket, types, tenantId],
   );
   return rows[0];
 }
@@ -36,15 +37,15 @@ interface ContextRow {
 }
 
 /** Seed 002's GlobalState and ExecutionContext of an execution, and its snapshots. */
-export async function readExecutionContext(pool: pg.Pool, ticket: string) {
+export async function readExecutionContext(pool: pg.Pool, tenantId: string, ticket: string) {
   const { rows } = await pool.query<ContextRow>(
     `SELECT c.ticket, c.request, c.lifecycle_state, c.trace_id, c.created_at, c.engine,
        (SELECT p.plan FROM frozen_plans p WHERE p.plan_id = c.plan_id) AS plan,
        coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', s.step_id, 'status', s.status, 'output', s.output) ORDER BY s.position) FROM ticket_steps s WHERE s.ticket = c.ticket), '[]') AS steps,
        coalesce((SELECT jsonb_agg(jsonb_build_object('snapshot_id', n.snapshot_id, 'lifecycle_state', n.lifecycle_state, 'label', n.context->>'label', 'created_at', n.created_at) ORDER BY n.created_at, n.snapshot_id)
          FROM snapshots n WHERE n.ticket = c.ticket), '[]') AS snapshots
-     FROM tickets c WHERE c.ticket = $1`,
-    [ticket],
+     FROM tickets c WHERE c.ticket = $1 AND c.tenant_id = $2`,
+    [ticket, tenantId],
   );
   const r = rows[0];
   if (!r) return undefined;
@@ -76,8 +77,8 @@ export async function readExecutionContext(pool: pg.Pool, ticket: string) {
   };
 }
 
-export async function searchMemory(pool: pg.Pool, scope: MemoryScope, scopeId: string, query: string, limit: number): Promise<MemoryEntry[]> {
+export async function searchMemory(pool: pg.Pool, tenantId: string, scope: MemoryScope, scopeId: string, query: string, limit: number): Promise<MemoryEntry[]> {
   let n = 0;
-  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(MEMORY_SEARCH_SQL.replace(/\?/g, () => `$${++n}`), [query, scope, scopeIdOf(scope, scopeId), limit]);
+  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(MEMORY_SEARCH_SQL.replace(/\?/g, () => `$${++n}`), [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
   return rows.map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString(), rank: Number(r.rank) }));
 }

@@ -45,10 +45,10 @@ function now(): Date {
 export async function openContract(tx: EntityManager, c: NewContract): Promise<string> {
   const executionId = newId('exe');
   await tx.execute(
-    `INSERT INTO execution_contracts (execution_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, created_at, entered_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
+    `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, created_at, entered_at)
+     VALUES (?, COALESCE((SELECT tenant_id FROM runs WHERE run_id = ?), (SELECT tenant_id FROM tickets WHERE ticket = ?), 'default'), ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
     // The node clock, like the transitions: contracts opened in one transaction still order by creation.
-    [executionId, c.sessionId, c.runId ?? null, c.ticket ?? null, c.subjectId, c.actionType, c.actionSummary.slice(0, 500), c.irreversible, c.idempotencyKey ?? null, c.timeoutSeconds ?? null, now(), now()],
+    [executionId, c.runId ?? null, c.ticket ?? null, c.sessionId, c.runId ?? null, c.ticket ?? null, c.subjectId, c.actionType, c.actionSummary.slice(0, 500), c.irreversible, c.idempotencyKey ?? null, c.timeoutSeconds ?? null, now(), now()],
   );
   return executionId;
 }
@@ -109,8 +109,8 @@ async function recordFact(tx: EntityManager, executionId: string): Promise<strin
   await tx.execute('SAVEPOINT execution_fact');
   try {
     await tx.execute(
-      `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags)
-       SELECT ?, 'SESSION', c.session_id, 'execution_fact:' || c.execution_id,
+      `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+       SELECT ?, c.tenant_id, 'SESSION', c.session_id, 'execution_fact:' || c.execution_id,
               jsonb_build_object('type', 'execution_fact', 'execution_id', c.execution_id, 'action_type', c.action_type,
                 'action_summary', c.action_summary, 'final_status', c.status, 'irreversible', c.irreversible,
                 'duration_ms', floor(extract(epoch FROM (SELECT max(t.ts) FROM execution_transitions t WHERE t.execution_id = c.execution_id) - c.created_at) * 1000),

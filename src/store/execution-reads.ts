@@ -17,8 +17,9 @@ export async function readContract(pool: pg.Pool, executionId: string): Promise<
   return rows[0];
 }
 
-export async function readContracts(pool: pg.Pool, where: { sessionId: string } | { runId: string }): Promise<ContractWithTransitions[]> {
+/** A tenant's contracts of a session or a run. */
+export async function readContracts(pool: pg.Pool, tenantId: string, where: { sessionId: string } | { runId: string }): Promise<ContractWithTransitions[]> {
   const [column, value] = 'sessionId' in where ? ['session_id', where.sessionId] : ['run_id', where.runId];
-  const { rows } = await pool.query<ContractWithTransitions>(`${SELECT} WHERE c.${column} = $1 ORDER BY c.created_at, c.execution_id`, [value]);
+  const { rows } = await pool.query<ContractWithTransitions>(`${SELECT} WHERE c.${column} = $1 AND c.tenant_id = $2 ORDER BY c.created_at, c.execution_id`, [value, tenantId]);
   return rows;
 }

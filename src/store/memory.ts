@@ -32,10 +32,10 @@ export interface FailurePattern {
 /** The text the full-text index covers; search must use the same expression. */
 const SEARCH_DOCUMENT = "to_tsvector('simple', key || ' ' || coalesce(value::text, ''))";
 
-/** Full-text search of one scope and scope id; parameters: query, scope, scope id, limit. */
+/** Full-text search of one scope and scope id; parameters: query, tenant, scope, scope id, limit. */
 export const MEMORY_SEARCH_SQL = `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
   FROM memory, websearch_to_tsquery('simple', ?) q
-  WHERE scope = ? AND scope_id = ? AND ${SEARCH_DOCUMENT} @@ q
+  WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND ${SEARCH_DOCUMENT} @@ q
   ORDER BY rank DESC, created_at DESC LIMIT ?`;
 
 const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unknown; tags: string[] | null; created_at: Date; rank?: number }): MemoryEntry => ({
@@ -51,37 +51,38 @@ const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unkn
 /** GLOBAL memory has one scope id, whatever the caller names. */
 export const scopeIdOf = (scope: MemoryScope, scopeId: string) => (scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId);
 
+/** Memory is per tenant: GLOBAL means across one tenant's executions, never across tenants. */
 export class Memory {
   constructor(readonly em: () => EntityManager) {}
 
   /** Stores (or replaces) `key` in a scope. */
-  async store(key: string, value: unknown, scope: MemoryScope, scopeId: string, tags: string[] = [], tx: EntityManager = this.em()): Promise<void> {
+  async store(tenantId: string, key: string, value: unknown, scope: MemoryScope, scopeId: string, tags: string[] = [], tx: EntityManager = this.em()): Promise<void> {
     await tx.execute(
-      `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb)
-       ON CONFLICT (scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
-      [newId('mem'), scope, scopeIdOf(scope, scopeId), key, JSON.stringify(value ?? null), JSON.stringify(tags)],
+      `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags) VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb)
+       ON CONFLICT (tenant_id, scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
+      [newId('mem'), tenantId, scope, scopeIdOf(scope, scopeId), key, JSON.stringify(value ?? null), JSON.stringify(tags)],
     );
   }
 
-  async retrieve(key: string, scope: MemoryScope, scopeId: string, em: EntityManager = this.em()): Promise<unknown> {
-    const [r] = await em.execute<{ value: unknown }[]>('SELECT value FROM memory WHERE scope = ? AND scope_id = ? AND key = ?', [scope, scopeIdOf(scope, scopeId), key]);
+  async retrieve(tenantId: string, key: string, scope: MemoryScope, scopeId: string, em: EntityManager = this.em()): Promise<unknown> {
+    const [r] = await em.execute<{ value: unknown }[]>('SELECT value FROM memory WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND key = ?', [tenantId, scope, scopeIdOf(scope, scopeId), key]);
     return r?.value;
   }
 
   /** Full-text search in a scope (and scope id, except GLOBAL), best matches first. */
-  async search(query: string, scope: MemoryScope, scopeId: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
-    const rows = await em.execute<Parameters<typeof row>[0][]>(MEMORY_SEARCH_SQL, [query, scope, scopeIdOf(scope, scopeId), limit]);
+  async search(tenantId: string, query: string, scope: MemoryScope, scopeId: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
+    const rows = await em.execute<Parameters<typeof row>[0][]>(MEMORY_SEARCH_SQL, [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
     return rows.map(row);
   }
 
   /** Counts one more occurrence of a failure pattern (GLOBAL). */
-  async recordFailurePattern(p: FailurePattern, tx: EntityManager = this.em()): Promise<void> {
+  async recordFailurePattern(tenantId: string, p: FailurePattern, tx: EntityManager = this.em()): Promise<void> {
     const value = { type: 'failure_pattern', ...p, count: 1, last_seen: new Date().toISOString() };
     await tx.execute(
-      `INSERT INTO memory (memory_id, scope, scope_id, key, value, tags) VALUES (?, 'GLOBAL', ?, ?, ?::jsonb, '["failure_pattern"]'::jsonb)
-       ON CONFLICT (scope, scope_id, key) DO UPDATE SET
+      `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags) VALUES (?, ?, 'GLOBAL', ?, ?, ?::jsonb, '["failure_pattern"]'::jsonb)
+       ON CONFLICT (tenant_id, scope, scope_id, key) DO UPDATE SET
          value = EXCLUDED.value || jsonb_build_object('count', coalesce((memory.value->>'count')::int, 0) + 1), created_at = now()`,
-      [newId('mem'), GLOBAL_SCOPE_ID, `failure:${p.intent}:${p.capability}:${p.code}`, JSON.stringify(value)],
+      [newId('mem'), tenantId, GLOBAL_SCOPE_ID, `failure:${p.intent}:${p.capability}:${p.code}`, JSON.stringify(value)],
     );
   }
 
@@ -89,11 +90,11 @@ export class Memory {
    * Recorded failures per capability for an intent, over patterns seen within
    * `withinMs`: a capability that failed long ago gets its chance again.
    */
-  async failureCounts(intent: string, withinMs = FAILURE_MEMORY_MS, em: EntityManager = this.em()): Promise<Record<string, number>> {
+  async failureCounts(tenantId: string, intent: string, withinMs = FAILURE_MEMORY_MS, em: EntityManager = this.em()): Promise<Record<string, number>> {
     const rows = await em.execute<{ capability: string; count: number }[]>(
       `SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
-       WHERE scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
-      [GLOBAL_SCOPE_ID, `failure:${intent}:`, withinMs],
+       WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
+      [tenantId, GLOBAL_SCOPE_ID, `failure:${intent}:`, withinMs],
     );
     return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
   }

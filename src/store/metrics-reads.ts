@@ -24,7 +24,7 @@ export interface ToolMetrics {
 
 const ms = (a: string, b: string) => `extract(epoch FROM (${a} - ${b})) * 1000`;
 
-export async function runMetrics(pool: pg.Pool, sinceMs: number, agentId: string): Promise<RunMetrics> {
+export async function runMetrics(pool: pg.Pool, tenantId: string, sinceMs: number, agentId: string): Promise<RunMetrics> {
   const { rows } = await pool.query<Record<string, number | null>>(
     `SELECT count(*)::int AS total,
             count(*) FILTER (WHERE status = 'DONE')::int AS succeeded,
@@ -32,8 +32,8 @@ export async function runMetrics(pool: pg.Pool, sinceMs: number, agentId: string
             count(*) FILTER (WHERE status = 'CANCELLED')::int AS cancelled,
             percentile_cont(0.5) WITHIN GROUP (ORDER BY ${ms('ended_at', 'started_at')}) FILTER (WHERE ended_at IS NOT NULL) AS p50,
             percentile_cont(0.95) WITHIN GROUP (ORDER BY ${ms('ended_at', 'started_at')}) FILTER (WHERE ended_at IS NOT NULL) AS p95
-     FROM runs WHERE started_at >= to_timestamp($1 / 1000.0) AND ($2 = '' OR root_agent_id = $2)`,
-    [sinceMs, agentId],
+     FROM runs WHERE tenant_id = $3 AND started_at >= to_timestamp($1 / 1000.0) AND ($2 = '' OR root_agent_id = $2)`,
+    [sinceMs, agentId, tenantId],
   );
   const r = rows[0]!;
   const finished = Number(r.succeeded) + Number(r.failed) + Number(r.cancelled);
@@ -48,7 +48,7 @@ export async function runMetrics(pool: pg.Pool, sinceMs: number, agentId: string
   };
 }
 
-export async function toolMetrics(pool: pg.Pool, sinceMs: number): Promise<ToolMetrics[]> {
+export async function toolMetrics(pool: pg.Pool, tenantId: string, sinceMs: number): Promise<ToolMetrics[]> {
   const { rows } = await pool.query<Record<string, string | number | null>>(
     `SELECT t.tool_name,
             count(*)::int AS total,
@@ -56,10 +56,10 @@ export async function toolMetrics(pool: pg.Pool, sinceMs: number): Promise<ToolM
             count(*) FILTER (WHERE t.status IN ('FAILED', 'TIMEOUT', 'BLOCKED', 'REJECTED'))::int AS failed,
             percentile_cont(0.95) WITHIN GROUP (ORDER BY ${ms('t.completed_at', 't.started_at')}) FILTER (WHERE t.completed_at IS NOT NULL AND t.started_at IS NOT NULL) AS p95,
             percentile_cont(0.95) WITHIN GROUP (ORDER BY ${ms('a.decided_at', 'a.created_at')}) FILTER (WHERE a.decided_at IS NOT NULL) AS p95_wait
-     FROM tool_calls t LEFT JOIN approvals a ON a.tool_call_id = t.tool_call_id
-     WHERE t.created_at >= to_timestamp($1 / 1000.0)
+     FROM tool_calls t JOIN runs r ON r.run_id = t.run_id LEFT JOIN approvals a ON a.tool_call_id = t.tool_call_id
+     WHERE r.tenant_id = $2 AND t.created_at >= to_timestamp($1 / 1000.0)
      GROUP BY t.tool_name ORDER BY t.tool_name`,
-    [sinceMs],
+    [sinceMs, tenantId],
   );
   return rows.map((r) => {
     const finished = Number(r.succeeded) + Number(r.failed);

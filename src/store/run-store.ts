@@ -23,6 +23,7 @@ export interface RunRow {
   requestId: string | null;
   traceId: string;
   userId: string | null;
+  tenantId: string;
 }
 
 interface RawRun {
@@ -37,9 +38,10 @@ interface RawRun {
   request_id: string | null;
   trace_id: string;
   user_id: string | null;
+  tenant_id: string;
 }
 
-const COLUMNS = 'run_id, session_id, root_agent_id, parent_run_id, status, started_at, ended_at, error, request_id, trace_id, user_id';
+const COLUMNS = 'run_id, session_id, root_agent_id, parent_run_id, status, started_at, ended_at, error, request_id, trace_id, user_id, tenant_id';
 
 const toRun = (r: RawRun): RunRow => ({
   runId: r.run_id,
@@ -53,6 +55,7 @@ const toRun = (r: RawRun): RunRow => ({
   requestId: r.request_id,
   traceId: r.trace_id,
   userId: r.user_id,
+  tenantId: r.tenant_id,
 });
 
 export interface NewRun {
@@ -64,13 +67,14 @@ export interface NewRun {
   traceId: string;
   tokenHash: string;
   userId?: string;
+  tenantId: string;
 }
 
 export async function insertRun(tx: EntityManager, run: NewRun): Promise<void> {
   await tx.execute(
-    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, token_hash, user_id)
-     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?)`,
-    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.tokenHash, run.userId ?? null],
+    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, token_hash, user_id, tenant_id)
+     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?, ?)`,
+    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.tokenHash, run.userId ?? null, run.tenantId],
   );
 }
 
@@ -212,6 +216,16 @@ export async function setRunTokenHash(em: EntityManager, runId: string, tokenHas
 export async function streamedText(em: EntityManager, runId: string): Promise<string> {
   const rows = await em.execute<{ text: string | null }[]>("SELECT payload->>'text' AS text FROM events WHERE run_id = ? AND type = 'agent_stream_delta' ORDER BY seq", [runId]);
   return rows.map((r) => r.text ?? '').join('');
+}
+
+/** How many runs of a tenant are going (not in a terminal state). */
+export async function countLiveRuns(em: EntityManager, tenantId: string): Promise<number> {
+  const live = RUN_MACHINE.states.filter((s) => !RUN_MACHINE.isTerminal(s));
+  const [row] = await em.execute<{ n: number }[]>(
+    'SELECT count(*)::int AS n FROM runs WHERE tenant_id = ? AND status IN (SELECT jsonb_array_elements_text(?::jsonb))',
+    [tenantId, JSON.stringify(live)],
+  );
+  return row!.n;
 }
 
 /** Locks a run and reads its state. */

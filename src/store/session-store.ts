@@ -35,22 +35,22 @@ const toMessage = (r: RawMessage): MessageRow => ({
 
 export const ROLES = ['user', 'assistant', 'system'] as const;
 
-/** Creates the session when new. Returns the owner's user id; a session belongs to one user. */
-export async function ensureSession(tx: EntityManager, sessionId: string, userId: string): Promise<string> {
-  const [row] = await tx.execute<{ user_id: string }[]>(
-    `INSERT INTO sessions (session_id, user_id) VALUES (?, ?)
-     ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id RETURNING user_id`,
-    [sessionId, userId],
+/** Creates the session when new. Returns its owner: a session belongs to one user of one tenant. */
+export async function ensureSession(tx: EntityManager, sessionId: string, userId: string, tenantId: string): Promise<{ userId: string; tenantId: string }> {
+  const [row] = await tx.execute<{ user_id: string; tenant_id: string }[]>(
+    `INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, ?, ?)
+     ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id RETURNING user_id, tenant_id`,
+    [sessionId, userId, tenantId],
   );
-  return row!.user_id;
+  return { userId: row!.user_id, tenantId: row!.tenant_id };
 }
 
 export async function getSession(em: EntityManager, sessionId: string) {
-  const [row] = await em.execute<{ session_id: string; user_id: string; created_at: Date; metadata: Record<string, unknown> | null }[]>(
-    'SELECT session_id, user_id, created_at, metadata FROM sessions WHERE session_id = ?',
+  const [row] = await em.execute<{ session_id: string; user_id: string; tenant_id: string; created_at: Date; metadata: Record<string, unknown> | null }[]>(
+    'SELECT session_id, user_id, tenant_id, created_at, metadata FROM sessions WHERE session_id = ?',
     [sessionId],
   );
-  return row ? { sessionId: row.session_id, userId: row.user_id, createdAt: new Date(row.created_at), metadata: row.metadata } : null;
+  return row ? { sessionId: row.session_id, userId: row.user_id, tenantId: row.tenant_id, createdAt: new Date(row.created_at), metadata: row.metadata } : null;
 }
 
 export async function appendMessage(

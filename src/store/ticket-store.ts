@@ -22,6 +22,7 @@ import { CANCEL_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 
 export interface TicketRow {
   ticket: string;
+  tenant_id: string;
   contract_id: string;
   contract_version: string;
   request_id: string;
@@ -286,7 +287,7 @@ export async function retargetStep(tx: EntityManager, ticket: string, stepId: st
   await tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [to.capability, to.side_effect, to.label, ticket, stepId]);
 }
 
-export type NewTicket = Pick<TicketRow, 'ticket' | 'contract_id' | 'contract_version' | 'request_id' | 'session_id' | 'idempotency_key' | 'request_hash' | 'request' | 'mode' | 'trace_id' | 'expected_latency_ms'> & {
+export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' | 'contract_version' | 'request_id' | 'session_id' | 'idempotency_key' | 'request_hash' | 'request' | 'mode' | 'trace_id' | 'expected_latency_ms'> & {
   /** How long it stays pollable. */
   retention_ms: number;
 };
@@ -294,17 +295,17 @@ export type NewTicket = Pick<TicketRow, 'ticket' | 'contract_id' | 'contract_ver
 /** Creates a ticket in INIT; undefined when its idempotency key is taken. */
 export async function insertTicket(tx: EntityManager, t: NewTicket): Promise<TicketRow | undefined> {
   const [row] = await tx.execute<TicketRow[]>(
-    `INSERT INTO tickets (ticket, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
+    `INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
        status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
-     ON CONFLICT (contract_id, idempotency_key) DO NOTHING RETURNING *`,
-    [t.ticket, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.expected_latency_ms, t.retention_ms],
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
+     ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *`,
+    [t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.expected_latency_ms, t.retention_ms],
   );
   return row;
 }
 
-export async function ticketByIdempotencyKey(em: EntityManager, contractId: string, key: string): Promise<TicketRow | undefined> {
-  const [row] = await em.execute<TicketRow[]>('SELECT * FROM tickets WHERE contract_id = ? AND idempotency_key = ?', [contractId, key]);
+export async function ticketByIdempotencyKey(em: EntityManager, tenantId: string, contractId: string, key: string): Promise<TicketRow | undefined> {
+  const [row] = await em.execute<TicketRow[]>('SELECT * FROM tickets WHERE tenant_id = ? AND contract_id = ? AND idempotency_key = ?', [tenantId, contractId, key]);
   return row;
 }
 
@@ -317,7 +318,7 @@ export async function readLiveTicket(readOnly: pg.Pool, ticket: string): Promise
 /** What a poller may see, in one statement through sessions that cannot write: no step outputs, no artifact. */
 export async function readTicketForPoll(readOnly: pg.Pool, ticket: string): Promise<(TicketRow & { steps: StepRow[] }) | undefined> {
   const { rows } = await readOnly.query<TicketRow & { steps: StepRow[] }>(
-    `SELECT c.ticket, c.contract_id, c.contract_version, c.status, c.phase, c.lifecycle_state, c.next_ticket, c.expires_at,
+    `SELECT c.ticket, c.tenant_id, c.contract_id, c.contract_version, c.status, c.phase, c.lifecycle_state, c.next_ticket, c.expires_at,
             c.expected_latency_ms, c.trace_id,
             jsonb_build_object('execution_preferences', c.request->'execution_preferences') AS request,
             CASE WHEN c.status = 'RUNNING' THEN c.partial_result END AS partial_result,

@@ -78,6 +78,9 @@ export interface ApprovalRow {
   expiresAt: Date;
   argsSummary: string | null;
   toolName: string;
+  /** The run's tenant and user. */
+  tenantId: string;
+  userId: string | null;
 }
 
 interface RawApproval {
@@ -94,10 +97,13 @@ interface RawApproval {
   args_summary: string | null;
   args_hash: string | null;
   tool_name: string;
+  tenant_id: string;
+  user_id: string | null;
 }
 
 const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
-  a.reason, a.expires_at, a.args_summary, a.args_hash, c.tool_name FROM approvals a JOIN tool_calls c ON c.tool_call_id = a.tool_call_id`;
+  a.reason, a.expires_at, a.args_summary, a.args_hash, c.tool_name, r.tenant_id, r.user_id
+  FROM approvals a JOIN tool_calls c ON c.tool_call_id = a.tool_call_id JOIN runs r ON r.run_id = a.run_id`;
 
 const toApproval = (r: RawApproval): ApprovalRow => ({
   approvalId: r.approval_id,
@@ -112,6 +118,8 @@ const toApproval = (r: RawApproval): ApprovalRow => ({
   expiresAt: new Date(r.expires_at),
   argsSummary: r.args_summary,
   toolName: r.tool_name,
+  tenantId: r.tenant_id,
+  userId: r.user_id,
 });
 
 /** Claims an idempotency key for `scope`; false when a live claim exists (read it with readIdempotencyKey). An expired key is claimed afresh. */
@@ -151,10 +159,10 @@ export async function readToolCall(em: EntityManager, toolCallId: string): Promi
   return row && toCall(row);
 }
 
-/** Locks a call and reads who owns its session. */
-export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): Promise<(RawCall & { session_id: string; owner: string }) | undefined> {
-  const [row] = await tx.execute<(RawCall & { session_id: string; owner: string })[]>(
-    `SELECT c.*, r.session_id, s.user_id AS owner FROM tool_calls c JOIN runs r ON r.run_id = c.run_id JOIN sessions s ON s.session_id = r.session_id
+/** Locks a call and reads who owns its session, in which tenant. */
+export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): Promise<(RawCall & { session_id: string; owner: string; tenant_id: string }) | undefined> {
+  const [row] = await tx.execute<(RawCall & { session_id: string; owner: string; tenant_id: string })[]>(
+    `SELECT c.*, r.session_id, s.user_id AS owner, r.tenant_id FROM tool_calls c JOIN runs r ON r.run_id = c.run_id JOIN sessions s ON s.session_id = r.session_id
      WHERE c.tool_call_id = ? FOR UPDATE OF c`,
     [toolCallId],
   );
@@ -203,9 +211,15 @@ export async function readApproval(em: EntityManager, approvalId: string, o: { l
   return row && { ...toApproval(row), argsHash: row.args_hash };
 }
 
-export async function listApprovals(em: EntityManager, filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
-  const where: string[] = [];
-  const params: unknown[] = [];
+/** A tenant's approvals, narrowed by session, run, status and the users a key speaks for. */
+export async function listApprovals(
+  em: EntityManager,
+  tenantId: string,
+  filter: { sessionId?: string; runId?: string; status?: ApprovalState; userIds?: readonly string[] | null },
+): Promise<ApprovalRow[]> {
+  const where: string[] = ['r.tenant_id = ?'];
+  const params: unknown[] = [tenantId];
+  if (filter.userIds) where.push('r.user_id IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.userIds));
   if (filter.sessionId) where.push('a.session_id = ?'), params.push(filter.sessionId);
   if (filter.runId) where.push('a.run_id = ?'), params.push(filter.runId);
   if (filter.status) where.push('a.status = ?'), params.push(filter.status);

@@ -6,6 +6,12 @@ import type { ToolKind, ToolRow } from '../domain/tool.js';
 
 export type { ToolKind, ToolRow };
 
+/** The tenant of the platform's tools (built-ins, ABC_TOOLS_FILE): every tenant sees them. */
+export const PLATFORM_TENANT = '*';
+
+/** A tenant's view of the registry: its own tools, then the platform's under any name it has not taken. */
+const VISIBLE = `SELECT DISTINCT ON (tool_name) * FROM tools WHERE tenant_id IN (?, '${PLATFORM_TENANT}')`;
+
 interface RawTool {
   tool_name: string;
   kind: ToolKind;
@@ -34,17 +40,17 @@ const toTool = (r: RawTool): ToolRow => ({
   metadata: r.metadata,
 });
 
-/** Creates or replaces a tool. */
-export async function writeTool(em: EntityManager, tool: ToolRow): Promise<ToolRow> {
+/** Creates or replaces a tool of `tenantId` (PLATFORM_TENANT for the platform's). */
+export async function writeTool(em: EntityManager, tenantId: string, tool: ToolRow): Promise<ToolRow> {
   const [row] = await em.execute<RawTool[]>(
-    `INSERT INTO tools (tool_name, kind, version, description, input_schema, output_schema, timeout_ms, permission_level, side_effect, endpoint, metadata)
-     VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?::jsonb)
-     ON CONFLICT (tool_name) DO UPDATE SET kind = EXCLUDED.kind, version = EXCLUDED.version, description = EXCLUDED.description,
+    `INSERT INTO tools (tenant_id, tool_name, kind, version, description, input_schema, output_schema, timeout_ms, permission_level, side_effect, endpoint, metadata)
+     VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?::jsonb)
+     ON CONFLICT (tenant_id, tool_name) DO UPDATE SET kind = EXCLUDED.kind, version = EXCLUDED.version, description = EXCLUDED.description,
        input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, timeout_ms = EXCLUDED.timeout_ms,
        permission_level = EXCLUDED.permission_level, side_effect = EXCLUDED.side_effect, endpoint = EXCLUDED.endpoint, metadata = EXCLUDED.metadata
      RETURNING *`,
     [
-      tool.name, tool.kind, tool.version, tool.description, json(tool.inputSchema), json(tool.outputSchema), tool.timeoutMs,
+      tenantId, tool.name, tool.kind, tool.version, tool.description, json(tool.inputSchema), json(tool.outputSchema), tool.timeoutMs,
       tool.permissionLevel, tool.sideEffect, tool.endpoint, json(tool.metadata),
     ],
   );
@@ -53,18 +59,21 @@ export async function writeTool(em: EntityManager, tool: ToolRow): Promise<ToolR
 
 const json = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
 
-export async function listTools(em: EntityManager): Promise<ToolRow[]> {
-  return (await em.execute<RawTool[]>('SELECT * FROM tools ORDER BY tool_name')).map(toTool);
+/** Own tools shadow platform ones of the same name. */
+const OWN_FIRST = `ORDER BY tool_name, tenant_id = '${PLATFORM_TENANT}'`;
+
+export async function listTools(em: EntityManager, tenantId: string): Promise<ToolRow[]> {
+  return (await em.execute<RawTool[]>(`${VISIBLE} ${OWN_FIRST}`, [tenantId])).map(toTool);
 }
 
-export async function getTool(em: EntityManager, name: string): Promise<ToolRow> {
-  const [row] = await em.execute<RawTool[]>('SELECT * FROM tools WHERE tool_name = ?', [name]);
+export async function getTool(em: EntityManager, tenantId: string, name: string): Promise<ToolRow> {
+  const [row] = await em.execute<RawTool[]>(`${VISIBLE} AND tool_name = ? ${OWN_FIRST}`, [tenantId, name]);
   if (!row) throw notFound('tool', name);
   return toTool(row);
 }
 
-/** Which of `names` are registered tools with side effects. */
-export async function toolsWithSideEffects(em: EntityManager, names: string[]): Promise<string[]> {
-  const rows = await em.execute<{ tool_name: string }[]>('SELECT tool_name FROM tools WHERE side_effect AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb))', [JSON.stringify(names)]);
-  return rows.map((r) => r.tool_name);
+/** Which of `names` are tools the tenant sees with side effects. */
+export async function toolsWithSideEffects(em: EntityManager, tenantId: string, names: string[]): Promise<string[]> {
+  const rows = await em.execute<RawTool[]>(`${VISIBLE} AND tool_name IN (SELECT jsonb_array_elements_text(?::jsonb)) ${OWN_FIRST}`, [tenantId, JSON.stringify(names)]);
+  return rows.filter((r) => r.side_effect).map((r) => r.tool_name);
 }

@@ -82,7 +82,7 @@ describe('seed 002 §6 checklist', () => {
     };
     const roles = new Roles({ REVIEWER: meddler } as never, { em: () => s.orm.em.fork(), agentIdleTimeoutMs: 1000, secrets: SecretBox.ephemeral() });
     const global: GlobalState = frozen({ execution_id: 'e', original_goal: 'g', lifecycle_state: 'STEP_REVIEW', iteration_count: 0, trace_id: 't', created_at: 'now' });
-    await roles.run('REVIEWER', undefined, global, frozen({ active_steps: {}, errors: [] } as unknown as EngineContextView));
+    await roles.run('REVIEWER', undefined, global, frozen({ active_steps: {}, errors: [] } as unknown as EngineContextView), undefined, 'default');
     expect(tries).toEqual(['TypeError', 'TypeError', 'TypeError']);
     expect(global.lifecycle_state).toBe('STEP_REVIEW');
   });
@@ -122,18 +122,21 @@ describe('seed 002 §6 checklist', () => {
 
   it('memory: every call names its scope; scopes are apart, and EPHEMERAL ends with its step', async () => {
     const memory = new Memory(() => s.orm.em.fork());
-    await memory.store('k', { v: 'ephemeral' }, 'EPHEMERAL', 'x:step');
-    await memory.store('k', { v: 'session' }, 'SESSION', 'x');
-    await memory.store('k', { v: 'global' }, 'GLOBAL', 'ignored');
-    expect([await memory.retrieve('k', 'EPHEMERAL', 'x:step'), await memory.retrieve('k', 'SESSION', 'x'), await memory.retrieve('k', 'GLOBAL', 'other')]).toEqual([{ v: 'ephemeral' }, { v: 'session' }, { v: 'global' }]);
-    expect(await memory.retrieve('k', 'SESSION', 'y')).toBeUndefined();
-    expect((await memory.search('session', 'SESSION', 'x')).map((e) => e.value)).toEqual([{ v: 'session' }]);
+    await memory.store('default', 'k', { v: 'ephemeral' }, 'EPHEMERAL', 'x:step');
+    await memory.store('default', 'k', { v: 'session' }, 'SESSION', 'x');
+    await memory.store('default', 'k', { v: 'global' }, 'GLOBAL', 'ignored');
+    expect([await memory.retrieve('default', 'k', 'EPHEMERAL', 'x:step'), await memory.retrieve('default', 'k', 'SESSION', 'x'), await memory.retrieve('default', 'k', 'GLOBAL', 'other')]).toEqual([{ v: 'ephemeral' }, { v: 'session' }, { v: 'global' }]);
+    expect(await memory.retrieve('default', 'k', 'SESSION', 'y')).toBeUndefined();
+    expect((await memory.search('default', 'session', 'SESSION', 'x')).map((e) => e.value)).toEqual([{ v: 'session' }]);
+    // Memory is per tenant: GLOBAL is one tenant's, never another's.
+    expect(await memory.retrieve('acme', 'k', 'GLOBAL', 'any')).toBeUndefined();
+    expect(await memory.search('acme', 'global', 'GLOBAL', 'any')).toEqual([]);
 
     await gated('1.51.0');
     tools.script('gate', { hold: true, body: { open: true } });
     const ticket = await submit();
     await expect.poll(() => tools.held('gate'), { timeout: 5000 }).toBe(2);
-    expect(await memory.retrieve('step_context', 'EPHEMERAL', `${ticket}:gate_a`)).toMatchObject({ step_id: 'gate_a' });
+    expect(await memory.retrieve('default', 'step_context', 'EPHEMERAL', `${ticket}:gate_a`)).toMatchObject({ step_id: 'gate_a' });
     tools.release('gate');
     expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
     const left = await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM memory WHERE scope = 'EPHEMERAL' AND starts_with(scope_id, ?)", [`${ticket}:`]);

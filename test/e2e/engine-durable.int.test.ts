@@ -37,7 +37,7 @@ beforeAll(async () => {
   tools = await startToolServer();
   key = (await new ApiKeys(store.orm).create('test')).key;
   await importSamplePortfolios(store.orm);
-  await upsertTool(store.orm.em.fork(), new ToolKinds(), fromJson({ name: 'wire', kind: 'http', endpoint: tools.endpoint('wire'), permission_level: 'ADMIN', side_effect: true }, 5000));
+  await upsertTool(store.orm.em.fork(), new ToolKinds(), 'default', fromJson({ name: 'wire', kind: 'http', endpoint: tools.endpoint('wire'), permission_level: 'ADMIN', side_effect: true }, 5000));
 });
 afterAll(async () => {
   await tools?.close();

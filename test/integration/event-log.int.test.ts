@@ -18,8 +18,8 @@ async function newRun(status = 'STREAMING'): Promise<{ runId: string; sessionId:
   const sessionId = `sess_log_${++n}`;
   const runId = `run_log_${n}`;
   const em = orm.em.fork();
-  await em.execute('INSERT INTO sessions (session_id, user_id) VALUES (?, ?)', [sessionId, 'u']);
-  await em.execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id) VALUES (?, ?, ?, ?, ?)', [runId, sessionId, 'agent', status, 't'.repeat(32)]);
+  await em.execute('INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, ?, ?)', [sessionId, 'u', 'default']);
+  await em.execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES (?, ?, ?, ?, ?, ?)', [runId, sessionId, 'agent', status, 't'.repeat(32), 'default']);
   return { runId, sessionId };
 }
 

@@ -1,6 +1,7 @@
 // `abc serve`'s gateway thread: a real gateway on its own thread, over gRPC to a real core.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGatewayThread } from '../../src/main/gateway-thread.js';
+import { defaultConfig, gatewaySettings } from '../../src/config.js';
 import { startTestCore, type TestCore } from '../support/core.js';
 
 let t: TestCore;
@@ -10,7 +11,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const start = (onCrash: (error: Error) => void = () => {}) =>
-  startGatewayThread({ coreAddr: t.core.address, host: '127.0.0.1', port: 0, logLevel: 'silent', wsPingIntervalMs: 30_000 }, onCrash);
+  startGatewayThread({ coreAddr: t.core.address, host: '127.0.0.1', port: 0, logLevel: 'silent', ...gatewaySettings(defaultConfig()) }, onCrash);
 
 describe('the gateway thread', () => {
   it('serves HTTP through the core, and closes without reporting a crash', async () => {
@@ -37,7 +38,7 @@ describe('the gateway thread', () => {
   it('fails to start when it cannot listen', async () => {
     const first = await start();
     const port = Number(new URL(first.url).port);
-    await expect(startGatewayThread({ coreAddr: t.core.address, host: '127.0.0.1', port, logLevel: 'silent', wsPingIntervalMs: 30_000 }, () => {})).rejects.toThrow(/EADDRINUSE/);
+    await expect(startGatewayThread({ coreAddr: t.core.address, host: '127.0.0.1', port, logLevel: 'silent', ...gatewaySettings(defaultConfig()) }, () => {})).rejects.toThrow(/EADDRINUSE/);
     await first.close();
   });
 });

@@ -52,8 +52,8 @@ describe('migrations', () => {
       expect(id.rows[0]).toMatchObject({ data_type: 'bigint', column_default: expect.stringContaining('nextval') });
 
       // seq is unique per run: a second event with the same (run_id, seq) is refused.
-      await client.query("INSERT INTO sessions (session_id, user_id) VALUES ('s1', 'u1')");
-      await client.query("INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id) VALUES ('r1', 's1', 'a1', 'CREATED', 't')");
+      await client.query("INSERT INTO sessions (session_id, user_id, tenant_id) VALUES ('s1', 'u1', 'default')");
+      await client.query("INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES ('r1', 's1', 'a1', 'CREATED', 't', 'default')");
       const insert = (eventId: string, seq: number) =>
         client.query("INSERT INTO events (event_id, run_id, session_id, seq, ts, type) VALUES ($1, 'r1', 's1', $2, 0, 'user_input')", [eventId, seq]);
       await insert('e1', 1);

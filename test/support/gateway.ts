@@ -1,7 +1,7 @@
 // A real gateway on a random port in front of a real core.
 import net from 'node:net';
 import WebSocket from 'ws';
-import { startGateway, type Gateway } from '../../gateway/server.js';
+import { startGateway, type Gateway, type StartGatewayOptions } from '../../gateway/server.js';
 import { startTestCore, type TestCore } from './core.js';
 import { testLogger } from './log.js';
 
@@ -16,10 +16,13 @@ export interface TestStack extends TestCore {
 }
 
 /** A gateway in front of a core whose agents are told the gateway's real URL (x-platform-base-url). */
-export async function startTestStack(overrides: Parameters<typeof startTestCore>[0] = {}): Promise<TestStack> {
+export async function startTestStack(
+  overrides: Parameters<typeof startTestCore>[0] = {},
+  gatewayOverrides: Partial<Pick<StartGatewayOptions, 'corsOrigins' | 'authFailuresPerMinute'>> = {},
+): Promise<TestStack> {
   const port = await freePort();
   const core = await startTestCore({ publicBaseUrl: `http://127.0.0.1:${port}`, ...overrides });
-  const gateway = await startGateway({ coreAddr: core.core.address, host: '127.0.0.1', port, logger: testLogger() });
+  const gateway = await startGateway({ coreAddr: core.core.address, host: '127.0.0.1', port, logger: testLogger(), ...gatewayOverrides });
   return {
     ...core,
     gateway,

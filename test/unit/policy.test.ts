@@ -11,10 +11,11 @@ const policy: PolicyDocument = {
     { id: 'foreign', tools: ['payments.transfer'], when: { args: { 'to.country': { ne: 'TW' } } }, decision: 'require_approval' },
     { id: 'admin-tools', tools: ['*'], when: { permission_levels: ['ADMIN'] }, decision: 'require_approval' },
     { id: 'intern', tools: ['email.send'], when: { agents: ['intern-agent'] }, decision: 'block' },
+    { id: 'acme-steps', tools: ['gate'], when: { tenants: ['acme'], actions: ['contract_step'] }, decision: 'block' },
   ],
 };
 
-const facts = (over: Partial<ToolCallFacts>): ToolCallFacts => ({ tool: 'weather.query', args: {}, agentId: 'a1', permissionLevel: 'PUBLIC', ...over });
+const facts = (over: Partial<ToolCallFacts>): ToolCallFacts => ({ tool: 'weather.query', args: {}, agentId: 'a1', permissionLevel: 'PUBLIC', tenantId: 'default', action: 'tool_call', ...over });
 
 describe('policy evaluation', () => {
   it.each([
@@ -26,8 +27,13 @@ describe('policy evaluation', () => {
     [facts({ tool: 'ops.restart', permissionLevel: 'ADMIN' }), 'require_approval', 'admin-tools'],
     [facts({ tool: 'email.send', agentId: 'intern-agent' }), 'block', 'intern'],
     [facts({ tool: 'email.send', agentId: 'senior-agent' }), 'allow', 'default'],
+    // A contract step's capability `tool.gate` matches rules on `gate`; tenant and action narrow a rule.
+    [facts({ tool: 'tool.gate', tenantId: 'acme', action: 'contract_step' }), 'block', 'acme-steps'],
+    [facts({ tool: 'tool.gate', tenantId: 'other', action: 'contract_step' }), 'allow', 'default'],
+    [facts({ tool: 'gate', tenantId: 'acme', action: 'tool_call' }), 'allow', 'default'],
+    [facts({ tool: 'tool.db.delete', action: 'contract_step' }), 'block', 'no-deletes'],
   ])('decides %j', (f, decision, ruleId) => {
-    expect(evaluatePolicy(policy, f)).toMatchObject({ decision, ruleId });
+    expect(evaluatePolicy(policy, f)).toMatchObject({ decision, ruleId, policyVersion: 1 });
   });
 
   it('lets the first matching rule win', () => {

@@ -19,6 +19,8 @@ export interface ExecutionContextView {
 
 /** What an agent may read besides the seed's ExecutionContext fields. */
 export interface EngineContextView extends ExecutionContextView {
+  /** The ticket's tenant: memory and agents are looked up in it. */
+  readonly tenant_id: string;
   readonly request: Readonly<Record<string, unknown>>;
   readonly assembly: AssemblyDef | null;
   /** Capabilities the planner should replace by their fallbacks. */

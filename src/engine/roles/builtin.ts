@@ -48,8 +48,8 @@ export class ContextBuilder extends Builtin {
     }
     const assembly = await this.deps.decision.resolve(req.intent, req.assembly_version);
     const settings = settingsOf(assembly.engine);
-    const failureCounts = await this.deps.memory.failureCounts(req.intent);
-    const successes = await this.deps.memory.search(`success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5);
+    const failureCounts = await this.deps.memory.failureCounts(ctx.tenant_id, req.intent);
+    const successes = await this.deps.memory.search(ctx.tenant_id, `success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5);
     const avoid = Object.entries(failureCounts).filter(([, n]) => n >= settings.avoid_after_failures).map(([c]) => c).sort();
     return this.ok({ assembly, failure_counts: failureCounts, similar_successes: successes.map((s) => s.value), avoid });
   }
@@ -65,7 +65,7 @@ export class Planner extends Builtin {
     const current = ctx.current_plan;
     let assembly = ctx.assembly!;
     if (ctx.replan?.scope === 'GLOBAL') assembly = await this.deps.decision.resolve(req.intent);
-    const fresh = await this.deps.decision.compile(assembly, input, avoid);
+    const fresh = await this.deps.decision.compile(assembly, input, avoid, ctx.tenant_id);
     if (ctx.replan?.scope === 'LOCAL' && current && ctx.replan.failed_step_id) {
       const previous = { assembly_id: current.assembly_id, assembly_version: current.assembly_version, goal: fresh.body.goal, steps: current.steps, whitelist: fresh.body.whitelist } as PlanBody;
       return this.ok(mergeLocal(previous, fresh.body, ctx.replan.failed_step_id) satisfies PlannerData);
@@ -95,7 +95,7 @@ export class PlanCritic extends Builtin {
       for (const capability of [step.tool_name, ...(step.fallback_tool ? [step.fallback_tool] : [])]) {
         if (!whitelist.has(capability)) violations.push({ step_id: step.id, capability, problem: 'outside the capability whitelist', repairable: false });
       }
-      const facts = await this.deps.capabilities.facts(this.deps.em(), step.tool_name);
+      const facts = await this.deps.capabilities.facts(this.deps.em(), ctx.tenant_id, step.tool_name);
       if (!facts) {
         violations.push({ step_id: step.id, capability: step.tool_name, problem: 'no tool or execution unit serves it', repairable });
         continue;
@@ -158,7 +158,7 @@ export class Reviewer extends Builtin {
       ]);
     }
     const planned = ctx.current_plan!.steps.find((s) => s.id === step.step_id)!;
-    const schema = planned.output_schema ?? (await this.deps.capabilities.facts(this.deps.em(), planned.tool_name))?.output_schema ?? null;
+    const schema = planned.output_schema ?? (await this.deps.capabilities.facts(this.deps.em(), ctx.tenant_id, planned.tool_name))?.output_schema ?? null;
     const problem = schemaProblem(schema, step.tool_output);
     if (!problem) return this.ok({ valid: true });
     return this.failed([

@@ -75,6 +75,7 @@ export class RemoteAgent implements CognitiveAgent {
 
   constructor(
     readonly role: AgentRole,
+    readonly tenantId: string,
     readonly agentId: string,
     readonly em: () => EntityManager,
     readonly idleTimeoutMs: number,
@@ -84,7 +85,7 @@ export class RemoteAgent implements CognitiveAgent {
   }
 
   async run(global: GlobalState, context: EngineContextView, step?: StepContext): Promise<AgentOutput> {
-    const agent = await invocableAgent(this.em(), this.agentId);
+    const agent = await invocableAgent(this.em(), this.tenantId, this.agentId);
     let text = '';
     for await (const event of invokeAgent({
       endpoint: agent.endpoint,

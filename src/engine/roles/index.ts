@@ -47,17 +47,18 @@ export class Roles {
   }
 
   /** The external agent bound to a role, if any. */
-  external(role: AgentRole, binding: RoleBinding | undefined, onLlmCall?: (record: Record<string, unknown>) => void): CognitiveAgent | undefined {
-    if (binding?.kind === 'agent') return new RemoteAgent(role, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs, this.deps.secrets);
+  external(role: AgentRole, binding: RoleBinding | undefined, tenantId: string, onLlmCall?: (record: Record<string, unknown>) => void): CognitiveAgent | undefined {
+    if (binding?.kind === 'agent') return new RemoteAgent(role, tenantId, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs, this.deps.secrets);
     if (binding?.kind !== 'llm' || !this.deps.llm) return undefined;
     return new LlmAgent(role, this.deps.llm, binding.model ?? this.deps.llm.model, binding.instructions, onLlmCall);
   }
 
-  async run(role: AgentRole, binding: RoleBinding | undefined, global: GlobalState, context: EngineContextView, step?: StepContext): Promise<RoleRun> {
+  /** Runs `role` for a ticket of `tenantId`, whose agents it may call. */
+  async run(role: AgentRole, binding: RoleBinding | undefined, global: GlobalState, context: EngineContextView, step: StepContext | undefined, tenantId: string): Promise<RoleRun> {
     const builtin = this.builtins[role];
     const base = await builtin.run(global, context, step);
     const llmCalls: Record<string, unknown>[] = [];
-    const external = this.external(role, binding, (r) => llmCalls.push(r));
+    const external = this.external(role, binding, tenantId, (r) => llmCalls.push(r));
     if (!external || !base.success) return { output: base, agents: [builtin.name] };
     let answer: AgentOutput;
     try {

@@ -27,5 +27,22 @@ export const ApiKey = defineEntity({
     createdAt: p.datetime().defaultRaw('now()'),
     lastUsedAt: p.datetime().nullable(),
     revokedAt: p.datetime().nullable(),
+    /** The tenant the key acts in; every resource it creates belongs to it. */
+    tenantId: p.string().length(64).default('default'),
+    /** What the key may do (access/scopes.ts). */
+    scopes: p.json<string[]>().defaultRaw(`'["admin"]'`),
+    /** The IM users the key may speak for; null means any user of its tenant. */
+    userIds: p.json<string[]>().nullable(),
+  },
+});
+
+/** A tenant: the boundary no resource crosses. `default` always exists. */
+export const Tenant = defineEntity({
+  name: 'Tenant',
+  tableName: 'tenants',
+  properties: {
+    tenantId: p.string().length(64).primary(),
+    name: p.string().length(128),
+    createdAt: p.datetime().defaultRaw('now()'),
   },
 });

@@ -56,9 +56,10 @@ export const Ticket = defineEntity({
     { properties: ['status', 'expiresAt'], name: 'idx_tickets_expiry' },
     { properties: ['leaseExpiresAt'], name: 'idx_tickets_lease' },
   ],
-  uniques: [{ properties: ['contractId', 'idempotencyKey'], name: 'uq_tickets_idempotency' }],
+  uniques: [{ properties: ['tenantId', 'contractId', 'idempotencyKey'], name: 'uq_tickets_idempotency' }],
   properties: {
     ticket: p.string().length(64).primary(),
+    tenantId: p.string().length(64),
     contractId: p.string().length(256),
     contractVersion: p.string().length(32),
     requestId: p.string().length(128),
@@ -148,6 +149,8 @@ export const ExecutionContract = defineEntity({
   ],
   properties: {
     executionId: p.string().length(64).primary(),
+    /** The tenant of its run or ticket. */
+    tenantId: p.string().length(64),
     sessionId: p.string().length(128),
     runId: p.string().length(64).nullable(),
     ticket: p.string().length(64).nullable(),
@@ -200,13 +203,14 @@ export const Snapshot = defineEntity({
 export const Memory = defineEntity({
   name: 'Memory',
   tableName: 'memory',
-  uniques: [{ properties: ['scope', 'scopeId', 'key'], name: 'uq_memory_scope_key' }],
+  uniques: [{ properties: ['tenantId', 'scope', 'scopeId', 'key'], name: 'uq_memory_scope_key' }],
   indexes: [
     // Full-text search (seed 002 Memory.search); engine/memory.ts queries the same expression.
     { name: 'idx_memory_search', expression: `create index "idx_memory_search" on "memory" using gin (to_tsvector('simple', key || ' ' || coalesce(value::text, '')))` },
   ],
   properties: {
     memoryId: p.string().length(64).primary(),
+    tenantId: p.string().length(64),
     scope: p.string().length(16),
     scopeId: p.string().length(128),
     key: p.string().length(256),

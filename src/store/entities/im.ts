@@ -7,6 +7,7 @@ export const Session = defineEntity({
   properties: {
     sessionId: p.string().length(64).primary(),
     userId: p.string().length(64),
+    tenantId: p.string().length(64),
     createdAt: p.datetime().defaultRaw('now()'),
     metadata: p.json<Record<string, unknown>>().nullable(),
   },
@@ -33,12 +34,15 @@ export const Run = defineEntity({
   indexes: [
     { properties: ['session', 'startedAt'], name: 'idx_runs_session' },
     { properties: ['status', 'leaseUntil'], name: 'idx_runs_lease' },
+    { properties: ['tenantId', 'status'], name: 'idx_runs_tenant_status' },
   ],
   uniques: [{ properties: ['session', 'requestId'], name: 'uq_runs_session_request' }],
   properties: {
     runId: p.string().length(64).primary(),
     session: () => p.manyToOne(Session).fieldName('session_id').mapToPk(),
     rootAgentId: p.string().length(64),
+    /** The session's tenant, kept on the run so a run token carries it without a join. */
+    tenantId: p.string().length(64),
     parentRunId: p.string().length(64).nullable().index('idx_runs_parent'),
     status: p.string().length(32),
     startedAt: p.datetime().defaultRaw('now()'),
@@ -83,7 +87,11 @@ export const Agent = defineEntity({
   name: 'Agent',
   tableName: 'agents',
   properties: {
+    /** Agent ids are per tenant: two tenants may each have an agent `planner`. */
+    tenantId: p.string().length(64).primary(),
     agentId: p.string().length(64).primary(),
+    /** The key that registered it: a key with only the agent scope may change only its own agents. */
+    ownerKeyId: p.string().length(64).nullable(),
     name: p.string().length(256),
     endpoint: p.string().length(512),
     capabilities: p.json<string[]>().nullable(),
@@ -105,6 +113,8 @@ export const ContextBlob = defineEntity({
   tableName: 'context_blobs',
   indexes: [{ properties: ['ownerType', 'ownerId'], name: 'idx_context_blobs_owner' }],
   properties: {
+    /** Keys are per tenant: a key another tenant uses is no sign of anything. */
+    tenantId: p.string().length(64).primary(),
     contextKey: p.string().length(128).primary(),
     ownerType: p.string().length(32),
     ownerId: p.string().length(64),
@@ -120,6 +130,7 @@ export const ContextBlobVersion = defineEntity({
   name: 'ContextBlobVersion',
   tableName: 'context_blob_versions',
   properties: {
+    tenantId: p.string().length(64).primary(),
     contextKey: p.string().length(128).primary(),
     version: p.integer().primary(),
     data: p.json<unknown>().nullable(),

@@ -6,6 +6,8 @@ export const Tool = defineEntity({
   name: 'Tool',
   tableName: 'tools',
   properties: {
+    /** `*` for the platform's tools (built-ins, ABC_TOOLS_FILE), seen by every tenant; a tenant's own tool of the same name wins. */
+    tenantId: p.string().length(64).primary(),
     toolName: p.string().length(128).primary(),
     kind: p.string().length(16),
     policy: p.json<Record<string, unknown>>().nullable(),

@@ -6,6 +6,7 @@ import { Migration20261122051450 } from './Migration20261122051450_client_presen
 import { Migration20261122070906 } from './Migration20261122070906_contract_executions.js';
 import { Migration20261122075812 } from './Migration20261122075812_engine_lifecycle.js';
 import { Migration20261123120000 } from './Migration20261123120000_tickets_and_contract_versions.js';
+import { Migration20261123141011 } from './Migration20261123141011_tenants.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -15,4 +16,5 @@ export const migrations = [
   { name: 'Migration20261122070906_contract_executions', class: Migration20261122070906 },
   { name: 'Migration20261122075812_engine_lifecycle', class: Migration20261122075812 },
   { name: 'Migration20261123120000_tickets_and_contract_versions', class: Migration20261123120000 },
+  { name: 'Migration20261123141011_tenants', class: Migration20261123141011 },
 ];

@@ -135,6 +135,23 @@ export interface GetToolMetricsResponse {
   tools: ToolMetrics[];
 }
 
+/**
+ * CreateStreamTokenRequest names exactly one of run_id and session_id. ttl_seconds
+ * defaults to 300 and is at most 3600.
+ */
+export interface CreateStreamTokenRequest {
+  runId: string;
+  sessionId: string;
+  ttlSeconds: number;
+}
+
+/** CreateStreamTokenResponse holds the token, good only for WatchEvents of what it names. */
+export interface CreateStreamTokenResponse {
+  token: string;
+  /** Unix milliseconds. */
+  expiresAt: number;
+}
+
 function createBaseListEventsRequest(): ListEventsRequest {
   return { runId: "", sessionId: "", afterTs: 0, types: [], limit: 0, cursor: "", excludeTypes: [] };
 }
@@ -1547,6 +1564,208 @@ export const GetToolMetricsResponse: MessageFns<GetToolMetricsResponse> = {
   },
 };
 
+function createBaseCreateStreamTokenRequest(): CreateStreamTokenRequest {
+  return { runId: "", sessionId: "", ttlSeconds: 0 };
+}
+
+export const CreateStreamTokenRequest: MessageFns<CreateStreamTokenRequest> = {
+  encode(message: CreateStreamTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.runId !== "") {
+      writer.uint32(10).string(message.runId);
+    }
+    if (message.sessionId !== "") {
+      writer.uint32(18).string(message.sessionId);
+    }
+    if (message.ttlSeconds !== 0) {
+      writer.uint32(24).int32(message.ttlSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateStreamTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateStreamTokenRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.ttlSeconds = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateStreamTokenRequest {
+    return {
+      runId: isSet(object.runId)
+        ? globalThis.String(object.runId)
+        : isSet(object.run_id)
+        ? globalThis.String(object.run_id)
+        : "",
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      ttlSeconds: isSet(object.ttlSeconds)
+        ? globalThis.Number(object.ttlSeconds)
+        : isSet(object.ttl_seconds)
+        ? globalThis.Number(object.ttl_seconds)
+        : 0,
+    };
+  },
+
+  toJSON(message: CreateStreamTokenRequest): unknown {
+    const obj: any = {};
+    if (message.runId !== "") {
+      obj.runId = message.runId;
+    }
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.ttlSeconds !== 0) {
+      obj.ttlSeconds = Math.round(message.ttlSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateStreamTokenRequest>, I>>(base?: I): CreateStreamTokenRequest {
+    return CreateStreamTokenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateStreamTokenRequest>, I>>(object: I): CreateStreamTokenRequest {
+    const message = createBaseCreateStreamTokenRequest();
+    message.runId = object.runId ?? "";
+    message.sessionId = object.sessionId ?? "";
+    message.ttlSeconds = object.ttlSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseCreateStreamTokenResponse(): CreateStreamTokenResponse {
+  return { token: "", expiresAt: 0 };
+}
+
+export const CreateStreamTokenResponse: MessageFns<CreateStreamTokenResponse> = {
+  encode(message: CreateStreamTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.token !== "") {
+      writer.uint32(10).string(message.token);
+    }
+    if (message.expiresAt !== 0) {
+      writer.uint32(16).int64(message.expiresAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateStreamTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateStreamTokenResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.token = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.expiresAt = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateStreamTokenResponse {
+    return {
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+      expiresAt: isSet(object.expiresAt)
+        ? globalThis.Number(object.expiresAt)
+        : isSet(object.expires_at)
+        ? globalThis.Number(object.expires_at)
+        : 0,
+    };
+  },
+
+  toJSON(message: CreateStreamTokenResponse): unknown {
+    const obj: any = {};
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    if (message.expiresAt !== 0) {
+      obj.expiresAt = Math.round(message.expiresAt);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateStreamTokenResponse>, I>>(base?: I): CreateStreamTokenResponse {
+    return CreateStreamTokenResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateStreamTokenResponse>, I>>(object: I): CreateStreamTokenResponse {
+    const message = createBaseCreateStreamTokenResponse();
+    message.token = object.token ?? "";
+    message.expiresAt = object.expiresAt ?? 0;
+    return message;
+  },
+};
+
 /**
  * ObserverService is a read-only projection of everything ABC executes.
  * Nothing here writes state.
@@ -1671,6 +1890,21 @@ export const ObserverServiceService = {
       Buffer.from(SearchMemoryResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SearchMemoryResponse => SearchMemoryResponse.decode(value),
   },
+  /**
+   * CreateStreamToken mints a short-lived, signed, read-only token for one run's or
+   * one session's event stream, for browsers whose EventSource sends no headers.
+   */
+  createStreamToken: {
+    path: "/abc.observer.v1.ObserverService/CreateStreamToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateStreamTokenRequest): Buffer =>
+      Buffer.from(CreateStreamTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateStreamTokenRequest => CreateStreamTokenRequest.decode(value),
+    responseSerialize: (value: CreateStreamTokenResponse): Buffer =>
+      Buffer.from(CreateStreamTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateStreamTokenResponse => CreateStreamTokenResponse.decode(value),
+  },
 } as const;
 
 export interface ObserverServiceServer extends UntypedServiceImplementation {
@@ -1696,6 +1930,11 @@ export interface ObserverServiceServer extends UntypedServiceImplementation {
   getExecutionContext: handleUnaryCall<GetExecutionContextRequest, GetExecutionContextResponse>;
   /** SearchMemory searches engine memory in one scope (full text). */
   searchMemory: handleUnaryCall<SearchMemoryRequest, SearchMemoryResponse>;
+  /**
+   * CreateStreamToken mints a short-lived, signed, read-only token for one run's or
+   * one session's event stream, for browsers whose EventSource sends no headers.
+   */
+  createStreamToken: handleUnaryCall<CreateStreamTokenRequest, CreateStreamTokenResponse>;
 }
 
 export interface ObserverServiceClient extends Client {
@@ -1865,6 +2104,25 @@ export interface ObserverServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SearchMemoryResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CreateStreamToken mints a short-lived, signed, read-only token for one run's or
+   * one session's event stream, for browsers whose EventSource sends no headers.
+   */
+  createStreamToken(
+    request: CreateStreamTokenRequest,
+    callback: (error: ServiceError | null, response: CreateStreamTokenResponse) => void,
+  ): ClientUnaryCall;
+  createStreamToken(
+    request: CreateStreamTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateStreamTokenResponse) => void,
+  ): ClientUnaryCall;
+  createStreamToken(
+    request: CreateStreamTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateStreamTokenResponse) => void,
   ): ClientUnaryCall;
 }
 
