@@ -12,6 +12,9 @@ const OPENAI_TYPE: Record<string, string> = {
   forbidden: 'permission_error',
   llm_error: 'upstream_error',
   not_found: 'invalid_request_error',
+  blocked: 'permission_error',
+  rate_limited: 'rate_limit_error',
+  budget_exhausted: 'insufficient_quota',
 };
 
 /** ABC's own errors in the OpenAI shape; an upstream's error answer is relayed as it came. */

@@ -36,14 +36,32 @@ export interface PolicyRule {
   reason?: string;
 }
 
+/** Token budgets; a call is refused once a budget is used up. */
+export interface TokenBudgets {
+  /** Tokens one run may spend on LLM calls. */
+  run_tokens?: number;
+  /** Tokens one tenant may spend on LLM calls per UTC day. */
+  tenant_tokens_per_day?: number;
+}
+
 export interface PolicyDocument {
   version: number;
   rules: PolicyRule[];
   /** When no rule matches. */
   default: PolicyDecisionKind;
+  /** Token budgets for every tenant, and per tenant in place of those. */
+  budgets?: TokenBudgets & { tenants?: Record<string, TokenBudgets> };
 }
 
-export type PolicyAction = 'tool_call' | 'contract_step';
+/** The budgets that hold for a tenant: its own, else the document's. */
+export function budgetsFor(policy: PolicyDocument, tenantId: string): TokenBudgets {
+  const b = policy.budgets;
+  if (!b) return {};
+  return { run_tokens: b.run_tokens, tenant_tokens_per_day: b.tenant_tokens_per_day, ...b.tenants?.[tenantId] };
+}
+
+/** What asks: an agent's tool call, a contract's plan step, an LLM call (the model is the name), an agent-to-agent call (the callee is the name). */
+export type PolicyAction = 'tool_call' | 'contract_step' | 'llm_call' | 'agent_call';
 
 export interface ToolCallFacts {
   /** The tool's name; for a contract step, its capability (`tool.x` is also matched as `x`). */
@@ -73,6 +91,22 @@ export const POLICY_SCHEMA = {
   properties: {
     version: { type: 'integer', minimum: 1 },
     default: { enum: ['allow', 'require_approval', 'block'] },
+    budgets: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        run_tokens: { type: 'integer', minimum: 1 },
+        tenant_tokens_per_day: { type: 'integer', minimum: 1 },
+        tenants: {
+          type: 'object',
+          additionalProperties: {
+            type: 'object',
+            additionalProperties: false,
+            properties: { run_tokens: { type: 'integer', minimum: 1 }, tenant_tokens_per_day: { type: 'integer', minimum: 1 } },
+          },
+        },
+      },
+    },
     rules: {
       type: 'array',
       items: {
@@ -90,7 +124,7 @@ export const POLICY_SCHEMA = {
             properties: {
               agents: { type: 'array', items: { type: 'string' } },
               tenants: { type: 'array', items: { type: 'string' } },
-              actions: { type: 'array', items: { enum: ['tool_call', 'contract_step'] } },
+              actions: { type: 'array', items: { enum: ['tool_call', 'contract_step', 'llm_call', 'agent_call'] } },
               permission_levels: { type: 'array', items: { enum: ['PUBLIC', 'INTERNAL', 'ADMIN'] } },
               args: {
                 type: 'object',

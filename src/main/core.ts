@@ -76,6 +76,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   const secrets = opts.secrets;
+  const policy = await PolicyStore.open(opts.policyFile, log);
   const runs = new Runs({
     secrets,
     consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
@@ -90,16 +91,17 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     maxDepth: opts.a2aMaxDepth,
     transcriptLimit: opts.agentTranscriptLimit,
     maxRunsPerTenant: opts.tenantMaxRuns,
+    policy: () => policy.current(),
   });
   const retry = opts.retry;
   const llm = new LlmProxy({
     orm: opts.orm,
     log,
+    policy: () => policy.current(),
     upstream: opts.llm.routerUrl
       ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs, retry, fallbacks: opts.llm.fallbacks })
       : undefined,
   });
-  const policy = await PolicyStore.open(opts.policyFile, log);
   // Every kind of tool ABC can call; a new kind (MCP, A2A) is one more adapter here.
   const toolKinds = new ToolKinds([...opts.toolKinds, ...opts.packs.flatMap((p) => p.toolKinds ?? [])]);
   const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);

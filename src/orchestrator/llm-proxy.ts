@@ -1,7 +1,10 @@
 // The LLM proxy plane (seed 001 §4.2, §7.1): OpenAI-compatible, byte-exact,
 // recorded as llm_call_started / llm_call_done on the calling run.
 import type { LlmProxyServiceService, StreamChatCompletionRequest, StreamChatCompletionResponse } from '../../gen/abc/orchestrator/v1/llm.js';
-import { type Principal } from '../access/principal.js';
+import { seesRun, type Principal } from '../access/principal.js';
+import { budgetsFor, evaluatePolicy, type PolicyDocument, type TokenBudgets } from '../domain/policy.js';
+import { appendEvents } from '../store/event-log.js';
+import { addTenantTokens, tokensSpent } from '../store/token-usage.js';
 import { AbcError, invalidRequest, unauthenticated } from '../domain/errors.js';
 import { LlmUpstream, UpstreamError, type Attempt } from '../execution/llm-upstream.js';
 import type { CallContext, ServiceHandlers } from '../grpc/bind.js';
@@ -9,17 +12,22 @@ import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import type { Orm } from '../store/orm.js';
 import { EventWriter } from './event-writer.js';
-import { findRun } from '../store/run-store.js';
+import { addRunTokens, findRun } from '../store/run-store.js';
 
 export interface LlmProxyOptions {
   orm: Orm;
   log: Logger;
   upstream: LlmUpstream | undefined;
+  /** The platform policy: which models a tenant or agent may call, and token budgets. */
+  policy: () => PolicyDocument;
 }
 
 interface Call {
   requestId: string;
   runId: string | null;
+  tenantId: string;
+  /** Whether its tokens are counted (a run's call, or any call under a budget). */
+  accounted: boolean;
   model: string;
   stream: boolean;
   started: number;
@@ -52,7 +60,7 @@ export class LlmProxy {
           const res = await this.#upstream().complete(Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) });
           call.servedBy = res.model;
           // Usage is read only where it is kept: a run's record, or the debug log.
-          if (writer || this.#log.isLevelEnabled('debug')) call.usage = usageOf(res.body);
+          if (writer || call.accounted || this.#log.isLevelEnabled('debug')) call.usage = usageOf(res.body);
           this.#finish(call, writer, null);
           return { status: res.status, headers: res.headers, body: res.body, requestId: call.requestId };
         } catch (error) {
@@ -128,23 +136,74 @@ export class LlmProxy {
     return this.#opts.upstream;
   }
 
-  /** Authorises the call and links it to a run: a run token to its own run, an API key to any. */
+  /**
+   * Authorises the call and links it to a run (a run token to its own run, an
+   * API key to any of its tenant's), then asks the policy: the model must be
+   * allowed for the tenant and agent, and no token budget used up.
+   */
   async #begin(principal: Principal | null, runIdHeader: string, json: Record<string, unknown>, stream: boolean): Promise<Call> {
     let runId: string | null = null;
+    let agentId = '';
     if (principal?.kind === 'run') {
       if (runIdHeader && runIdHeader !== principal.runId) {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'x-run-id does not match the run token' });
       }
       runId = principal.runId;
+      agentId = principal.agentId;
     } else if (principal?.kind === 'key') {
       if (runIdHeader) {
-        if (!(await findRun(this.#opts.orm.em.fork(), runIdHeader))) throw invalidRequest(`run ${runIdHeader} not found`, 'x-run-id');
+        const run = await findRun(this.#opts.orm.em.fork(), runIdHeader);
+        if (!seesRun(principal, run)) throw invalidRequest(`run ${runIdHeader} not found`, 'x-run-id');
         runId = runIdHeader;
+        agentId = run!.rootAgentId;
       }
     } else {
       throw unauthenticated();
     }
-    return { requestId: newId('llm'), runId, model: String(json.model), stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+    const model = String(json.model);
+    const policy = this.#opts.policy();
+    const verdict = evaluatePolicy(policy, { tool: model, args: {}, agentId, permissionLevel: 'PUBLIC', tenantId: principal.tenantId, action: 'llm_call' });
+    if (verdict.decision !== 'allow') {
+      const why = verdict.decision === 'require_approval' ? `${verdict.reason} (an LLM call cannot wait for an approval)` : verdict.reason;
+      await this.#refuse(runId, new AbcError('PERMISSION_DENIED', {
+        code: 'blocked',
+        category: 'COMPLIANCE',
+        message: `the policy does not allow model ${model}: ${why}`,
+        details: { model, rule_id: verdict.ruleId, policy_version: verdict.policyVersion },
+      }));
+    }
+    const budgets = budgetsFor(policy, principal.tenantId);
+    const budgeted = Boolean(budgets.run_tokens || budgets.tenant_tokens_per_day);
+    if (budgeted) await this.#checkBudgets(principal.tenantId, runId, budgets);
+    return { requestId: newId('llm'), runId, tenantId: principal.tenantId, accounted: budgeted || runId !== null, model, stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+  }
+
+  /** Refuses a call once its run or its tenant has used up a token budget. */
+  async #checkBudgets(tenantId: string, runId: string | null, budgets: TokenBudgets): Promise<void> {
+    const spent = await tokensSpent(this.#opts.orm.em.fork(), tenantId, runId);
+    const over =
+      runId && budgets.run_tokens && spent.run >= budgets.run_tokens
+        ? { budget: 'run_tokens', limit: budgets.run_tokens, used: spent.run }
+        : budgets.tenant_tokens_per_day && spent.tenantToday >= budgets.tenant_tokens_per_day
+          ? { budget: 'tenant_tokens_per_day', limit: budgets.tenant_tokens_per_day, used: spent.tenantToday }
+          : undefined;
+    if (!over) return;
+    await this.#refuse(runId, new AbcError('RESOURCE_EXHAUSTED', {
+      code: 'budget_exhausted',
+      category: 'COMPLIANCE',
+      message: `the ${over.budget === 'run_tokens' ? "run's" : "tenant's daily"} token budget is used up (${over.used} of ${over.limit} tokens)`,
+      retryable: false,
+      details: over,
+    }));
+  }
+
+  /** Records a refused call on its run (a policy_decision event), then throws the refusal. */
+  async #refuse(runId: string | null, error: AbcError): Promise<never> {
+    if (runId) {
+      const payload = { action: 'llm_call', decision: 'block', code: error.payload.code, reason: error.payload.message, ...error.payload.details };
+      await this.#opts.orm.em.fork().transactional((tx) => appendEvents(tx, runId, [{ type: 'policy_decision', payload }]));
+    }
+    throw error;
   }
 
   #record(call: Call, event: { type: string; payload: Record<string, unknown> }): EventWriter | null {
@@ -173,7 +232,7 @@ export class LlmProxy {
     return async (_url, init) => {
       const body = Buffer.from(typeof init?.body === 'string' ? init.body : '{}');
       const json = parseBody(body);
-      const call: Call = { requestId: newId('llm'), runId: null, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+      const call: Call = { requestId: newId('llm'), runId: null, tenantId: '', accounted: false, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
       try {
         const res = await this.#upstream().complete(body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
         call.servedBy = res.model;
@@ -191,6 +250,8 @@ export class LlmProxy {
   /** Records llm_call_done off the response path; close() waits for it. */
   #finish(call: Call, writer: EventWriter | null, error: unknown): void {
     const payload = callRecord(call, error);
+    const tokens = call.usage?.total_tokens;
+    if (call.accounted && tokens) this.#account(call, tokens);
     if (!writer) {
       this.#log.debug({ llm_call: payload }, 'llm call');
       return;
@@ -203,6 +264,17 @@ export class LlmProxy {
       const entry = this.#writers.get(call.runId!);
       if (entry && --entry.users === 0) this.#writers.delete(call.runId!);
     });
+  }
+
+  /** Counts a call's tokens against its run and its tenant, off the response path. */
+  #account(call: Call, tokens: number): void {
+    const em = this.#opts.orm.em.fork();
+    const pending = (async () => {
+      if (call.runId) await addRunTokens(em, call.runId, tokens);
+      await addTenantTokens(em, call.tenantId, tokens);
+    })().catch((e) => this.#log.error({ err: e, requestId: call.requestId }, 'failed to count tokens'));
+    this.#pending.add(pending);
+    void pending.finally(() => this.#pending.delete(pending));
   }
 }
 

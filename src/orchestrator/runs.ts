@@ -15,6 +15,8 @@ import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
+import { evaluatePolicy, type PolicyDocument } from '../domain/policy.js';
+import { ALLOW_ALL } from './policy-store.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
 import { getAgent, invocableAgent, type AgentRow } from './agents.js';
@@ -58,6 +60,8 @@ export interface RunsOptions {
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
   leaseMs: number;
+  /** The platform policy, which decides agent-to-agent calls too. */
+  policy?: () => PolicyDocument;
   /** Runs one tenant may have going at once; 0: no limit. Checked at start, so concurrent starts may pass it by a few. */
   maxRunsPerTenant: number;
   /** The session's execution consequences (seed 004), sent to the agent in `context`. */
@@ -213,6 +217,15 @@ export class Runs {
     const path = [...chain.map((r) => r.root_agent_id), call.agentId].join(' -> ');
     if (chain.some((r) => r.root_agent_id === call.agentId)) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_cycle', message: `agent call cycle refused: ${path}`, details: { path } });
+    }
+    const verdict = evaluatePolicy(this.#opts.policy?.() ?? ALLOW_ALL, {
+      tool: call.agentId, args: {}, agentId: parent.rootAgentId, permissionLevel: 'PUBLIC', tenantId: parent.tenantId, action: 'agent_call',
+    });
+    if (verdict.decision !== 'allow') {
+      const reason = verdict.decision === 'require_approval' ? `${verdict.reason} (an agent call cannot wait for an approval)` : verdict.reason;
+      const details = { agent_id: call.agentId, rule_id: verdict.ruleId, policy_version: verdict.policyVersion };
+      await this.#em().transactional((tx) => appendEvents(tx, parent.runId, [{ type: 'policy_decision', payload: { action: 'agent_call', decision: 'block', code: 'blocked', reason, ...details } }]));
+      throw new AbcError('PERMISSION_DENIED', { code: 'blocked', category: 'COMPLIANCE', message: `the policy does not allow calling agent ${call.agentId}: ${reason}`, details });
     }
     const maxDepth = this.#opts.maxDepth;
     if (chain.length >= maxDepth) {

@@ -218,6 +218,11 @@ export async function streamedText(em: EntityManager, runId: string): Promise<st
   return rows.map((r) => r.text ?? '').join('');
 }
 
+/** Adds an LLM call's tokens to its run. */
+export async function addRunTokens(em: EntityManager, runId: string, tokens: number): Promise<void> {
+  await em.execute('UPDATE runs SET tokens_used = tokens_used + ? WHERE run_id = ?', [tokens, runId]);
+}
+
 /** How many runs of a tenant are going (not in a terminal state). */
 export async function countLiveRuns(em: EntityManager, tenantId: string): Promise<number> {
   const live = RUN_MACHINE.states.filter((s) => !RUN_MACHINE.isTerminal(s));

@@ -239,7 +239,7 @@ describe('approvals', () => {
     const asked = await run.ws.next('approval_required');
     // An inconsistency the resumer must notice: a contract of this run waiting on nothing ABC knows.
     await s.orm.em.fork().execute(
-      `INSERT INTO execution_contracts (execution_id, session_id, run_id, subject_id, action_type, action_summary, status) VALUES ('exe_orphan', ?, ?, 'nothing', 'ecs_request', 'orphan', 'waiting')`,
+      `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status) VALUES ('exe_orphan', 'default', ?, ?, 'nothing', 'ecs_request', 'orphan', 'waiting')`,
       [run.sessionId, run.runId],
     );
     const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());

@@ -164,6 +164,7 @@ describe('layering', () => {
       frozen_plans: ['src/store/assembly-store.ts'],
       snapshots: ['src/store/snapshot-store.ts'],
       contract_versions: ['src/store/contract-versions.ts'],
+      token_usage: ['src/store/token-usage.ts'],
     };
     const bad: string[] = [];
     for (const file of sources(path.join(ROOT, 'src'))) {

@@ -46,3 +46,14 @@ export const Tenant = defineEntity({
     createdAt: p.datetime().defaultRaw('now()'),
   },
 });
+
+/** Tokens a tenant's LLM calls used per UTC day, for its daily budget. */
+export const TokenUsage = defineEntity({
+  name: 'TokenUsage',
+  tableName: 'token_usage',
+  properties: {
+    tenantId: p.string().length(64).primary(),
+    day: p.date().primary(),
+    tokens: p.bigint().default(0),
+  },
+});

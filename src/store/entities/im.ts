@@ -53,6 +53,8 @@ export const Run = defineEntity({
     traceId: p.string().length(32),
     tokenHash: p.string().length(64).nullable(),
     userId: p.string().length(64).nullable(),
+    /** Tokens its LLM calls have used, for its token budget. */
+    tokensUsed: p.integer().default(0),
     /** The last event seq of this run; bumped in the same transaction as each append. */
     lastSeq: p.integer().default(0),
     /** The core executing the run, and until when; a lapsed lease is recovered by another core. */
