@@ -19,7 +19,7 @@ const COMPLETION = JSON.stringify({
 });
 
 /** The upstream: JSON answers, or 20 chunks each stamped with its send time. */
-function startUpstream(): Promise<http.Server> {
+export function startUpstream(): Promise<http.Server> {
   const server = http.createServer(async (req, res) => {
     let raw = '';
     for await (const c of req) raw += c;
@@ -100,7 +100,7 @@ async function startFloor(upstreamUrl: string): Promise<{ url: string; stop(): v
 }
 
 /** A live run and its token, to measure run-linked (recorded) calls. */
-async function runToken(abc: AbcProcess): Promise<{ runId: string; token: string; close(): void }> {
+export async function runToken(abc: AbcProcess): Promise<{ runId: string; token: string; close(): void }> {
   let resolveHeaders!: (h: http.IncomingHttpHeaders) => void;
   const headers = new Promise<http.IncomingHttpHeaders>((r) => (resolveHeaders = r));
   const agent = http.createServer((req, res) => {

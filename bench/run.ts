@@ -4,8 +4,9 @@ import { engine } from './engine.js';
 import { fanout } from './fanout.js';
 import { llmProxy } from './llm-proxy.js';
 import { observer } from './observer.js';
+import { pep } from './pep.js';
 
-const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, engine, observer };
+const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, engine, observer, pep };
 const only = process.argv.slice(2);
 for (const [name, bench] of Object.entries(benches)) {
   if (only.length && !only.includes(name)) continue;

@@ -28,6 +28,8 @@ export interface GatewayOptions {
   corsOrigins?: readonly string[];
   /** Failed authentications one client address may make a minute before it gets 429. */
   authFailuresPerMinute?: number;
+  /** Serve HTTPS (and WSS) with this certificate and key. */
+  https?: { cert: Buffer; key: Buffer };
   readyTimeoutMs?: number;
   bodyLimit?: number;
   wsPingIntervalMs?: number;
@@ -41,6 +43,7 @@ const STREAM_ROUTES = new Set(['/v1/runs/:run_id/events/stream']);
 export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
+    ...(opts.https && { https: opts.https }),
     bodyLimit: opts.bodyLimit ?? 4 * 1024 * 1024,
     requestIdHeader: 'x-request-id',
     // One access line per request (onResponse below), not fastify's two.

@@ -14,9 +14,16 @@ import { HealthClient } from '../gen/grpc/health/v1/health.js';
 
 export type CoreClients = ReturnType<typeof connectCore>;
 
+/** TLS to the core: the CA to trust and, for mutual TLS, the gateway's own certificate and key. */
+export interface CoreTls {
+  ca: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+}
+
 /** One channel per service client, all to the same core address. */
-export function connectCore(address: string, options: ChannelOptions = {}) {
-  const creds = credentials.createInsecure();
+export function connectCore(address: string, options: ChannelOptions = {}, tls?: CoreTls) {
+  const creds = tls ? credentials.createSsl(tls.ca, tls.key ?? null, tls.cert ?? null) : credentials.createInsecure();
   return {
     health: new HealthClient(address, creds, options),
     ingress: new IngressServiceClient(address, creds, options),

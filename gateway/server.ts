@@ -17,16 +17,20 @@ export interface StartGatewayOptions {
   wsPingIntervalMs?: number;
   corsOrigins?: readonly string[];
   authFailuresPerMinute?: number;
+  /** HTTPS (and WSS) with this certificate and key; with `ca`, mutual TLS to the core as well. */
+  tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
 
 export async function startGateway(opts: StartGatewayOptions): Promise<Gateway> {
-  const core = connectCore(opts.coreAddr);
+  // A core with TLS is trusted by its CA (mutual TLS: the gateway presents its own certificate), or by its certificate itself.
+  const core = connectCore(opts.coreAddr, {}, opts.tls && (opts.tls.ca ? { ca: opts.tls.ca, cert: opts.tls.cert, key: opts.tls.key } : { ca: opts.tls.cert }));
   const app = buildGateway({
     core,
     logger: opts.logger.child({ component: 'gateway' }),
     wsPingIntervalMs: opts.wsPingIntervalMs,
     corsOrigins: opts.corsOrigins,
     authFailuresPerMinute: opts.authFailuresPerMinute,
+    ...(opts.tls && { https: { cert: opts.tls.cert, key: opts.tls.key } }),
   });
   const url = await app.listen({ host: opts.host, port: opts.port });
   return {

@@ -92,6 +92,13 @@ export interface Config {
   corsOrigins: string[];
   /** Failed authentications one client address may make a minute before the gateway answers 429. */
   authFailuresPerMinute: number;
+  /** How long a replaced secret version stays usable by its explicit version. */
+  secretGraceMs: number;
+  /** TLS for the gateway (HTTPS, WSS) and the core (gRPC): a PEM certificate chain and key. */
+  tlsCertFile: string | undefined;
+  tlsKeyFile: string | undefined;
+  /** With it, mutual TLS between gateway and core: the CA both certificates are signed by. */
+  tlsCaFile: string | undefined;
 }
 
 export interface HostPort {
@@ -185,7 +192,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     tenantMaxRuns: read('ABC_TENANT_MAX_RUNS', 1000, parseLimitOrOff),
     corsOrigins: read('ABC_CORS_ORIGINS', [], parseOrigins),
     authFailuresPerMinute: read('ABC_AUTH_FAILURES_PER_MINUTE', 60, parsePositiveInt),
+    secretGraceMs: ms('ABC_SECRET_GRACE_MS', 86_400_000),
+    tlsCertFile: read<string | undefined>('ABC_TLS_CERT_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
+    tlsKeyFile: read<string | undefined>('ABC_TLS_KEY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
+    tlsCaFile: read<string | undefined>('ABC_TLS_CA_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
   };
+  if (Boolean(config.tlsCertFile) !== Boolean(config.tlsKeyFile)) {
+    problems.push({ variable: config.tlsCertFile ? 'ABC_TLS_KEY_FILE' : 'ABC_TLS_CERT_FILE', message: 'TLS needs both ABC_TLS_CERT_FILE and ABC_TLS_KEY_FILE' });
+  }
+  if (config.tlsCaFile && !config.tlsCertFile) problems.push({ variable: 'ABC_TLS_CA_FILE', message: 'mutual TLS needs ABC_TLS_CERT_FILE and ABC_TLS_KEY_FILE too' });
   return problems.length ? { ok: false, problems } : { ok: true, config };
 }
 
@@ -222,6 +237,7 @@ export function coreSettings(config: Config) {
       tenant: { perSecond: config.tenantRatePerSecond, burst: config.tenantRatePerSecond * 2 },
     },
     tenantMaxRuns: config.tenantMaxRuns,
+    secretGraceMs: config.secretGraceMs,
     retry: config.retry,
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks, model: config.contractLlmModel },
     contracts: {

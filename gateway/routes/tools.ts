@@ -40,9 +40,11 @@ export const toolCallJson = (c: ToolCall) => ({
 
 const approvalJson = (a: Approval) => ({
   approval_id: a.approvalId,
-  run_id: a.runId,
+  run_id: a.runId || null,
   session_id: a.sessionId,
-  tool_call_id: a.toolCallId,
+  tool_call_id: a.toolCallId || null,
+  ticket: a.ticket || null,
+  step_id: a.stepId || null,
   tool_name: a.toolName,
   args_summary: a.argsSummary,
   status: plainEnum(a.status, 'APPROVAL_STATUS'),
@@ -56,6 +58,22 @@ const approvalJson = (a: Approval) => ({
 const idParam = (name: string) => ({ type: 'object', required: [name], properties: { [name]: { type: 'string', minLength: 1, maxLength: 128 } } }) as const;
 
 export function toolRoutes(app: FastifyInstance, core: CoreClients): void {
+  // Secrets are write-only: a value goes in, and only names and versions come out.
+  const secretJson = (x: { name: string; version: number; createdAt: number; retiresAt: number }) => ({
+    name: x.name, version: x.version, created_at: x.createdAt, retires_at: x.retiresAt || null,
+  });
+  app.put<{ Params: { name: string }; Body: { value: string } }>(
+    '/v1/secrets/:name',
+    {
+      schema: {
+        params: { type: 'object', required: ['name'], properties: { name: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' } } },
+        body: { type: 'object', additionalProperties: false, required: ['value'], properties: { value: { type: 'string', minLength: 1, maxLength: 16384 } } },
+      },
+    },
+    async (req) => ({ secret: secretJson((await call(core.tools.putSecret.bind(core.tools), { name: req.params.name, value: req.body.value }, req)).secret!) }),
+  );
+  app.get('/v1/secrets', async (req) => ({ secrets: (await call(core.tools.listSecrets.bind(core.tools), {}, req)).secrets.map(secretJson) }));
+
   app.post<{ Body: Record<string, any> }>(
     '/v1/tools/register',
     {
@@ -155,21 +173,21 @@ export function toolRoutes(app: FastifyInstance, core: CoreClients): void {
     async (req) => toolCallJson((await call(core.tools.waitToolCall.bind(core.tools), { toolCallId: req.params.id, timeoutMs: req.query.timeout_ms }, req)).toolCall!),
   );
 
-  app.get<{ Querystring: { session_id?: string; run_id?: string; status?: string } }>(
+  app.get<{ Querystring: { session_id?: string; run_id?: string; ticket?: string; status?: string } }>(
     '/v1/approvals',
     {
       schema: {
         querystring: {
           type: 'object',
           additionalProperties: false,
-          properties: { session_id: { type: 'string' }, run_id: { type: 'string' }, status: { enum: ['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED'] } },
+          properties: { session_id: { type: 'string' }, run_id: { type: 'string' }, ticket: { type: 'string' }, status: { enum: ['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED'] } },
         },
       },
     },
     async (req) => {
       const q = req.query;
       const status = (q.status ? `APPROVAL_STATUS_${q.status}` : ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED) as ApprovalStatus;
-      const res = await call(core.approvals.listApprovals.bind(core.approvals), { sessionId: q.session_id ?? '', runId: q.run_id ?? '', status }, req);
+      const res = await call(core.approvals.listApprovals.bind(core.approvals), { sessionId: q.session_id ?? '', runId: q.run_id ?? '', ticket: q.ticket ?? '', status }, req);
       return { approvals: res.approvals.map(approvalJson) };
     },
   );

@@ -60,6 +60,8 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
   [`${TOOL}GetToolCall`]: { scope: 'client', runToken: 'live' },
   [`${TOOL}WaitToolCall`]: { scope: 'client', runToken: 'live' },
   [`${TOOL}SubmitToolResult`]: { scope: 'client' },
+  [`${TOOL}PutSecret`]: { scope: 'operator' },
+  [`${TOOL}ListSecrets`]: { scope: 'operator' },
 
   [`${APPROVAL}ListApprovals`]: { scope: 'client', runToken: 'live' },
   [`${APPROVAL}DecideApproval`]: { scope: 'client' },

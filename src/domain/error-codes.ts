@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   database_unavailable: 'PostgreSQL cannot be reached; retry after `retry_after_seconds`.',
   core_unavailable: 'The gateway cannot reach a core.',
   internal_error: 'A bug in ABC. The trace id in the body finds it in the logs.',
+  secret_unavailable: 'A tool names a secret (`details.secret`) its tenant does not have, or a version that has retired.',
   secret_unreadable: 'A sealed secret (an agent token) cannot be opened with this ABC_SECRET_KEY.',
   illegal_transition: "A state machine's table does not allow this move from the current state (`details.machine`, `from`, `trigger`).",
   cancelled: 'The work was cancelled.',

@@ -341,7 +341,7 @@ export class ContractEngine {
     if (outcome.kind === 'aborted') return;
     if (outcome.kind === 'done') return this.#move(row.ticket, 'all_steps_done', { ...rec, batch: null });
     if (outcome.kind === 'stuck') return this.#halt(row, rec, outcome.error, []);
-    if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason }, [policyEvent(outcome.policy)]);
+    if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason, step: outcome.step }, [policyEvent(outcome.policy)]);
     const settled: ExecRecord = { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) };
     if (this.#builtinOnly('REVIEWER', rec) && !Object.keys(outcome.batch.failures).length) {
       const after = await getSteps(this.#em(), row.ticket);

@@ -11,12 +11,17 @@ import type { Memory } from '../store/memory.js';
 import type { ContractQueue } from '../store/ticket-queue.js';
 import { recordOf, type ExecRecord, type HumanFeedback } from './record.js';
 import { toStructured } from './structured.js';
+import { canonicalHash } from '../domain/hash.js';
+import { newId } from '../runtime/new-id.js';
+import { insertStepApproval, settleStepApproval } from '../store/tool-call-store.js';
 import { appendTicketEvents, getTicket, transitionStep, transitionTicket, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 
 export interface HumanAsk {
   kind: 'step_approval' | 'low_confidence' | 'result';
   stepId: string | null;
   reason: string;
+  /** A step to approve: what it would call, with what input (shown to the approver, and hashed). */
+  step?: { capability: string; input: Record<string, unknown> };
 }
 
 /** The execution contract of the pending human request. */
@@ -41,7 +46,17 @@ export async function awaitHuman(tx: EntityManager, queue: ContractQueue, row: T
   const started = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'start', 'graph_runner');
   const waiting = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'suspend', 'ecs_node');
   if (ask.kind === 'step_approval' && ask.stepId) await transitionStep(tx, row.ticket, ask.stepId, 'await_human', { message: `waiting for human approval: ${ask.reason}` });
-  const human = { kind: ask.kind, reason: ask.reason, step_id: ask.stepId, requested_at: new Date().toISOString(), deadline: deadline.toISOString(), execution_id: executionId };
+  // A step to approve is in the approvals API and its inbox too, until the same deadline.
+  const approvalId = ask.kind === 'step_approval' && ask.stepId && ask.step ? newId('ap') : undefined;
+  if (approvalId) {
+    await insertStepApproval(tx, {
+      approvalId, ticket: row.ticket, stepId: ask.stepId!, capability: ask.step!.capability, sessionId: row.session_id, tenantId: row.tenant_id,
+      summary: `${ask.step!.capability}(${JSON.stringify(ask.step!.input).slice(0, 200)}): ${ask.reason}`.slice(0, 500), argsHash: canonicalHash(ask.step!.input), expiresAt: deadline,
+    });
+  }
+  const human = {
+    kind: ask.kind, reason: ask.reason, step_id: ask.stepId, requested_at: new Date().toISOString(), deadline: deadline.toISOString(), execution_id: executionId, ...(approvalId && { approval_id: approvalId }),
+  };
   await transitionTicket(tx, row.ticket, 'human_required', { engine: { ...rec, human }, human_deadline: deadline }, 'engine', {
     trace: [...trace, { type: 'HUMAN_INTERACTION', payload: { direction: 'requested', ...human } }, ...states([started, waiting])],
     reason: ask.reason,
@@ -58,6 +73,7 @@ export async function checkHumanDeadline(tx: EntityManager, queue: ContractQueue
   if (deadline.getTime() > Date.now()) return queue.enqueue(tx, row.ticket, deadline);
   const human = rec.human;
   const moved = human && (await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'fail', 'graph_runner', { errorMessage: 'no human answered before the deadline' }));
+  if (human?.approval_id) await settleStepApproval(tx, human.approval_id, 'expire', 'system', 'no human answered before the deadline');
   await skipPending(tx, row.ticket);
   const error = new AbcError('DEADLINE_EXCEEDED', {
     code: 'HUMAN_TIMEOUT',
@@ -93,6 +109,7 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
   if (input.action === 'continue' && human?.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
   if (input.action === 'continue' && human?.kind === 'result') next.accepted_result = true;
   if (input.action === 'replan') next.replan = { scope: 'GLOBAL', failed_step_id: human?.step_id ?? null };
+  if (human?.approval_id) await settleStepApproval(tx, human.approval_id, input.action === 'continue' ? 'approve' : 'reject', input.actor, input.feedback || input.action);
   await memory.store(row.tenant_id, `human_feedback:${next.feedback.length}`, { ...feedback, request: human }, 'SESSION', ticket, ['human_feedback'], tx);
   const where = { ticket, subjectId: subjectOf(rec) };
   const moves =
@@ -114,5 +131,6 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
 export async function withdrawHuman(tx: EntityManager, row: TicketRow, rec: ExecRecord): Promise<void> {
   if (row.lifecycle_state !== 'WAIT_HUMAN' || !rec.human) return;
   const moved = await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'cancel', 'human');
+  if (rec.human.approval_id) await settleStepApproval(tx, rec.human.approval_id, 'expire', 'system', 'the ticket was cancelled');
   await appendTicketEvents(tx, row.ticket, [{ type: 'HUMAN_INTERACTION', payload: { direction: 'withdrawn', ...rec.human } }, ...states([moved])]);
 }

@@ -9,6 +9,7 @@ import type { ToolKinds } from '../execution/tool-kinds.js';
 import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../store/tool-store.js';
+import type { Secrets } from '../access/secrets.js';
 
 export const TOOL_CAPABILITY_PREFIX = 'tool.';
 
@@ -20,6 +21,8 @@ export class Capabilities {
     readonly units: UnitCatalog,
     readonly kinds: ToolKinds,
     readonly llmConfigured: boolean,
+    /** Connector credentials for webhook tools, in the ticket's tenant. */
+    readonly secrets?: Secrets,
   ) {}
 
   /** What the control plane grants a tenant: units (LLM ones only with a router) and the server tools it sees. */
@@ -90,11 +93,16 @@ export class Pep {
     return Promise.race([work, timedOut]);
   }
 
+  #secret(tenantId: string, ref: string): Promise<string> {
+    if (!this.capabilities.secrets) throw new Error('no secret store is configured');
+    return this.capabilities.secrets.resolve(tenantId, ref);
+  }
+
   async #run(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
     if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
       const tool = await getTool(em(), call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
       try {
-        return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal });
+        return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal, secret: (ref) => this.#secret(call.tenantId, ref) });
       } catch (error) {
         if (error instanceof ToolFailure) {
           // A webhook may name its error's category (DATA_SOURCE for "no such record"): the ticket fails as that.

@@ -13,6 +13,8 @@ export interface HumanRequest {
   deadline: string;
   /** The seed 004 contract that waits for the human. */
   execution_id: string;
+  /** A step's approval in the approvals API (and inbox), decided there or by the ticket's feedback. */
+  approval_id?: string;
 }
 
 export interface HumanFeedback {

@@ -47,11 +47,19 @@ export interface BatchKit {
 
 type PlannedStepLike = FrozenPlanDoc['steps'][number];
 
+/** A step held for a human, with what it would call. */
+interface HumanHold {
+  stepId: string;
+  reason: string;
+  step: { capability: string; input: Record<string, unknown> };
+  policy: PolicyDecision;
+}
+
 export type BatchOutcome =
   | { kind: 'aborted' }
   | { kind: 'done' }
   | { kind: 'stuck'; error: StructuredError }
-  | { kind: 'human'; stepId: string; reason: string; policy: PolicyDecision }
+  | ({ kind: 'human' } & HumanHold)
   | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean } };
 
 const DONE = ['SUCCEEDED', 'SKIPPED'];
@@ -81,7 +89,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     return factsOf.get(capability);
   };
   const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
-  let human: { stepId: string; reason: string; policy: PolicyDecision } | undefined;
+  let human: HumanHold | undefined;
   for (const step of ready) {
     const tool = await facts(step.capability);
     if (!tool) {
@@ -114,12 +122,15 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     }
     if (verdict.decision === 'require_approval' && !k.rec.approved_steps.includes(step.step_id)) {
       const reason = `policy rule ${verdict.ruleId} asks a human to approve ${step.capability}: ${verdict.reason}`;
-      human ??= { stepId: step.step_id, reason, policy: { allow: false, risk_level: 'HIGH', require_human_approval: true, blocked_tools: [], reason, action: 'WAIT_HUMAN', ...ruled } };
+      human ??= {
+        stepId: step.step_id, reason, step: { capability: step.capability, input: planned.get(step.step_id)?.input ?? {} },
+        policy: { allow: false, risk_level: 'HIGH', require_human_approval: true, blocked_tools: [], reason, action: 'WAIT_HUMAN', ...ruled },
+      };
       continue;
     }
     const decision = evaluateTransition(k.global, k.rec, k.settings, { kind: 'step_start', step_id: step.step_id, tool });
     if (!decision.allow) {
-      human ??= { stepId: step.step_id, reason: decision.reason ?? 'human approval required', policy: decision };
+      human ??= { stepId: step.step_id, reason: decision.reason ?? 'human approval required', step: { capability: step.capability, input: planned.get(step.step_id)?.input ?? {} }, policy: decision };
       continue;
     }
     allowed.set(step.step_id, decision);

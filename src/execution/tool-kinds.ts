@@ -39,15 +39,21 @@ export const httpKind: ToolKindAdapter = {
     } catch {
       throw invalidRequest('an http tool needs an absolute http(s) endpoint', 'endpoint');
     }
+    authOf(tool);
   },
-  async run({ tool, args, toolCallId, runId, signal }: ToolInvocation) {
+  async run({ tool, args, toolCallId, runId, signal, secret }: ToolInvocation) {
+    const auth = authOf(tool);
+    const value = auth && (await secret(auth.secret));
+    const credential = auth && value ? { [auth.header]: auth.type === 'bearer' ? `Bearer ${value}` : value } : {};
     const res = await fetch(tool.endpoint!, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': toolCallId, 'x-tool-call-id': toolCallId, 'x-run-id': runId },
+      headers: { 'content-type': 'application/json', 'idempotency-key': toolCallId, 'x-tool-call-id': toolCallId, 'x-run-id': runId, ...credential },
       body: JSON.stringify({ tool: tool.name, args, tool_call_id: toolCallId, run_id: runId }),
       signal,
     });
-    const text = await res.text();
+    // A webhook that echoes its credential does not get it stored in a result, an error or an event.
+    const raw = await res.text();
+    const text = value ? raw.replaceAll(value, '[secret]') : raw;
     if (!res.ok) throw new ToolFailure('tool_failed', `${tool.name} answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`, { detail: errorObject(text) });
     try {
       return text ? JSON.parse(text) : null;
@@ -56,6 +62,22 @@ export const httpKind: ToolKindAdapter = {
     }
   },
 };
+
+/**
+ * How an http tool authenticates, from its definition's `metadata.auth`:
+ * `{"type": "bearer", "secret": "crm"}` sends `authorization: Bearer <value>`;
+ * `{"type": "header", "header": "x-api-key", "secret": "crm@2"}` sends the value in that header.
+ */
+function authOf(tool: ToolRow): { type: 'bearer' | 'header'; header: string; secret: string } | undefined {
+  const auth = tool.metadata?.auth as { type?: unknown; header?: unknown; secret?: unknown } | undefined;
+  if (auth === undefined) return undefined;
+  const bad = (message: string) => invalidRequest(`metadata.auth: ${message}`, 'metadata.auth');
+  if (typeof auth !== 'object' || auth === null) throw bad('must be an object');
+  if (typeof auth.secret !== 'string' || !/^[A-Za-z0-9._-]{1,128}(@\d{1,9})?$/.test(auth.secret)) throw bad('secret must name a secret (name or name@version)');
+  if (auth.type === 'bearer') return { type: 'bearer', header: 'authorization', secret: auth.secret };
+  if (auth.type === 'header' && typeof auth.header === 'string' && /^[A-Za-z0-9-]{1,64}$/.test(auth.header)) return { type: 'header', header: auth.header.toLowerCase(), secret: auth.secret };
+  throw bad('type must be bearer, or header with a header name');
+}
 
 /** Runs on the client that started the run: ABC sends tool_request over IM and waits for tool_result. */
 export const clientKind: ToolKindAdapter = { kind: 'client', clientSide: true, validate() {} };

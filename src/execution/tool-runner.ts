@@ -33,6 +33,8 @@ export interface RunRequest {
   runId: string;
   timeoutMs: number;
   signal: AbortSignal;
+  /** Resolves the secrets the tool's definition names, in the caller's tenant. */
+  secret(ref: string): Promise<string>;
 }
 
 export async function runServerTool(kinds: ToolKinds, req: RunRequest): Promise<unknown> {
@@ -43,7 +45,7 @@ export async function runServerTool(kinds: ToolKinds, req: RunRequest): Promise<
   try {
     const adapter = kinds.get(req.tool.kind);
     if (!adapter.run) throw new ToolFailure('tool_failed', `${req.tool.name} is a ${adapter.kind} tool: it runs on the client`);
-    result = await adapter.run({ tool: req.tool, args: req.args, toolCallId: req.toolCallId, runId: req.runId, signal });
+    result = await adapter.run({ tool: req.tool, args: req.args, toolCallId: req.toolCallId, runId: req.runId, signal, secret: req.secret });
   } catch (error) {
     if (timeout.signal.aborted) throw new ToolFailure('tool_timeout', `${req.tool.name} did not finish within ${req.timeoutMs} ms`);
     if (error instanceof ToolFailure) throw error;

@@ -9,6 +9,7 @@ import { bootstrapKeys, configOrExit, openStore, rootLogger, secretBox } from '.
 import { startCore } from './core.js';
 import { startGatewayThread } from './gateway-thread.js';
 import { Lifecycle } from './lifecycle.js';
+import { readTls } from './tls.js';
 import { loadPacks } from './packs.js';
 import { DEFAULT_TOOL_KINDS } from '../execution/tool-kinds.js';
 import { migrate } from '../store/orm.js';
@@ -49,9 +50,10 @@ try {
       const applied = await migrate(orm);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS });
+      const tls = readTls(config);
+      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS, tls });
       lifecycle.add('core', core.close);
-      const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, ...gatewaySettings(config) };
+      const gatewayOpts = { coreAddr: core.address, ...config.httpAddr, ...gatewaySettings(config), tls };
       const gateway = config.gatewayThread
         ? await startGatewayThread({ ...gatewayOpts, logLevel: config.logLevel }, (error) => {
             log.fatal({ err: error }, 'the gateway thread stopped');
@@ -65,7 +67,7 @@ try {
     case 'core': {
       const orm = await openStore(config, log, lifecycle);
       await bootstrapKeys(config, orm, log);
-      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS });
+      const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS, tls: readTls(config) });
       lifecycle.add('core', core.close);
       break;
     }
@@ -74,7 +76,7 @@ try {
       const coreAddr = values.core ?? config.coreAddr;
       const parsed = parseHostPort(coreAddr);
       if ('error' in parsed) throw new UsageError(`--core: ${parsed.error}`);
-      const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log, ...gatewaySettings(config) });
+      const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log, ...gatewaySettings(config), tls: readTls(config) });
       lifecycle.add('gateway', gateway.close);
       break;
     }

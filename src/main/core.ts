@@ -5,6 +5,8 @@ import { ApiKeys } from '../access/api-keys.js';
 import type { Principal } from '../access/principal.js';
 import { accessOf, authorize } from '../access/scopes.js';
 import { RateLimiter } from '../access/rate-limit.js';
+import { Secrets } from '../access/secrets.js';
+import type { TlsFiles } from './tls.js';
 import { isStreamToken, StreamTokens } from '../access/stream-tokens.js';
 import { LlmUpstream } from '../execution/llm-upstream.js';
 import { LlmProxy } from '../orchestrator/llm-proxy.js';
@@ -59,6 +61,8 @@ export interface CoreOptions extends CoreSettings {
   packs: readonly AssemblyPack[];
   /** The kinds of tool it can call (besides those its packs bring). */
   toolKinds: readonly ToolKindAdapter[];
+  /** TLS for the gRPC port; with `ca`, clients must present a certificate it signed (mutual TLS). */
+  tls?: TlsFiles;
 }
 
 /**
@@ -105,6 +109,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // Every kind of tool ABC can call; a new kind (MCP, A2A) is one more adapter here.
   const toolKinds = new ToolKinds([...opts.toolKinds, ...opts.packs.flatMap((p) => p.toolKinds ?? [])]);
   const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);
+  const connectorSecrets = new Secrets(opts.orm, secrets, opts.secretGraceMs);
   const toolCalls = new ToolCalls({
     orm: opts.orm,
     bus,
@@ -115,6 +120,11 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     approvalTimeoutMs: opts.approvalTimeoutMs,
     idempotencyTtlMs: opts.idempotencyTtlMs,
     toolTimeoutMs: opts.toolTimeoutMs,
+    secrets: connectorSecrets,
+    // A contract step's approval is its ticket's human request: the engine continues or rejects it.
+    decideStep: async (ticket, decision, decidedBy, reason) => {
+      await engine.submitHumanFeedback(ticket, { action: decision === 'approve' ? 'continue' : 'reject', feedback: reason, actor: decidedBy });
+    },
   });
   const health = {
     em: () => opts.orm.em.fork(),
@@ -133,7 +143,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
           new OpenAI({ baseURL: routerBase(routerUrl), apiKey: opts.llm.apiKey ?? 'unused', maxRetries: o.maxRetries ?? 1, timeout: o.timeoutMs ?? 15_000, fetch: llm.internalFetch(onCall) }),
       }
     : undefined;
-  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep));
+  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), connectorSecrets);
   const decision = new Decision(() => opts.orm.em.fork(), (tenantId) => capabilities.granted(opts.orm.em.fork(), tenantId));
   const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), () => opts.orm.em.fork());
   const engine = new ContractEngine({
@@ -194,7 +204,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   for (const s of all) server.addService(tolerantDefinition(s.definition), bindService(s.definition, s.handlers, { log, authenticate, shutdown: shutdown.signal }));
 
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${opts.host}:${opts.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    server.bindAsync(`${opts.host}:${opts.port}`, serverCredentials(opts.tls), (error, bound) => (error ? reject(error) : resolve(bound))),
   );
   const address = `${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${port}`;
 
@@ -296,4 +306,10 @@ export function bearer(metadata: Metadata): string | undefined {
   if (typeof auth === 'string' && /^bearer\s+/i.test(auth)) return auth.replace(/^bearer\s+/i, '').trim();
   const key = metadata.get('x-api-key')[0];
   return typeof key === 'string' ? key : undefined;
+}
+
+/** Plain gRPC, TLS, or mutual TLS when a CA is given. */
+function serverCredentials(tls: TlsFiles | undefined): ServerCredentials {
+  if (!tls) return ServerCredentials.createInsecure();
+  return ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], Boolean(tls.ca));
 }

@@ -13,6 +13,7 @@ export interface GatewayThreadOptions {
   wsPingIntervalMs: number;
   corsOrigins: readonly string[];
   authFailuresPerMinute: number;
+  tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
 
 type FromWorker = { ready: string } | { failed: string };

@@ -10,7 +10,9 @@ const port = parentPort!;
 const log = createLogger(opts.logLevel);
 
 try {
-  const gateway = await startGateway({ ...opts, logger: log });
+  // Buffers cross the thread boundary as plain byte arrays.
+  const tls = opts.tls && { cert: Buffer.from(opts.tls.cert), key: Buffer.from(opts.tls.key), ...(opts.tls.ca && { ca: Buffer.from(opts.tls.ca) }) };
+  const gateway = await startGateway({ ...opts, tls, logger: log });
   port.once('message', async () => {
     await gateway.close();
     await new Promise<void>((resolve) => log.flush(() => resolve()));

@@ -18,6 +18,7 @@ import type { EventBus } from '../store/event-bus.js';
 import { waitUntil } from '../store/wake-watch.js';
 import { appendEvents, type NewEvent } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
+import type { Secrets } from '../access/secrets.js';
 import { requireRun, seesRun, speaksFor, type KeyPrincipal, type Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
@@ -76,7 +77,14 @@ export interface ToolCallsOptions {
   idempotencyTtlMs: number;
   /** A call's timeout when neither it nor its tool says (TOOL_TIMEOUT_MS). */
   toolTimeoutMs: number;
+  /** Connector credentials, resolved in the calling run's tenant. */
+  secrets: Secrets;
+  /** Decides the approval of a contract's plan step (the engine continues or rejects its ticket). */
+  decideStep?: (ticket: string, decision: 'approve' | 'reject', decidedBy: string, reason: string) => Promise<void>;
 }
+
+/** An approval an agent's tool call waits on. */
+type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null };
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
@@ -96,6 +104,10 @@ export class ToolCalls {
   }
 
   /** The kinds of tool this core can call. */
+  get secrets(): Secrets {
+    return this.#opts.secrets;
+  }
+
   get kinds(): ToolKinds {
     return this.#opts.kinds;
   }
@@ -190,7 +202,7 @@ export class ToolCalls {
       const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };
       return this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error });
     }
-    if (verdict.decision === 'require_approval') return this.#requestApproval(tx, id, sessionId, tool, req.runId, req.args, verdict.reason);
+    if (verdict.decision === 'require_approval') return this.#requestApproval(tx, id, sessionId, tenantId, tool, req.runId, req.args, verdict.reason);
     const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], {
       deadlineMs: timeoutMs,
     });
@@ -277,10 +289,10 @@ export class ToolCalls {
     await transitionRun(tx, this.#log, runId, 'resume', [...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
   }
 
-  async #requestApproval(tx: EntityManager, id: string, sessionId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
+  async #requestApproval(tx: EntityManager, id: string, sessionId: string, tenantId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
     const approvalId = newId('ap');
     const summary = summarize(tool.name, args);
-    const approval = await insertApproval(tx, { approvalId, runId, toolCallId: id, sessionId, summary, argsHash: canonicalHash(args), timeoutMs: this.#opts.approvalTimeoutMs });
+    const approval = await insertApproval(tx, { approvalId, runId, toolCallId: id, sessionId, tenantId, summary, argsHash: canonicalHash(args), timeoutMs: this.#opts.approvalTimeoutMs });
     await openContract(tx, {
       sessionId,
       runId,
@@ -350,6 +362,7 @@ export class ToolCalls {
         runId: started.runId,
         timeoutMs: started.timeoutMs ?? definition.timeoutMs,
         signal: new AbortController().signal,
+        secret: async (ref) => this.#opts.secrets.resolve((await findRun(this.#em(), started.runId))!.tenantId, ref),
       });
     } catch (error) {
       const failure = error instanceof ToolFailure ? error : new ToolFailure('tool_failed', (error as Error).message);
@@ -374,10 +387,21 @@ export class ToolCalls {
    * fails the call with `rejected`. Either way the run resumes.
    */
   async decide(approvalId: string, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<ApprovalRow> {
+    const found = await readApproval(this.#em(), approvalId);
+    // Another tenant's approval, or one of a user the key does not speak for, does not exist for it.
+    const visible = found && found.tenantId === principal.tenantId && (found.userId === null ? principal.userIds === null : speaksFor(principal, found.userId));
+    if (!visible) throw notFound('approval', approvalId);
+    if (found.ticket) {
+      // A contract's plan step: the engine answers the ticket's human request, which settles the approval with it.
+      if (!this.#opts.decideStep) throw notFound('approval', approvalId);
+      if (found.status !== 'PENDING') {
+        throw new AbcError('ABORTED', { code: 'approval_conflict', category: 'VALIDATION', retryable: false, message: `approval ${approvalId} is already ${found.status}` });
+      }
+      await this.#opts.decideStep(found.ticket, decision, `user:${userId}`, reason);
+      return this.approval(approvalId);
+    }
     const outcome = await this.#em().transactional(async (tx) => {
-      const approval = await this.#lockApproval(tx, approvalId);
-      // Another tenant's approval, or one of a user the key does not speak for, does not exist for it.
-      if (approval.tenantId !== principal.tenantId || (approval.userId !== null && !speaksFor(principal, approval.userId))) throw notFound('approval', approvalId);
+      const approval = (await this.#lockApproval(tx, approvalId)) as CallApproval;
       const session = await getSession(tx, approval.sessionId);
       if (!session || session.userId !== userId || !speaksFor(principal, userId)) {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
@@ -406,7 +430,7 @@ export class ToolCalls {
   }
 
   /** Applies a decision (or expiry) to an approval, its call and its run, in `tx`. */
-  async #settle(tx: EntityManager, approval: ApprovalRow & { argsHash: string | null }, decision: 'approve' | 'reject' | 'expire', decidedBy: string, reason: string): Promise<ToolCallRow> {
+  async #settle(tx: EntityManager, approval: CallApproval, decision: 'approve' | 'reject' | 'expire', decidedBy: string, reason: string): Promise<ToolCallRow> {
     let moved;
     try {
       moved = await writeTransition(tx, APPROVALS, decision as ApprovalTrigger, {
@@ -470,8 +494,8 @@ export class ToolCalls {
   }
 
   /** The caller's approvals: its tenant's, of the users its key speaks for, or its own run's. */
-  async listApprovals(principal: Principal, filter: { sessionId?: string; runId?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
-    if (!filter.sessionId && !filter.runId) throw invalidRequest('session_id or run_id is required', 'session_id');
+  async listApprovals(principal: Principal, filter: { sessionId?: string; runId?: string; ticket?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
+    // With no filter, a key reads its tenant's inbox: tool calls' and contract steps' approvals alike.
     if (principal.kind === 'run' && filter.sessionId !== principal.sessionId && filter.runId !== principal.runId) {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token lists only the approvals of its own run or session' });
     }
@@ -507,7 +531,7 @@ export class ToolCalls {
       await this.#em()
         .transactional(async (tx) => {
           const row = await readApproval(tx, id, { lock: true, pendingOnly: true });
-          if (row) await this.#settle(tx, row, 'expire', 'system', 'approval timed out');
+          if (row) await this.#settle(tx, row as CallApproval, 'expire', 'system', 'approval timed out');
         })
         .catch((error) => this.#log.error({ err: error, approvalId: id }, 'approval expiry failed'));
     }

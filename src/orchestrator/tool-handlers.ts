@@ -11,6 +11,7 @@ import {
 } from '../../gen/abc/orchestrator/v1/tool.js';
 import { storedErrorMessage } from '../grpc/errors.js';
 import { defaultUser, requireKey, tenantOf } from '../access/principal.js';
+import type { SecretInfo } from '../access/secrets.js';
 import type { ApprovalState } from '../domain/approval.machine.js';
 import { invalidRequest, unauthenticated } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
@@ -58,8 +59,10 @@ export const toToolCallMessage = (c: ToolCallRow): ToolCallMessage => ({
 
 export const toApprovalMessage = (a: ApprovalRow): ApprovalMessage => ({
   approvalId: a.approvalId,
-  runId: a.runId,
-  toolCallId: a.toolCallId,
+  runId: a.runId ?? '',
+  toolCallId: a.toolCallId ?? '',
+  ticket: a.ticket ?? '',
+  stepId: a.stepId ?? '',
   status: enumOf<ApprovalStatus>('APPROVAL_STATUS', a.status),
   createdAt: millis(a.createdAt),
   decidedAt: millis(a.decidedAt),
@@ -70,6 +73,8 @@ export const toApprovalMessage = (a: ApprovalRow): ApprovalMessage => ({
   argsSummary: a.argsSummary ?? '',
   sessionId: a.sessionId,
 });
+
+const toSecretInfo = (s: SecretInfo) => ({ name: s.name, version: s.version, createdAt: millis(s.createdAt), retiresAt: millis(s.retiresAt) });
 
 export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: number): ServiceHandlers<typeof ToolServiceService> {
   const em = () => orm.em.fork();
@@ -123,6 +128,14 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       await calls.visible(ctx.principal, req.toolCallId);
       return { toolCall: toToolCallMessage(await calls.wait(req.toolCallId, timeoutMs, ctx.signal)) };
     },
+    async putSecret(req, ctx) {
+      const { tenantId } = requireKey(ctx.principal);
+      return { secret: toSecretInfo(await calls.secrets.put(tenantId, req.name, req.value)) };
+    },
+    async listSecrets(_req, ctx) {
+      const { tenantId } = requireKey(ctx.principal);
+      return { secrets: (await calls.secrets.list(tenantId)).map(toSecretInfo) };
+    },
     async submitToolResult(req, ctx) {
       const principal = requireKey(ctx.principal);
       const user = String(ctx.metadata.get('x-user-id')[0] ?? '') || null;
@@ -137,7 +150,7 @@ export function approvalHandlers(calls: ToolCalls): ServiceHandlers<typeof Appro
     async listApprovals(req, ctx) {
       if (!ctx.principal) throw unauthenticated();
       const status = req.status === ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED ? undefined : (req.status.replace(/^APPROVAL_STATUS_/, '') as ApprovalState);
-      return { approvals: (await calls.listApprovals(ctx.principal, { sessionId: req.sessionId || undefined, runId: req.runId || undefined, status })).map(toApprovalMessage) };
+      return { approvals: (await calls.listApprovals(ctx.principal, { sessionId: req.sessionId || undefined, runId: req.runId || undefined, ticket: req.ticket || undefined, status })).map(toApprovalMessage) };
     },
     async decideApproval(req, ctx) {
       const principal = requireKey(ctx.principal);

@@ -10,6 +10,8 @@ export interface ToolInvocation {
   runId: string;
   /** Aborts at the tool's timeout or when the caller gives up. */
   signal: AbortSignal;
+  /** The value of a secret of the caller's tenant (`name` or `name@version`); refuses a missing or retired one. */
+  secret(ref: string): Promise<string>;
 }
 
 export interface ToolKindAdapter {

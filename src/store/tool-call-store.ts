@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
-import type { MachineTable } from './transition.js';
+import { writeTransition, type MachineTable } from './transition.js';
 
 export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
 export const APPROVALS: MachineTable<ApprovalState, ApprovalTrigger> = { machine: APPROVAL_MACHINE, table: 'approvals', state: 'status', key: ['approval_id'] };
@@ -67,8 +67,12 @@ export const toCall = (r: RawCall): ToolCallRow => ({
 
 export interface ApprovalRow {
   approvalId: string;
-  runId: string;
-  toolCallId: string;
+  /** An agent's tool call: its run and call; null for a contract step. */
+  runId: string | null;
+  toolCallId: string | null;
+  /** A contract's plan step: its ticket and step; null for a tool call. */
+  ticket: string | null;
+  stepId: string | null;
   sessionId: string;
   status: ApprovalState;
   createdAt: Date;
@@ -78,15 +82,17 @@ export interface ApprovalRow {
   expiresAt: Date;
   argsSummary: string | null;
   toolName: string;
-  /** The run's tenant and user. */
   tenantId: string;
+  /** The run's user; a contract step has none. */
   userId: string | null;
 }
 
 interface RawApproval {
   approval_id: string;
-  run_id: string;
-  tool_call_id: string;
+  run_id: string | null;
+  tool_call_id: string | null;
+  ticket: string | null;
+  step_id: string | null;
   session_id: string;
   status: ApprovalState;
   created_at: Date;
@@ -101,14 +107,16 @@ interface RawApproval {
   user_id: string | null;
 }
 
-const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
-  a.reason, a.expires_at, a.args_summary, a.args_hash, c.tool_name, r.tenant_id, r.user_id
-  FROM approvals a JOIN tool_calls c ON c.tool_call_id = a.tool_call_id JOIN runs r ON r.run_id = a.run_id`;
+const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.ticket, a.step_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
+  a.reason, a.expires_at, a.args_summary, a.args_hash, coalesce(c.tool_name, a.capability) AS tool_name, a.tenant_id, r.user_id
+  FROM approvals a LEFT JOIN tool_calls c ON c.tool_call_id = a.tool_call_id LEFT JOIN runs r ON r.run_id = a.run_id`;
 
 const toApproval = (r: RawApproval): ApprovalRow => ({
   approvalId: r.approval_id,
   runId: r.run_id,
   toolCallId: r.tool_call_id,
+  ticket: r.ticket,
+  stepId: r.step_id,
   sessionId: r.session_id,
   status: r.status,
   createdAt: new Date(r.created_at),
@@ -194,14 +202,42 @@ export async function countWaitingContracts(tx: EntityManager, runId: string): P
 
 export async function insertApproval(
   tx: EntityManager,
-  a: { approvalId: string; runId: string; toolCallId: string; sessionId: string; summary: string; argsHash: string; timeoutMs: number },
+  a: { approvalId: string; runId: string; toolCallId: string; sessionId: string; tenantId: string; summary: string; argsHash: string; timeoutMs: number },
 ): Promise<{ expires_at: Date }> {
   const [row] = await tx.execute<{ expires_at: Date }[]>(
-    `INSERT INTO approvals (approval_id, run_id, tool_call_id, status, expires_at, session_id, args_summary, args_hash)
-     VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?) RETURNING expires_at`,
-    [a.approvalId, a.runId, a.toolCallId, a.timeoutMs, a.sessionId, a.summary, a.argsHash],
+    `INSERT INTO approvals (approval_id, run_id, tool_call_id, status, expires_at, session_id, tenant_id, args_summary, args_hash)
+     VALUES (?, ?, ?, 'PENDING', now() + (? * interval '1 millisecond'), ?, ?, ?, ?) RETURNING expires_at`,
+    [a.approvalId, a.runId, a.toolCallId, a.timeoutMs, a.sessionId, a.tenantId, a.summary, a.argsHash],
   );
   return row!;
+}
+
+/** An approval a contract's plan step waits on; the engine's deadline, not the sweeper, times it out. */
+export async function insertStepApproval(
+  tx: EntityManager,
+  a: { approvalId: string; ticket: string; stepId: string; capability: string; sessionId: string; tenantId: string; summary: string; argsHash: string; expiresAt: Date },
+): Promise<void> {
+  await tx.execute(
+    `INSERT INTO approvals (approval_id, ticket, step_id, capability, status, expires_at, session_id, tenant_id, args_summary, args_hash)
+     VALUES (?, ?, ?, ?, 'PENDING', ?, ?, ?, ?, ?)`,
+    [a.approvalId, a.ticket, a.stepId, a.capability, a.expiresAt, a.sessionId, a.tenantId, a.summary, a.argsHash],
+  );
+}
+
+/** Settles a contract step's approval as its ticket's human request was answered, timed out or withdrawn. */
+export async function settleStepApproval(tx: EntityManager, approvalId: string, trigger: ApprovalTrigger, decidedBy: string, reason: string): Promise<void> {
+  await writeTransition(tx, APPROVALS, trigger, {
+    columns: 'approval_id, status',
+    where: "approval_id = ? AND status = 'PENDING'",
+    params: [approvalId],
+    set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
+  });
+}
+
+/** The pending approval of a ticket's step, locked; undefined when there is none. */
+export async function lockStepApproval(tx: EntityManager, ticket: string): Promise<(ApprovalRow & { argsHash: string | null }) | undefined> {
+  const [row] = await tx.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.ticket = ? AND a.status = 'PENDING' FOR UPDATE OF a`, [ticket]);
+  return row && { ...toApproval(row), argsHash: row.args_hash };
 }
 
 /** An approval with its tool's name; `lock` takes its row, `pendingOnly` (with lock) skips it unless PENDING and free. */
@@ -215,20 +251,21 @@ export async function readApproval(em: EntityManager, approvalId: string, o: { l
 export async function listApprovals(
   em: EntityManager,
   tenantId: string,
-  filter: { sessionId?: string; runId?: string; status?: ApprovalState; userIds?: readonly string[] | null },
+  filter: { sessionId?: string; runId?: string; ticket?: string; status?: ApprovalState; userIds?: readonly string[] | null },
 ): Promise<ApprovalRow[]> {
-  const where: string[] = ['r.tenant_id = ?'];
+  const where: string[] = ['a.tenant_id = ?'];
   const params: unknown[] = [tenantId];
   if (filter.userIds) where.push('r.user_id IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.userIds));
   if (filter.sessionId) where.push('a.session_id = ?'), params.push(filter.sessionId);
   if (filter.runId) where.push('a.run_id = ?'), params.push(filter.runId);
+  if (filter.ticket) where.push('a.ticket = ?'), params.push(filter.ticket);
   if (filter.status) where.push('a.status = ?'), params.push(filter.status);
   const rows = await em.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE ${where.join(' AND ')} ORDER BY a.created_at`, params);
   return rows.map(toApproval);
 }
 
 export async function expiredApprovals(em: EntityManager): Promise<string[]> {
-  const rows = await em.execute<{ approval_id: string }[]>("SELECT approval_id FROM approvals WHERE status = 'PENDING' AND expires_at < now() ORDER BY expires_at LIMIT 50");
+  const rows = await em.execute<{ approval_id: string }[]>("SELECT approval_id FROM approvals WHERE status = 'PENDING' AND expires_at < now() AND ticket IS NULL ORDER BY expires_at LIMIT 50");
   return rows.map((r) => r.approval_id);
 }
 

@@ -6,6 +6,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiKeys } from '../../src/access/api-keys.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { importSamplePortfolios, pollUntilDone, referenceAssembly, request } from '../support/contracts.js';
 import { startToolServer, type ToolServer } from '../support/tool-server.js';
@@ -48,17 +49,45 @@ describe('the platform policy over contract steps', () => {
     expect(decision?.payload).toMatchObject({ allow: false, rule_id: 'no-gate', policy_version: 7, step_id: 'gate_a' });
   });
 
-  it('holds a step for approval in WAIT_HUMAN; continuing runs it exactly once', async () => {
+  it('holds a step for approval in WAIT_HUMAN, in the same approvals inbox as tool calls; approving runs it exactly once', async () => {
     await policy([{ id: 'ask-gate', tools: ['tool.gate'], decision: 'require_approval', reason: 'a human opens gates' }]);
-    await new Promise((r) => setTimeout(r, 1200));
+    await new Promise((r) => setTimeout(r, 1200)); // the file is polled every 500 ms
     tools.script('gate', { body: { open: true } });
     const ticket = await submit();
     await expect.poll(async () => (await s.http(`/v1/tickets/${ticket}`)).headers.get('x-abc-lifecycle-state'), { timeout: 15_000 }).toBe('WAIT_HUMAN');
     expect(tools.calls('gate')).toHaveLength(0);
+    // GET /v1/approvals with no filter is the tenant's inbox, across tool calls and contract steps.
+    const inbox = (await (await s.http('/v1/approvals?status=PENDING')).json()).approvals;
+    const asked = inbox.find((a: Json) => a.ticket === ticket);
+    expect(asked).toMatchObject({ step_id: 'gate_a', tool_name: 'tool.gate', run_id: null, tool_call_id: null, status: 'PENDING' });
+    expect(asked.args_summary).toContain('a human opens gates');
     const context = await (await s.http(`/v1/tickets/${ticket}/context`)).json();
-    expect(context.human_request).toMatchObject({ kind: 'step_approval', step_id: 'gate_a' });
-    expect((await s.http(`/v1/tickets/${ticket}:feedback`, { method: 'POST', json: { action: 'continue', feedback: 'open it' } })).status).toBe(200);
+    expect(context.human_request).toMatchObject({ kind: 'step_approval', step_id: 'gate_a', approval_id: asked.approval_id });
+
+    const decided = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve', reason: 'open it' }, headers: { 'x-user-id': 'ops' } });
+    expect(decided.status).toBe(200);
+    expect((await decided.json()).approval).toMatchObject({ status: 'APPROVED', decided_by: 'user:ops' });
+    // A second decision is a conflict; the step runs once.
+    const again = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' } });
+    expect(again.status).toBe(409);
+    expect((await again.json()).error.code).toBe('approval_conflict');
     expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
     expect(tools.calls('gate')).toHaveLength(1);
+  });
+
+  it("settles a step's approval when the ticket's feedback answers it, or rejects it", async () => {
+    const ticket = await submit();
+    await expect.poll(async () => (await s.http(`/v1/tickets/${ticket}`)).headers.get('x-abc-lifecycle-state'), { timeout: 15_000 }).toBe('WAIT_HUMAN');
+    const [asked] = (await (await s.http(`/v1/approvals?ticket=${ticket}`)).json()).approvals;
+    expect((await s.http(`/v1/tickets/${ticket}:feedback`, { method: 'POST', json: { action: 'reject', feedback: 'not today' } })).status).toBe(200);
+    const [after] = (await (await s.http(`/v1/approvals?ticket=${ticket}`)).json()).approvals;
+    expect(after).toMatchObject({ approval_id: asked.approval_id, status: 'REJECTED', reason: 'not today' });
+    expect((await pollUntilDone(s.http, ticket)).status).toBe('FAILED');
+    // Another tenant's key finds no such approval, nor any in its inbox.
+    const keys = new ApiKeys(s.orm);
+    await keys.createTenant('elsewhere');
+    const { key } = await keys.create('elsewhere', { tenantId: 'elsewhere' });
+    expect((await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, key })).status).toBe(404);
+    expect((await (await s.http('/v1/approvals', { key })).json()).approvals).toEqual([]);
   });
 });

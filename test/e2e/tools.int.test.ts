@@ -233,6 +233,27 @@ describe('approvals', () => {
     run.ws.close();
   });
 
+  it('holds an approval made under an older policy version for its arguments', async () => {
+    const run = await liveRun();
+    const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 300, to: 'acct-5' } });
+    const asked = await run.ws.next('approval_required');
+    const [decision] = (await readEvents(s.orm.em.fork(), { runId: run.runId, types: ['policy_decision'] }, '0', 10)).map((e) => e.payload);
+    expect(decision).toMatchObject({ rule_id: 'big-transfers', policy_version: 1 });
+    // Version 2 would block transfers outright; it decides calls made after it, not the one a human is deciding.
+    await writeFile(policyFile, JSON.stringify({ ...POLICY, version: 2, rules: [{ id: 'no-transfers', tools: ['payments.transfer'], decision: 'block' }] }));
+    await new Promise((r) => setTimeout(r, 1200));
+    const later = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 1, to: 'acct-6' } });
+    expect(later.body).toMatchObject({ status: 'failed', error: { code: 'blocked' } });
+    const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());
+    run.ws.send({ type: 'approval_decision', run_id: run.runId, approval_id: asked.approval_id, decision: 'approve' });
+    expect(await waiting).toMatchObject({ status: 'succeeded' });
+    expect(webhookCalls.map((c) => c.args)).toEqual([{ amount: 300, to: 'acct-5' }]);
+    await writeFile(policyFile, JSON.stringify(POLICY));
+    await new Promise((r) => setTimeout(r, 1200));
+    run.release();
+    run.ws.close();
+  });
+
   it('warns when a resume finds execution contracts of the run still waiting', async () => {
     const run = await liveRun();
     const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 700, to: 'acct-3' } });

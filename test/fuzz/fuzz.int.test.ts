@@ -51,7 +51,7 @@ const NASTY: unknown[] = [
 const RAW = ['%00', 'a%00b', '%ED%A0%80', '%zz', '%', 'x'.repeat(3000), '..%2F..', '%F0%9F%98%80', '9'.repeat(40), '-1', '1e20', '99999999999999999999', '%C0%80', 'a%20b', ''];
 
 interface Route {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PUT';
   path: string;
   query?: Record<string, string>;
   body?: Record<string, unknown>;
@@ -144,6 +144,9 @@ function routes(): Route[] {
     { method: 'POST', path: '/v1/plans', body: { intent: 'analyze_portfolio', context: { as_of: '2026-11-20', currency: 'USD' }, input: { positions: [] } } },
     { method: 'POST', path: '/v1/chat/completions', body: { model: 'm', messages: [{ role: 'user', content: 'hi' }], max_tokens: 5 } },
     { method: 'GET', path: '/v1/models' },
+    { method: 'POST', path: '/v1/stream_tokens', body: { run_id: ids.run, ttl_seconds: 60 } },
+    { method: 'PUT', path: '/v1/secrets/fz.secret', body: { value: 'v' } },
+    { method: 'GET', path: '/v1/secrets' },
     { method: 'GET', path: '/v1/nope' },
   ];
 }

@@ -57,3 +57,19 @@ export const TokenUsage = defineEntity({
     tokens: p.bigint().default(0),
   },
 });
+
+/** Secrets (connector credentials), sealed at rest; every write is a new version. */
+export const Secret = defineEntity({
+  name: 'Secret',
+  tableName: 'secrets',
+  properties: {
+    tenantId: p.string().length(64).primary(),
+    name: p.string().length(128).primary(),
+    version: p.integer().primary(),
+    /** The value sealed by the secret box (AES-256-GCM); never stored in the clear. */
+    sealed: p.text(),
+    createdAt: p.datetime().defaultRaw('now()'),
+    /** After this, the version is refused; null while it is the current one. */
+    retiresAt: p.datetime().nullable(),
+  },
+});

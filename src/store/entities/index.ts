@@ -1,4 +1,4 @@
-import { ApiKey, IdempotencyKey, Tenant, TokenUsage } from './access.js';
+import { ApiKey, IdempotencyKey, Secret, Tenant, TokenUsage } from './access.js';
 import {
   Assembly,
   Ticket,
@@ -24,5 +24,5 @@ export const entities = [
   Session, Message, Run, Event, Agent, ContextBlob, ContextBlobVersion, ClientConnection,
   Tool, ToolCall, Approval, Policy,
   ContractVersionRow, Assembly, FrozenPlan, Ticket, ContractStep, TicketEvent, ExecutionContract, ExecutionTransition, Snapshot, Memory,
-  IdempotencyKey, ApiKey, Tenant, TokenUsage,
+  IdempotencyKey, ApiKey, Tenant, TokenUsage, Secret,
 ];

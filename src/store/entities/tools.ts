@@ -63,8 +63,14 @@ export const Approval = defineEntity({
   ],
   properties: {
     approvalId: p.string().length(64).primary(),
-    run: () => p.manyToOne(Run).fieldName('run_id').mapToPk(),
-    toolCall: () => p.manyToOne(ToolCall).fieldName('tool_call_id').mapToPk(),
+    /** An agent's tool call waits on it (run and tool call), or a contract's plan step (ticket and step). */
+    run: () => p.manyToOne(Run).fieldName('run_id').mapToPk().nullable().deleteRule('no action'),
+    toolCall: () => p.manyToOne(ToolCall).fieldName('tool_call_id').mapToPk().nullable().deleteRule('no action'),
+    ticket: p.string().length(64).nullable().index('idx_approvals_ticket'),
+    stepId: p.string().length(64).nullable(),
+    /** What the step would call (`tool.x` or a unit); a tool call's tool is on the call. */
+    capability: p.string().length(128).nullable(),
+    tenantId: p.string().length(64),
     status: p.string().length(32).default('PENDING'),
     createdAt: p.datetime().defaultRaw('now()'),
     decidedAt: p.datetime().nullable(),

@@ -7,7 +7,7 @@ import { Migration20261122070906 } from './Migration20261122070906_contract_exec
 import { Migration20261122075812 } from './Migration20261122075812_engine_lifecycle.js';
 import { Migration20261123120000 } from './Migration20261123120000_tickets_and_contract_versions.js';
 import { Migration20261123141011 } from './Migration20261123141011_tenants.js';
-import { Migration20261123143229 } from './Migration20261123143229_budgets.js';
+import { Migration20261123144057 } from './Migration20261123144057_budgets_approvals_secrets.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -18,5 +18,5 @@ export const migrations = [
   { name: 'Migration20261122075812_engine_lifecycle', class: Migration20261122075812 },
   { name: 'Migration20261123120000_tickets_and_contract_versions', class: Migration20261123120000 },
   { name: 'Migration20261123141011_tenants', class: Migration20261123141011 },
-  { name: 'Migration20261123143229_budgets', class: Migration20261123143229 },
+  { name: 'Migration20261123144057_budgets_approvals_secrets', class: Migration20261123144057 },
 ];

@@ -133,7 +133,11 @@ export function decisionToNumber(object: Decision): number {
   }
 }
 
-/** Approval is a human approval bound to one tool call. */
+/**
+ * Approval is a human approval bound to one agent tool call (run_id,
+ * tool_call_id) or one contract plan step (ticket, step_id). For a step,
+ * tool_name is the step's capability.
+ */
 export interface Approval {
   approvalId: string;
   runId: string;
@@ -147,6 +151,8 @@ export interface Approval {
   toolName: string;
   argsSummary: string;
   sessionId: string;
+  ticket: string;
+  stepId: string;
 }
 
 /** ListApprovalsRequest filters approvals. */
@@ -154,6 +160,7 @@ export interface ListApprovalsRequest {
   sessionId: string;
   runId: string;
   status: ApprovalStatus;
+  ticket: string;
 }
 
 /** ListApprovalsResponse holds the approvals. */
@@ -187,6 +194,8 @@ function createBaseApproval(): Approval {
     toolName: "",
     argsSummary: "",
     sessionId: "",
+    ticket: "",
+    stepId: "",
   };
 }
 
@@ -227,6 +236,12 @@ export const Approval: MessageFns<Approval> = {
     }
     if (message.sessionId !== "") {
       writer.uint32(98).string(message.sessionId);
+    }
+    if (message.ticket !== "") {
+      writer.uint32(106).string(message.ticket);
+    }
+    if (message.stepId !== "") {
+      writer.uint32(114).string(message.stepId);
     }
     return writer;
   },
@@ -340,6 +355,22 @@ export const Approval: MessageFns<Approval> = {
             message.sessionId = reader.string();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.stepId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -406,6 +437,12 @@ export const Approval: MessageFns<Approval> = {
         : isSet(object.session_id)
         ? globalThis.String(object.session_id)
         : "",
+      ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
+      stepId: isSet(object.stepId)
+        ? globalThis.String(object.stepId)
+        : isSet(object.step_id)
+        ? globalThis.String(object.step_id)
+        : "",
     };
   },
 
@@ -447,6 +484,12 @@ export const Approval: MessageFns<Approval> = {
     if (message.sessionId !== "") {
       obj.sessionId = message.sessionId;
     }
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
+    }
+    if (message.stepId !== "") {
+      obj.stepId = message.stepId;
+    }
     return obj;
   },
 
@@ -467,12 +510,14 @@ export const Approval: MessageFns<Approval> = {
     message.toolName = object.toolName ?? "";
     message.argsSummary = object.argsSummary ?? "";
     message.sessionId = object.sessionId ?? "";
+    message.ticket = object.ticket ?? "";
+    message.stepId = object.stepId ?? "";
     return message;
   },
 };
 
 function createBaseListApprovalsRequest(): ListApprovalsRequest {
-  return { sessionId: "", runId: "", status: ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED };
+  return { sessionId: "", runId: "", status: ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED, ticket: "" };
 }
 
 export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
@@ -485,6 +530,9 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
     }
     if (message.status !== ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED) {
       writer.uint32(24).int32(approvalStatusToNumber(message.status));
+    }
+    if (message.ticket !== "") {
+      writer.uint32(34).string(message.ticket);
     }
     return writer;
   },
@@ -526,6 +574,14 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
             message.status = approvalStatusFromJSON(reader.int32());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.ticket = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -551,6 +607,7 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
         ? globalThis.String(object.run_id)
         : "",
       status: isSet(object.status) ? approvalStatusFromJSON(object.status) : ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED,
+      ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
     };
   },
 
@@ -565,6 +622,9 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
     if (message.status !== ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED) {
       obj.status = approvalStatusToJSON(message.status);
     }
+    if (message.ticket !== "") {
+      obj.ticket = message.ticket;
+    }
     return obj;
   },
 
@@ -576,6 +636,7 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
     message.sessionId = object.sessionId ?? "";
     message.runId = object.runId ?? "";
     message.status = object.status ?? ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED;
+    message.ticket = object.ticket ?? "";
     return message;
   },
 };
@@ -828,7 +889,10 @@ export const DecideApprovalResponse: MessageFns<DecideApprovalResponse> = {
 /** ApprovalService lists and decides approvals. */
 export type ApprovalServiceService = typeof ApprovalServiceService;
 export const ApprovalServiceService = {
-  /** ListApprovals lists approvals of a session or run, optionally by status. */
+  /**
+   * ListApprovals lists approvals of a session, run or ticket, or with none of
+   * them (an API key) the inbox of its tenant, optionally by status.
+   */
   listApprovals: {
     path: "/abc.orchestrator.v1.ApprovalService/ListApprovals" as const,
     requestStream: false as const,
@@ -857,7 +921,10 @@ export const ApprovalServiceService = {
 } as const;
 
 export interface ApprovalServiceServer extends UntypedServiceImplementation {
-  /** ListApprovals lists approvals of a session or run, optionally by status. */
+  /**
+   * ListApprovals lists approvals of a session, run or ticket, or with none of
+   * them (an API key) the inbox of its tenant, optionally by status.
+   */
   listApprovals: handleUnaryCall<ListApprovalsRequest, ListApprovalsResponse>;
   /**
    * DecideApproval approves or rejects. Only an authenticated user of the
@@ -867,7 +934,10 @@ export interface ApprovalServiceServer extends UntypedServiceImplementation {
 }
 
 export interface ApprovalServiceClient extends Client {
-  /** ListApprovals lists approvals of a session or run, optionally by status. */
+  /**
+   * ListApprovals lists approvals of a session, run or ticket, or with none of
+   * them (an API key) the inbox of its tenant, optionally by status.
+   */
   listApprovals(
     request: ListApprovalsRequest,
     callback: (error: ServiceError | null, response: ListApprovalsResponse) => void,

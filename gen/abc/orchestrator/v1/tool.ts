@@ -356,6 +356,35 @@ export interface ToolCall {
   deadlineTs: number;
 }
 
+/** SecretInfo describes one version of a secret, without its value. */
+export interface SecretInfo {
+  name: string;
+  version: number;
+  createdAt: number;
+  /** Unix milliseconds after which this version is refused; 0 while it is the current one. */
+  retiresAt: number;
+}
+
+/** PutSecretRequest is PUT /v1/secrets/{name}. */
+export interface PutSecretRequest {
+  name: string;
+  value: string;
+}
+
+/** PutSecretResponse describes the version just stored. */
+export interface PutSecretResponse {
+  secret?: SecretInfo | undefined;
+}
+
+/** ListSecretsRequest lists every version still usable. */
+export interface ListSecretsRequest {
+}
+
+/** ListSecretsResponse holds the versions, current first per name. */
+export interface ListSecretsResponse {
+  secrets: SecretInfo[];
+}
+
 /** RegisterToolRequest holds the tool to register. */
 export interface RegisterToolRequest {
   tool?: Tool | undefined;
@@ -1101,6 +1130,406 @@ export const ToolCall: MessageFns<ToolCall> = {
       ? ToolCallTimestamps.fromPartial(object.timestamps)
       : undefined;
     message.deadlineTs = object.deadlineTs ?? 0;
+    return message;
+  },
+};
+
+function createBaseSecretInfo(): SecretInfo {
+  return { name: "", version: 0, createdAt: 0, retiresAt: 0 };
+}
+
+export const SecretInfo: MessageFns<SecretInfo> = {
+  encode(message: SecretInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.version !== 0) {
+      writer.uint32(16).int32(message.version);
+    }
+    if (message.createdAt !== 0) {
+      writer.uint32(24).int64(message.createdAt);
+    }
+    if (message.retiresAt !== 0) {
+      writer.uint32(32).int64(message.retiresAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SecretInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSecretInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.version = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.createdAt = longToNumber(reader.int64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.retiresAt = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SecretInfo {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      createdAt: isSet(object.createdAt)
+        ? globalThis.Number(object.createdAt)
+        : isSet(object.created_at)
+        ? globalThis.Number(object.created_at)
+        : 0,
+      retiresAt: isSet(object.retiresAt)
+        ? globalThis.Number(object.retiresAt)
+        : isSet(object.retires_at)
+        ? globalThis.Number(object.retires_at)
+        : 0,
+    };
+  },
+
+  toJSON(message: SecretInfo): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.createdAt !== 0) {
+      obj.createdAt = Math.round(message.createdAt);
+    }
+    if (message.retiresAt !== 0) {
+      obj.retiresAt = Math.round(message.retiresAt);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SecretInfo>, I>>(base?: I): SecretInfo {
+    return SecretInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SecretInfo>, I>>(object: I): SecretInfo {
+    const message = createBaseSecretInfo();
+    message.name = object.name ?? "";
+    message.version = object.version ?? 0;
+    message.createdAt = object.createdAt ?? 0;
+    message.retiresAt = object.retiresAt ?? 0;
+    return message;
+  },
+};
+
+function createBasePutSecretRequest(): PutSecretRequest {
+  return { name: "", value: "" };
+}
+
+export const PutSecretRequest: MessageFns<PutSecretRequest> = {
+  encode(message: PutSecretRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PutSecretRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePutSecretRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PutSecretRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: PutSecretRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PutSecretRequest>, I>>(base?: I): PutSecretRequest {
+    return PutSecretRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PutSecretRequest>, I>>(object: I): PutSecretRequest {
+    const message = createBasePutSecretRequest();
+    message.name = object.name ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBasePutSecretResponse(): PutSecretResponse {
+  return { secret: undefined };
+}
+
+export const PutSecretResponse: MessageFns<PutSecretResponse> = {
+  encode(message: PutSecretResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.secret !== undefined) {
+      SecretInfo.encode(message.secret, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PutSecretResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePutSecretResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.secret = SecretInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PutSecretResponse {
+    return { secret: isSet(object.secret) ? SecretInfo.fromJSON(object.secret) : undefined };
+  },
+
+  toJSON(message: PutSecretResponse): unknown {
+    const obj: any = {};
+    if (message.secret !== undefined) {
+      obj.secret = SecretInfo.toJSON(message.secret);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PutSecretResponse>, I>>(base?: I): PutSecretResponse {
+    return PutSecretResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PutSecretResponse>, I>>(object: I): PutSecretResponse {
+    const message = createBasePutSecretResponse();
+    message.secret = (object.secret !== undefined && object.secret !== null)
+      ? SecretInfo.fromPartial(object.secret)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseListSecretsRequest(): ListSecretsRequest {
+  return {};
+}
+
+export const ListSecretsRequest: MessageFns<ListSecretsRequest> = {
+  encode(_: ListSecretsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListSecretsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListSecretsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ListSecretsRequest {
+    return {};
+  },
+
+  toJSON(_: ListSecretsRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListSecretsRequest>, I>>(base?: I): ListSecretsRequest {
+    return ListSecretsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListSecretsRequest>, I>>(_: I): ListSecretsRequest {
+    const message = createBaseListSecretsRequest();
+    return message;
+  },
+};
+
+function createBaseListSecretsResponse(): ListSecretsResponse {
+  return { secrets: [] };
+}
+
+export const ListSecretsResponse: MessageFns<ListSecretsResponse> = {
+  encode(message: ListSecretsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.secrets) {
+      SecretInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListSecretsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListSecretsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.secrets.push(SecretInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListSecretsResponse {
+    return {
+      secrets: globalThis.Array.isArray(object?.secrets) ? object.secrets.map((e: any) => SecretInfo.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListSecretsResponse): unknown {
+    const obj: any = {};
+    if (message.secrets?.length) {
+      obj.secrets = message.secrets.map((e) => SecretInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListSecretsResponse>, I>>(base?: I): ListSecretsResponse {
+    return ListSecretsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListSecretsResponse>, I>>(object: I): ListSecretsResponse {
+    const message = createBaseListSecretsResponse();
+    message.secrets = object.secrets?.map((e) => SecretInfo.fromPartial(e)) || [];
     return message;
   },
 };
@@ -2255,6 +2684,29 @@ export const ToolServiceService = {
       Buffer.from(SubmitToolResultResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SubmitToolResultResponse => SubmitToolResultResponse.decode(value),
   },
+  /**
+   * PutSecret stores a new version of a named secret of the caller's tenant,
+   * sealed at rest. The value is write-only: no call ever returns it.
+   */
+  putSecret: {
+    path: "/abc.orchestrator.v1.ToolService/PutSecret" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PutSecretRequest): Buffer => Buffer.from(PutSecretRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PutSecretRequest => PutSecretRequest.decode(value),
+    responseSerialize: (value: PutSecretResponse): Buffer => Buffer.from(PutSecretResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PutSecretResponse => PutSecretResponse.decode(value),
+  },
+  /** ListSecrets lists the tenant's secrets: names and versions, never values. */
+  listSecrets: {
+    path: "/abc.orchestrator.v1.ToolService/ListSecrets" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListSecretsRequest): Buffer => Buffer.from(ListSecretsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListSecretsRequest => ListSecretsRequest.decode(value),
+    responseSerialize: (value: ListSecretsResponse): Buffer => Buffer.from(ListSecretsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListSecretsResponse => ListSecretsResponse.decode(value),
+  },
 } as const;
 
 export interface ToolServiceServer extends UntypedServiceImplementation {
@@ -2270,6 +2722,13 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
   waitToolCall: handleUnaryCall<WaitToolCallRequest, WaitToolCallResponse>;
   /** SubmitToolResult completes a client tool call. */
   submitToolResult: handleUnaryCall<SubmitToolResultRequest, SubmitToolResultResponse>;
+  /**
+   * PutSecret stores a new version of a named secret of the caller's tenant,
+   * sealed at rest. The value is write-only: no call ever returns it.
+   */
+  putSecret: handleUnaryCall<PutSecretRequest, PutSecretResponse>;
+  /** ListSecrets lists the tenant's secrets: names and versions, never values. */
+  listSecrets: handleUnaryCall<ListSecretsRequest, ListSecretsResponse>;
 }
 
 export interface ToolServiceClient extends Client {
@@ -2368,6 +2827,41 @@ export interface ToolServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SubmitToolResultResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * PutSecret stores a new version of a named secret of the caller's tenant,
+   * sealed at rest. The value is write-only: no call ever returns it.
+   */
+  putSecret(
+    request: PutSecretRequest,
+    callback: (error: ServiceError | null, response: PutSecretResponse) => void,
+  ): ClientUnaryCall;
+  putSecret(
+    request: PutSecretRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PutSecretResponse) => void,
+  ): ClientUnaryCall;
+  putSecret(
+    request: PutSecretRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PutSecretResponse) => void,
+  ): ClientUnaryCall;
+  /** ListSecrets lists the tenant's secrets: names and versions, never values. */
+  listSecrets(
+    request: ListSecretsRequest,
+    callback: (error: ServiceError | null, response: ListSecretsResponse) => void,
+  ): ClientUnaryCall;
+  listSecrets(
+    request: ListSecretsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListSecretsResponse) => void,
+  ): ClientUnaryCall;
+  listSecrets(
+    request: ListSecretsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListSecretsResponse) => void,
   ): ClientUnaryCall;
 }
 
