@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { createLogger } from '../src/runtime/log.js';
 import { ensureDatabase } from '../src/store/database.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/store/embedded-pg.js';
@@ -14,6 +15,24 @@ export function percentile(sorted: number[], p: number): number {
 }
 
 export const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+
+/** `n` calls of `call`, `concurrency` at a time: each call's latency and the calls per second. */
+export async function loadCalls(n: number, concurrency: number, call: (i: number) => Promise<unknown>): Promise<{ latencies: number[]; rps: number }> {
+  const latencies: number[] = [];
+  let next = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < n) {
+        const i = next++;
+        const t = performance.now();
+        await call(i);
+        latencies.push(performance.now() - t);
+      }
+    }),
+  );
+  return { latencies, rps: n / ((performance.now() - start) / 1000) };
+}
 
 export interface BenchDb {
   url: string;

@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { benchDatabase, fmt, percentile, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, startAbc, type AbcProcess } from './lib.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 1000);
@@ -74,20 +74,8 @@ async function streamCall(t: Target): Promise<number[]> {
 }
 
 /** `n` calls with `concurrency` in flight; returns latencies and requests per second. */
-async function load(t: Target, n: number, concurrency: number): Promise<{ latencies: number[]; rps: number }> {
-  const latencies: number[] = [];
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n) {
-        next++;
-        latencies.push(await jsonCall(t));
-      }
-    }),
-  );
-  return { latencies, rps: n / ((performance.now() - start) / 1000) };
-}
+/** `n` JSON calls to `t`, `concurrency` at a time. */
+const load = (t: Target, n: number, concurrency: number) => loadCalls(n, concurrency, () => jsonCall(t));
 
 /** bench/floor.ts as a child process, like ABC. */
 async function startFloor(upstreamUrl: string): Promise<{ url: string; stop(): void }> {

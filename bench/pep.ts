@@ -7,8 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { benchDatabase, fmt, percentile, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, startAbc, type AbcProcess } from './lib.js';
 import { runToken, startUpstream } from './llm-proxy.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
@@ -26,23 +25,6 @@ const POLICY = {
 };
 
 type Side = { name: string; abc: AbcProcess; run: { runId: string; token: string; close(): void } };
-
-async function load(n: number, concurrency: number, call: (i: number) => Promise<void>): Promise<{ latencies: number[]; rps: number }> {
-  const latencies: number[] = [];
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < n) {
-        const i = next++;
-        const t = performance.now();
-        await call(i);
-        latencies.push(performance.now() - t);
-      }
-    }),
-  );
-  return { latencies, rps: n / ((performance.now() - start) / 1000) };
-}
 
 const toolCall = (side: Side, round: number) => async (i: number) => {
   const res = await fetch(`${side.abc.http}/v1/tools/echo:invoke`, {
@@ -78,8 +60,8 @@ export async function pep(): Promise<void> {
       sides.push({ name, abc, run: await runToken(abc) });
     }
     for (const side of sides) {
-      await load(200, 8, toolCall(side, -1));
-      await load(200, 8, llmCall(side));
+      await loadCalls(200, 8, toolCall(side, -1));
+      await loadCalls(200, 8, llmCall(side));
     }
     const results: Record<string, { latencies: number[]; rps: number[] }> = {};
     const add = (key: string, r: { latencies: number[]; rps: number }) => {
@@ -90,10 +72,10 @@ export async function pep(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       const order = round % 2 ? [...sides].reverse() : sides;
       for (const side of order) {
-        add(`tool/${side.name}/1`, await load(PER_ROUND / 4, 1, toolCall(side, round * 2)));
-        add(`tool/${side.name}/16`, await load(PER_ROUND, 16, toolCall(side, round * 2 + 1)));
-        add(`llm/${side.name}/1`, await load(PER_ROUND / 4, 1, llmCall(side)));
-        add(`llm/${side.name}/16`, await load(PER_ROUND, 16, llmCall(side)));
+        add(`tool/${side.name}/1`, await loadCalls(PER_ROUND / 4, 1, toolCall(side, round * 2)));
+        add(`tool/${side.name}/16`, await loadCalls(PER_ROUND, 16, toolCall(side, round * 2 + 1)));
+        add(`llm/${side.name}/1`, await loadCalls(PER_ROUND / 4, 1, llmCall(side)));
+        add(`llm/${side.name}/16`, await loadCalls(PER_ROUND, 16, llmCall(side)));
       }
     }
     const stat = (key: string) => {

@@ -54,12 +54,6 @@ export function requireSession(principal: Principal | null, session: SessionOwne
   if (!principal || !session || session.tenantId !== principal.tenantId || !speaksFor(principal, session.userId)) throw notFound('session', sessionId);
 }
 
-/** Throws not_found unless the resource is in the caller's tenant. */
-export function requireTenant<T extends { tenantId: string }>(principal: Principal | null, row: T | null | undefined, what: string, id: string): T {
-  if (!row || !principal || row.tenantId !== principal.tenantId) throw notFound(what, id);
-  return row;
-}
-
 /** A run as access sees it. */
 export interface RunOwner {
   runId: string;
