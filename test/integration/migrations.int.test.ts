@@ -65,4 +65,39 @@ describe('migrations', () => {
       await client.end();
     }
   });
+
+  it('carry data written before tenants into the default tenant, and platform tools into the catalogue', async () => {
+    const upgrade = await createTestDatabase();
+    const old = await createOrm({ url: upgrade.url, poolMax: 2 });
+    const client = new pg.Client({ connectionString: upgrade.url });
+    await client.connect();
+    try {
+      await old.migrator.up({ to: 'Migration20261123120000_tickets_and_contract_versions' });
+      await client.query("INSERT INTO sessions (session_id, user_id) VALUES ('s1', 'alice')");
+      await client.query("INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id) VALUES ('r1', 's1', 'a1', 'RUNNING', 't')");
+      await client.query("INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status) VALUES ('tc1', 'r1', 'pay', 'http', 'WAITING_APPROVAL')");
+      await client.query("INSERT INTO approvals (approval_id, run_id, tool_call_id, expires_at, session_id) VALUES ('ap1', 'r1', 'tc1', now() + interval '1 hour', 's1')");
+      await client.query("INSERT INTO agents (agent_id, name, endpoint) VALUES ('a1', 'A', 'http://127.0.0.1:9')");
+      await client.query("INSERT INTO tools (tool_name, kind, endpoint) VALUES ('pay', 'http', 'http://127.0.0.1:9')");
+      await client.query("INSERT INTO context_blobs (context_key, owner_type, owner_id, data) VALUES ('k1', 'session', 's1', '{}')");
+      await client.query("INSERT INTO context_blob_versions (context_key, version, data) VALUES ('k1', 1, '{}')");
+      await client.query("INSERT INTO api_keys (key_id, name, key_hash, prefix) VALUES ('key1', 'old', 'h', 'abc_')");
+
+      expect((await migrate(old)).length).toBeGreaterThan(0);
+      const one = async (sql: string) => (await client.query(sql)).rows[0];
+      expect(await one('SELECT tenant_id FROM sessions')).toEqual({ tenant_id: 'default' });
+      expect(await one('SELECT tenant_id, tokens_used FROM runs')).toEqual({ tenant_id: 'default', tokens_used: 0 });
+      expect(await one('SELECT tenant_id FROM approvals')).toEqual({ tenant_id: 'default' });
+      expect(await one('SELECT tenant_id FROM agents')).toEqual({ tenant_id: 'default' });
+      expect(await one('SELECT tenant_id FROM tools')).toEqual({ tenant_id: '*' });
+      expect(await one('SELECT tenant_id FROM context_blob_versions')).toEqual({ tenant_id: 'default' });
+      expect(await one('SELECT tenant_id, scopes, user_ids FROM api_keys')).toEqual({ tenant_id: 'default', scopes: ['admin'], user_ids: null });
+      expect(await one("SELECT count(*)::int AS n FROM tenants WHERE tenant_id = 'default'")).toEqual({ n: 1 });
+      expect(await pendingMigrations(old)).toEqual([]);
+    } finally {
+      await client.end();
+      await old.close();
+      await upgrade.drop();
+    }
+  });
 });
