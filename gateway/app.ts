@@ -28,6 +28,8 @@ export interface GatewayOptions {
   corsOrigins?: readonly string[];
   /** Failed authentications one client address may make a minute before it gets 429. */
   authFailuresPerMinute?: number;
+  /** Reverse proxies whose X-Forwarded-For names the client (addresses or CIDRs). */
+  trustedProxies?: readonly string[];
   /** Serve HTTPS (and WSS) with this certificate and key. */
   https?: { cert: Buffer; key: Buffer };
   readyTimeoutMs?: number;
@@ -44,6 +46,8 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   const app = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     ...(opts.https && { https: opts.https }),
+    // The client's address, for the limits: the socket's, or the one a trusted proxy forwarded.
+    ...(opts.trustedProxies?.length && { trustProxy: [...opts.trustedProxies] }),
     bodyLimit: opts.bodyLimit ?? 4 * 1024 * 1024,
     requestIdHeader: 'x-request-id',
     // One access line per request (onResponse below), not fastify's two.

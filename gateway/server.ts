@@ -17,6 +17,7 @@ export interface StartGatewayOptions {
   wsPingIntervalMs?: number;
   corsOrigins?: readonly string[];
   authFailuresPerMinute?: number;
+  trustedProxies?: readonly string[];
   /** HTTPS (and WSS) with this certificate and key; with `ca`, mutual TLS to the core as well. */
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
@@ -30,6 +31,7 @@ export async function startGateway(opts: StartGatewayOptions): Promise<Gateway> 
     wsPingIntervalMs: opts.wsPingIntervalMs,
     corsOrigins: opts.corsOrigins,
     authFailuresPerMinute: opts.authFailuresPerMinute,
+    trustedProxies: opts.trustedProxies,
     ...(opts.tls && { https: { cert: opts.tls.cert, key: opts.tls.key } }),
   });
   const url = await app.listen({ host: opts.host, port: opts.port });

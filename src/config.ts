@@ -92,6 +92,8 @@ export interface Config {
   corsOrigins: string[];
   /** Failed authentications one client address may make a minute before the gateway answers 429. */
   authFailuresPerMinute: number;
+  /** Reverse proxies whose X-Forwarded-For the gateway believes (addresses or CIDRs), so limits see clients, not the proxy. */
+  trustedProxies: string[];
   /** How long a replaced secret version stays usable by its explicit version. */
   secretGraceMs: number;
   /** TLS for the gateway (HTTPS, WSS) and the core (gRPC): a PEM certificate chain and key. */
@@ -192,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     tenantMaxRuns: read('ABC_TENANT_MAX_RUNS', 1000, parseLimitOrOff),
     corsOrigins: read('ABC_CORS_ORIGINS', [], parseOrigins),
     authFailuresPerMinute: read('ABC_AUTH_FAILURES_PER_MINUTE', 60, parsePositiveInt),
+    trustedProxies: read('ABC_TRUSTED_PROXIES', [], (raw) => ({ value: raw.split(',').map((p) => p.trim()).filter(Boolean) })),
     secretGraceMs: ms('ABC_SECRET_GRACE_MS', 86_400_000),
     tlsCertFile: read<string | undefined>('ABC_TLS_CERT_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     tlsKeyFile: read<string | undefined>('ABC_TLS_KEY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
@@ -258,7 +261,7 @@ export type CoreSettings = ReturnType<typeof coreSettings>;
 
 /** What a gateway runs with, besides where it listens and which core it speaks to. */
 export function gatewaySettings(config: Config) {
-  return { wsPingIntervalMs: config.wsPingIntervalMs, corsOrigins: config.corsOrigins, authFailuresPerMinute: config.authFailuresPerMinute };
+  return { wsPingIntervalMs: config.wsPingIntervalMs, corsOrigins: config.corsOrigins, authFailuresPerMinute: config.authFailuresPerMinute, trustedProxies: config.trustedProxies };
 }
 
 /** Origins as a browser sends them: scheme://host[:port], comma-separated. */

@@ -13,6 +13,7 @@ export interface GatewayThreadOptions {
   wsPingIntervalMs: number;
   corsOrigins: readonly string[];
   authFailuresPerMinute: number;
+  trustedProxies: readonly string[];
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
 

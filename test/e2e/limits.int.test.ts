@@ -7,6 +7,8 @@ import { startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 import { failure, unary, withKey } from '../support/grpc.js';
 import { liveRun } from '../support/live-run.js';
+import { startGateway } from '../../gateway/server.js';
+import { testLogger } from '../support/log.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -79,5 +81,20 @@ describe('bad credentials', () => {
     expect(body.error.retry_after_seconds).toBeGreaterThan(0);
     // A good key from that address waits too: the address is what floods.
     expect((await s.http('/v1/agents')).status).toBe(429);
+  });
+});
+
+describe('behind a trusted proxy', () => {
+  it('limits each forwarded client, not the proxy', async () => {
+    const proxied = await startGateway({ coreAddr: s.core.address, host: '127.0.0.1', port: 0, logger: testLogger(), trustedProxies: ['127.0.0.1'], authFailuresPerMinute: 5 });
+    try {
+      const from = (client: string, key: string) => fetch(`${proxied.url}/v1/agents`, { headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': client } });
+      const statuses = [];
+      for (let i = 0; i < 7; i++) statuses.push((await from('10.0.0.1', `abc_wrong_${i}`)).status);
+      expect(statuses).toEqual([401, 401, 401, 401, 401, 429, 429]);
+      expect((await from('10.0.0.2', s.key)).status).toBe(200);
+    } finally {
+      await proxied.close();
+    }
   });
 });
