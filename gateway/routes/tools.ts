@@ -72,6 +72,15 @@ export function toolRoutes(app: FastifyInstance, core: CoreClients): void {
     },
     async (req) => ({ secret: secretJson((await call(core.tools.putSecret.bind(core.tools), { name: req.params.name, value: req.body.value }, req)).secret!) }),
   );
+  // The platform policy: the document in force, and a new version stored over the API.
+  app.get('/v1/policy', async (req) => {
+    const res = await call(core.tools.getPolicy.bind(core.tools), {}, req);
+    return { policy: res.policy, source: res.source };
+  });
+  app.put<{ Body: Record<string, unknown> }>('/v1/policy', { schema: { body: { type: 'object' } } }, async (req) => {
+    const res = await call(core.tools.putPolicy.bind(core.tools), { policy: req.body }, req);
+    return { version: res.version, created_at: res.createdAt };
+  });
   app.get('/v1/secrets', async (req) => ({ secrets: (await call(core.tools.listSecrets.bind(core.tools), {}, req)).secrets.map(secretJson) }));
 
   app.post<{ Body: Record<string, any> }>(

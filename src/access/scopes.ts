@@ -62,6 +62,8 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
   [`${TOOL}SubmitToolResult`]: { scope: 'client' },
   [`${TOOL}PutSecret`]: { scope: 'operator' },
   [`${TOOL}ListSecrets`]: { scope: 'operator' },
+  [`${TOOL}PutPolicy`]: { scope: 'operator' },
+  [`${TOOL}GetPolicy`]: { scope: 'operator' },
 
   [`${APPROVAL}ListApprovals`]: { scope: 'client', runToken: 'live' },
   [`${APPROVAL}DecideApproval`]: { scope: 'client' },

@@ -39,6 +39,7 @@ export const ERROR_CODES = {
   tool_timeout: 'A tool did not answer within its timeout.',
   invalid_output: "A tool's result breaks its output schema, or is not JSON.",
   blocked: 'The policy blocked the tool call, LLM call (model) or agent-to-agent call (`details.rule_id`, `details.policy_version`).',
+  policy_version_conflict: "A policy stored over the API must have a version above every stored one's (`details.stored_version`).",
   budget_exhausted: "A token budget of the policy is used up: the run's or the tenant's daily (`details.budget`, `limit`, `used`).",
   rejected: 'A human rejected the approval.',
   approval_timeout: 'Nobody decided the approval in time.',

@@ -80,7 +80,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   const secrets = opts.secrets;
-  const policy = await PolicyStore.open(opts.policyFile, log);
+  const policy = await PolicyStore.open(opts.policyFile, log, { em: () => opts.orm.em.fork(), bus });
   const runs = new Runs({
     secrets,
     consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),

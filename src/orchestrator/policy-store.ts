@@ -1,10 +1,16 @@
-// The active policy: loaded from ABC_POLICY_FILE, reloaded when the file changes.
-// A file that fails its schema is refused with a clear error; the old policy stays.
+// The active policy: from ABC_POLICY_FILE (reloaded when the file changes) or
+// stored over the API (every core reloads it on its notification); the
+// document with the higher `version` wins. A document that fails its schema is
+// refused with a clear error; the old policy stays.
 import { readFile } from 'node:fs/promises';
 import { unwatchFile, watchFile } from 'node:fs';
 import { Ajv } from 'ajv';
 import { duplicateRuleIds, POLICY_SCHEMA, type PolicyDocument } from '../domain/policy.js';
 import type { Logger } from '../runtime/log.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { invalidRequest } from '../domain/errors.js';
+import type { EventBus } from '../store/event-bus.js';
+import { activePolicy, storePolicy, type StoredPolicy } from '../store/policies.js';
 
 /** With no policy file every call is allowed. */
 export const ALLOW_ALL: PolicyDocument = { version: 1, rules: [], default: 'allow' };
@@ -19,6 +25,11 @@ export function parsePolicy(text: string): { ok: true; policy: PolicyDocument } 
   } catch (error) {
     return { ok: false, error: `not valid JSON: ${(error as Error).message}` };
   }
+  return checkPolicy(json);
+}
+
+/** Checks a policy document given as JSON. */
+export function checkPolicy(json: unknown): { ok: true; policy: PolicyDocument } | { ok: false; error: string } {
   if (!validate(json)) {
     const e = validate.errors![0]!;
     return { ok: false, error: `${e.instancePath || '(document)'} ${e.message}` };
@@ -39,20 +50,36 @@ export function parsePolicy(text: string): { ok: true; policy: PolicyDocument } 
   return { ok: true, policy };
 }
 
+/** Where the policies stored over the API live. */
+export interface PolicyDb {
+  em: () => EntityManager;
+  bus: EventBus;
+}
+
 export class PolicyStore {
   #policy: PolicyDocument;
+  #stored: StoredPolicy | undefined;
   readonly #file: string | undefined;
   readonly #log: Logger;
+  readonly #db: PolicyDb | undefined;
+  #unwake: (() => void) | undefined;
 
-  private constructor(policy: PolicyDocument, file: string | undefined, log: Logger) {
+  private constructor(policy: PolicyDocument, file: string | undefined, log: Logger, db: PolicyDb | undefined) {
     this.#policy = policy;
     this.#file = file;
     this.#log = log;
+    this.#db = db;
   }
 
-  /** Loads the policy file (a bad one stops the boot) and watches it for changes. */
-  static async open(file: string | undefined, log: Logger, pollMs = 500): Promise<PolicyStore> {
-    const store = new PolicyStore(ALLOW_ALL, file, log.child({ component: 'policy' }));
+  /** Loads the policy file (a bad one stops the boot) and the stored policy, and follows both. */
+  static async open(file: string | undefined, log: Logger, db?: PolicyDb, pollMs = 500): Promise<PolicyStore> {
+    const store = new PolicyStore(ALLOW_ALL, file, log.child({ component: 'policy' }), db);
+    if (db) {
+      // Before migrations the table may be missing: the file (or allow-all) holds until a reload.
+      await store.#reloadStored().catch((error) => store.#log.warn({ err: error }, 'no stored policy yet'));
+      // A notification, or a reconnect after which one may have been missed.
+      store.#unwake = db.bus.onWake('policy', () => void store.#reloadStored().catch((error) => store.#log.error({ err: error }, 'stored policy reload failed')));
+    }
     if (!file) return store;
     const result = await store.reload();
     if (!result.ok) throw new Error(`ABC_POLICY_FILE ${file}: ${result.error}`);
@@ -60,8 +87,32 @@ export class PolicyStore {
     return store;
   }
 
+  /** The policy in force: the file's or the stored one, whichever has the higher version. */
   current(): PolicyDocument {
-    return this.#policy;
+    return this.#stored && this.#stored.version >= this.#policy.version ? this.#stored.document : this.#policy;
+  }
+
+  /** The policy in force and where it came from. */
+  describe(): { document: PolicyDocument; source: 'api' | 'file' | 'default' } {
+    const document = this.current();
+    return { document, source: document === this.#stored?.document ? 'api' : this.#file ? 'file' : 'default' };
+  }
+
+  /** Stores a new policy over the API; every core takes it. Its version must be above every stored one. */
+  async put(json: unknown): Promise<StoredPolicy> {
+    if (!this.#db) throw new Error('policies are not stored in this process');
+    const checked = checkPolicy(json);
+    if (!checked.ok) throw invalidRequest(`the policy is not valid: ${checked.error}`, 'policy');
+    const stored = await this.#db.em().transactional((tx) => storePolicy(tx, checked.policy));
+    this.#stored = stored;
+    this.#log.info({ version: stored.version, rules: stored.document.rules.length }, 'policy stored');
+    return stored;
+  }
+
+  async #reloadStored(): Promise<void> {
+    const stored = await activePolicy(this.#db!.em());
+    if (stored && stored.version !== this.#stored?.version) this.#log.info({ version: stored.version }, 'stored policy loaded');
+    this.#stored = stored;
   }
 
   /** Re-reads the file. On failure the active policy is kept and the error returned. */
@@ -87,5 +138,6 @@ export class PolicyStore {
 
   close(): void {
     if (this.#file) unwatchFile(this.#file);
+    this.#unwake?.();
   }
 }

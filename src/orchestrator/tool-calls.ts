@@ -104,6 +104,10 @@ export class ToolCalls {
   }
 
   /** The kinds of tool this core can call. */
+  get policy(): PolicyStore {
+    return this.#opts.policy;
+  }
+
   get secrets(): Secrets {
     return this.#opts.secrets;
   }

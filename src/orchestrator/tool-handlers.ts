@@ -136,6 +136,17 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       const { tenantId } = requireKey(ctx.principal);
       return { secrets: (await calls.secrets.list(tenantId)).map(toSecretInfo) };
     },
+    async putPolicy(req, ctx) {
+      requireKey(ctx.principal);
+      if (!req.policy) throw invalidRequest('policy is required', 'policy');
+      const stored = await calls.policy.put(req.policy);
+      return { version: stored.version, createdAt: millis(stored.createdAt) };
+    },
+    async getPolicy(_req, ctx) {
+      requireKey(ctx.principal);
+      const { document, source } = calls.policy.describe();
+      return { policy: document as unknown as Record<string, unknown>, source };
+    },
     async submitToolResult(req, ctx) {
       const principal = requireKey(ctx.principal);
       const user = String(ctx.metadata.get('x-user-id')[0] ?? '') || null;

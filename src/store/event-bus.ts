@@ -17,6 +17,8 @@ export const CANCEL_CHANNEL = 'abc_run_cancel';
 export const RUN_ENDED_CHANNEL = 'abc_run_ended';
 /** Payload: a ticket whose execution row changed. */
 export const TICKETS_CHANNEL = 'abc_tickets';
+/** A new policy was stored over the API: every core reloads it (wake key `policy`). */
+export const POLICY_CHANNEL = 'abc_policy';
 
 /** The listener's application_name, so operators (and tests) can find its backend. */
 export const LISTENER_APPLICATION = 'abc-listener';
@@ -72,7 +74,7 @@ export class EventBus {
     client.on('notification', (n) => this.#dispatch(n.channel, n.payload ?? ''));
     try {
       await client.connect();
-      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}`);
+      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}`);
       return client;
     } catch (error) {
       await client.end().catch(() => {});
@@ -142,6 +144,10 @@ export class EventBus {
     }
     if (channel === RUN_ENDED_CHANNEL) {
       this.#ends.emit('ended', payload);
+      return;
+    }
+    if (channel === POLICY_CHANNEL) {
+      this.#wakes.emit('policy');
       return;
     }
     if (channel === CANCEL_CHANNEL) {

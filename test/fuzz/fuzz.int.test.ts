@@ -147,6 +147,8 @@ function routes(): Route[] {
     { method: 'POST', path: '/v1/stream_tokens', body: { run_id: ids.run, ttl_seconds: 60 } },
     { method: 'PUT', path: '/v1/secrets/fz.secret', body: { value: 'v' } },
     { method: 'GET', path: '/v1/secrets' },
+    { method: 'GET', path: '/v1/policy' },
+    { method: 'PUT', path: '/v1/policy', body: { version: 1000, default: 'allow', rules: [{ id: 'fz', tools: ['fz.*'], decision: 'require_approval' }] } },
     { method: 'GET', path: '/v1/nope' },
   ];
 }

@@ -165,6 +165,7 @@ describe('layering', () => {
       snapshots: ['src/store/snapshot-store.ts'],
       contract_versions: ['src/store/contract-versions.ts'],
       token_usage: ['src/store/token-usage.ts'],
+      policies: ['src/store/policies.ts'],
     };
     const bad: string[] = [];
     for (const file of sources(path.join(ROOT, 'src'))) {

@@ -356,6 +356,27 @@ export interface ToolCall {
   deadlineTs: number;
 }
 
+/** PutPolicyRequest is PUT /v1/policy: the document of ABC_POLICY_FILE's shape. */
+export interface PutPolicyRequest {
+  policy?: { [key: string]: any } | undefined;
+}
+
+/** PutPolicyResponse describes the stored document. */
+export interface PutPolicyResponse {
+  version: number;
+  createdAt: number;
+}
+
+/** GetPolicyRequest asks for the policy in force. */
+export interface GetPolicyRequest {
+}
+
+/** GetPolicyResponse holds it; source is api, file or default (allow all). */
+export interface GetPolicyResponse {
+  policy?: { [key: string]: any } | undefined;
+  source: string;
+}
+
 /** SecretInfo describes one version of a secret, without its value. */
 export interface SecretInfo {
   name: string;
@@ -1130,6 +1151,299 @@ export const ToolCall: MessageFns<ToolCall> = {
       ? ToolCallTimestamps.fromPartial(object.timestamps)
       : undefined;
     message.deadlineTs = object.deadlineTs ?? 0;
+    return message;
+  },
+};
+
+function createBasePutPolicyRequest(): PutPolicyRequest {
+  return { policy: undefined };
+}
+
+export const PutPolicyRequest: MessageFns<PutPolicyRequest> = {
+  encode(message: PutPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.policy !== undefined) {
+      Struct.encode(Struct.wrap(message.policy), writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PutPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePutPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.policy = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PutPolicyRequest {
+    return { policy: isObject(object.policy) ? object.policy : undefined };
+  },
+
+  toJSON(message: PutPolicyRequest): unknown {
+    const obj: any = {};
+    if (message.policy !== undefined) {
+      obj.policy = message.policy;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PutPolicyRequest>, I>>(base?: I): PutPolicyRequest {
+    return PutPolicyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PutPolicyRequest>, I>>(object: I): PutPolicyRequest {
+    const message = createBasePutPolicyRequest();
+    message.policy = object.policy ?? undefined;
+    return message;
+  },
+};
+
+function createBasePutPolicyResponse(): PutPolicyResponse {
+  return { version: 0, createdAt: 0 };
+}
+
+export const PutPolicyResponse: MessageFns<PutPolicyResponse> = {
+  encode(message: PutPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.version !== 0) {
+      writer.uint32(8).int32(message.version);
+    }
+    if (message.createdAt !== 0) {
+      writer.uint32(16).int64(message.createdAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PutPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePutPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.version = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.createdAt = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PutPolicyResponse {
+    return {
+      version: isSet(object.version) ? globalThis.Number(object.version) : 0,
+      createdAt: isSet(object.createdAt)
+        ? globalThis.Number(object.createdAt)
+        : isSet(object.created_at)
+        ? globalThis.Number(object.created_at)
+        : 0,
+    };
+  },
+
+  toJSON(message: PutPolicyResponse): unknown {
+    const obj: any = {};
+    if (message.version !== 0) {
+      obj.version = Math.round(message.version);
+    }
+    if (message.createdAt !== 0) {
+      obj.createdAt = Math.round(message.createdAt);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PutPolicyResponse>, I>>(base?: I): PutPolicyResponse {
+    return PutPolicyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PutPolicyResponse>, I>>(object: I): PutPolicyResponse {
+    const message = createBasePutPolicyResponse();
+    message.version = object.version ?? 0;
+    message.createdAt = object.createdAt ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetPolicyRequest(): GetPolicyRequest {
+  return {};
+}
+
+export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
+  encode(_: GetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPolicyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPolicyRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): GetPolicyRequest {
+    return {};
+  },
+
+  toJSON(_: GetPolicyRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(base?: I): GetPolicyRequest {
+    return GetPolicyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(_: I): GetPolicyRequest {
+    const message = createBaseGetPolicyRequest();
+    return message;
+  },
+};
+
+function createBaseGetPolicyResponse(): GetPolicyResponse {
+  return { policy: undefined, source: "" };
+}
+
+export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
+  encode(message: GetPolicyResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.policy !== undefined) {
+      Struct.encode(Struct.wrap(message.policy), writer.uint32(10).fork()).join();
+    }
+    if (message.source !== "") {
+      writer.uint32(18).string(message.source);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetPolicyResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetPolicyResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.policy = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetPolicyResponse {
+    return {
+      policy: isObject(object.policy) ? object.policy : undefined,
+      source: isSet(object.source) ? globalThis.String(object.source) : "",
+    };
+  },
+
+  toJSON(message: GetPolicyResponse): unknown {
+    const obj: any = {};
+    if (message.policy !== undefined) {
+      obj.policy = message.policy;
+    }
+    if (message.source !== "") {
+      obj.source = message.source;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetPolicyResponse>, I>>(base?: I): GetPolicyResponse {
+    return GetPolicyResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetPolicyResponse>, I>>(object: I): GetPolicyResponse {
+    const message = createBaseGetPolicyResponse();
+    message.policy = object.policy ?? undefined;
+    message.source = object.source ?? "";
     return message;
   },
 };
@@ -2707,6 +3021,30 @@ export const ToolServiceService = {
     responseSerialize: (value: ListSecretsResponse): Buffer => Buffer.from(ListSecretsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListSecretsResponse => ListSecretsResponse.decode(value),
   },
+  /**
+   * PutPolicy stores a policy document over the API; every core takes it. Its
+   * version must be above every stored one; the document with the higher
+   * version, this or ABC_POLICY_FILE's, is in force.
+   */
+  putPolicy: {
+    path: "/abc.orchestrator.v1.ToolService/PutPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PutPolicyRequest): Buffer => Buffer.from(PutPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PutPolicyRequest => PutPolicyRequest.decode(value),
+    responseSerialize: (value: PutPolicyResponse): Buffer => Buffer.from(PutPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PutPolicyResponse => PutPolicyResponse.decode(value),
+  },
+  /** GetPolicy returns the policy in force and where it came from. */
+  getPolicy: {
+    path: "/abc.orchestrator.v1.ToolService/GetPolicy" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetPolicyRequest): Buffer => Buffer.from(GetPolicyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetPolicyRequest => GetPolicyRequest.decode(value),
+    responseSerialize: (value: GetPolicyResponse): Buffer => Buffer.from(GetPolicyResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetPolicyResponse => GetPolicyResponse.decode(value),
+  },
 } as const;
 
 export interface ToolServiceServer extends UntypedServiceImplementation {
@@ -2729,6 +3067,14 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
   putSecret: handleUnaryCall<PutSecretRequest, PutSecretResponse>;
   /** ListSecrets lists the tenant's secrets: names and versions, never values. */
   listSecrets: handleUnaryCall<ListSecretsRequest, ListSecretsResponse>;
+  /**
+   * PutPolicy stores a policy document over the API; every core takes it. Its
+   * version must be above every stored one; the document with the higher
+   * version, this or ABC_POLICY_FILE's, is in force.
+   */
+  putPolicy: handleUnaryCall<PutPolicyRequest, PutPolicyResponse>;
+  /** GetPolicy returns the policy in force and where it came from. */
+  getPolicy: handleUnaryCall<GetPolicyRequest, GetPolicyResponse>;
 }
 
 export interface ToolServiceClient extends Client {
@@ -2862,6 +3208,42 @@ export interface ToolServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListSecretsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * PutPolicy stores a policy document over the API; every core takes it. Its
+   * version must be above every stored one; the document with the higher
+   * version, this or ABC_POLICY_FILE's, is in force.
+   */
+  putPolicy(
+    request: PutPolicyRequest,
+    callback: (error: ServiceError | null, response: PutPolicyResponse) => void,
+  ): ClientUnaryCall;
+  putPolicy(
+    request: PutPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PutPolicyResponse) => void,
+  ): ClientUnaryCall;
+  putPolicy(
+    request: PutPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PutPolicyResponse) => void,
+  ): ClientUnaryCall;
+  /** GetPolicy returns the policy in force and where it came from. */
+  getPolicy(
+    request: GetPolicyRequest,
+    callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
+  ): ClientUnaryCall;
+  getPolicy(
+    request: GetPolicyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
+  ): ClientUnaryCall;
+  getPolicy(
+    request: GetPolicyRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
   ): ClientUnaryCall;
 }
 
