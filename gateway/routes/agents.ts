@@ -16,11 +16,12 @@ const registerBody = {
     name: { type: 'string', minLength: 1, maxLength: 256 },
     endpoint: { type: 'string', minLength: 1, maxLength: 512 },
     capabilities: { type: 'array', items: { type: 'string' }, maxItems: 100 },
+    // A token (stored as a secret of the tenant, rotated by registering again), or a secret already in the store.
     auth: {
       type: 'object',
       additionalProperties: false,
-      required: ['token'],
-      properties: { type: { type: 'string', enum: ['bearer'] }, token: { type: 'string', minLength: 1 } },
+      oneOf: [{ required: ['token'] }, { required: ['secret'] }],
+      properties: { type: { type: 'string', enum: ['bearer'] }, token: { type: 'string', minLength: 1, maxLength: 16384 }, secret: { type: 'string', minLength: 1, maxLength: 140 } },
     },
     metadata: { type: 'object' },
   },
@@ -31,7 +32,7 @@ interface RegisterBody {
   name: string;
   endpoint: string;
   capabilities?: string[];
-  auth?: { type?: string; token: string };
+  auth?: { type?: string; token?: string; secret?: string };
   metadata?: Record<string, unknown>;
 }
 
@@ -45,7 +46,7 @@ export function agentRoutes(app: FastifyInstance, core: CoreClients): void {
         name: b.name,
         endpoint: b.endpoint,
         capabilities: b.capabilities ?? [],
-        auth: b.auth ? { type: b.auth.type ?? 'bearer', token: b.auth.token } : undefined,
+        auth: b.auth ? { type: b.auth.type ?? 'bearer', token: b.auth.token ?? '', secret: b.auth.secret ?? '' } : undefined,
         metadata: b.metadata,
       }),
       req,

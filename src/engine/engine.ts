@@ -4,7 +4,7 @@
 // read frozen state and answer; every step runs through the PEP after the
 // policy's role × tool check. Failures become StructuredErrors that the policy
 // turns into RETRY, REPLAN (LOCAL or GLOBAL), ROLLBACK, WAIT_HUMAN or HALT.
-import type { SecretBox } from '../access/secret-box.js';
+import type { Secrets } from '../access/secrets.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { ContractLookup } from '../ports/contracts.js';
 import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
@@ -61,8 +61,8 @@ export interface EngineOptions {
   /** Defaults under every assembly's `engine` section. */
   settings: Partial<EngineSettings>;
   agentIdleTimeoutMs: number;
-  /** Opens agents' sealed tokens. */
-  secrets: SecretBox;
+  /** Opens agents' tokens (secrets of their tenant). */
+  secrets: Secrets;
   /** The platform policy every plan step asks before it runs, as agents' tool calls do. */
   policy: () => PolicyDocument;
 }

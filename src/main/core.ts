@@ -80,9 +80,11 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   const secrets = opts.secrets;
+  // Connector credentials and agents' tokens: the secret store, sealed with the same key.
+  const connectorSecrets = new Secrets(opts.orm, secrets, opts.secretGraceMs);
   const policy = await PolicyStore.open(opts.policyFile, log, { em: () => opts.orm.em.fork(), bus });
   const runs = new Runs({
-    secrets,
+    secrets: connectorSecrets,
     consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
     orm: opts.orm,
     bus,
@@ -109,7 +111,6 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // Every kind of tool ABC can call; a new kind (MCP, A2A) is one more adapter here.
   const toolKinds = new ToolKinds([...opts.toolKinds, ...opts.packs.flatMap((p) => p.toolKinds ?? [])]);
   const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);
-  const connectorSecrets = new Secrets(opts.orm, secrets, opts.secretGraceMs);
   const toolCalls = new ToolCalls({
     orm: opts.orm,
     bus,
@@ -131,7 +132,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     log,
     intervalMs: opts.agentHeartbeatIntervalMs,
     unhealthyAfterMs: opts.agentUnhealthyAfterMs,
-    secrets,
+    secrets: connectorSecrets,
   };
   const c = opts.contracts;
   const routerUrl = opts.llm.routerUrl;
@@ -161,7 +162,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     leaseMs: c.leaseMs,
     pollIntervalMs: c.pollIntervalMs,
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
-    secrets,
+    secrets: connectorSecrets,
     settings: c.engine,
     policy: () => policy.current(),
   });

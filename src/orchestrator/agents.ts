@@ -2,6 +2,7 @@
 // Health checks are deadline rows claimed with SKIP LOCKED, so any number of
 // core replicas can share the work without checking an agent twice.
 import type { SecretBox } from '../access/secret-box.js';
+import type { Secrets } from '../access/secrets.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
 import { claimDueAgents, plaintextTokens, recordCheckFailure, recordCheckSuccess, replaceToken, type AgentRow } from '../store/agent-store.js';
@@ -17,8 +18,8 @@ export interface HealthOptions {
   log: Logger;
   intervalMs: number;
   unhealthyAfterMs: number;
-  /** Opens agents' sealed tokens. */
-  secrets: SecretBox;
+  /** Opens agents' tokens (secrets of their tenant). */
+  secrets: Secrets;
   /** Timeout of one GET /health. */
   checkTimeoutMs?: number;
 }
@@ -28,7 +29,7 @@ export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'ten
   let failure: string | null = null;
   try {
     const res = await fetch(`${agent.endpoint}/health`, {
-      headers: agent.authToken ? { authorization: `Bearer ${opts.secrets.open(agent.authToken)}` } : {},
+      headers: agent.authToken ? { authorization: `Bearer ${await opts.secrets.agentToken(agent.tenantId, agent.authToken)}` } : {},
       signal: AbortSignal.timeout(opts.checkTimeoutMs ?? HEALTH_CHECK_TIMEOUT_MS),
     });
     await res.body?.cancel();

@@ -96,6 +96,11 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
 
 export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): ServiceHandlers<typeof AgentServiceService> {
   const em = () => orm.em.fork();
+  async function agentAuth(tenantId: string, agentId: string, auth: { type: string; token: string; secret: string } | undefined) {
+    const stored = auth && (await health.secrets.agentCredential(tenantId, agentId, auth));
+    return stored ? { type: auth!.type || 'bearer', token: stored } : undefined;
+  }
+
   /** A key with only the agent scope changes only the agents it registered; a new id is its to take. */
   async function requireAgentOwner(principal: KeyPrincipal, agentId: string, mayCreate: boolean): Promise<void> {
     if (hasScope(principal.scopes, 'operator')) return;
@@ -131,7 +136,8 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
         endpoint: req.endpoint,
         capabilities: req.capabilities,
         // Stored sealed: the token is write-only and never at rest in plaintext.
-        auth: req.auth?.token ? { type: req.auth.type || 'bearer', token: health.secrets.seal(req.auth.token) } : undefined,
+        // Stored as a reference to a secret of the tenant: the token itself is never in the agents table.
+        auth: await agentAuth(principal.tenantId, req.agentId, req.auth),
         metadata: req.metadata,
       });
       return { ok: true, registeredAt: millis(agent.lastHeartbeat), agent: toAgentMessage(agent) };

@@ -1,7 +1,7 @@
 // Runs: start, execute against the agent, cancel, read, watch (seed 001 §4.1, §6, §8.1).
 import { randomBytes } from 'node:crypto';
 import { hashToken, newRunToken } from '../access/run-tokens.js';
-import type { SecretBox } from '../access/secret-box.js';
+import type { Secrets } from '../access/secrets.js';
 import { isUniqueViolation } from '../store/orm.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetryPolicy } from '../domain/backoff.js';
@@ -44,8 +44,8 @@ import {
 import { appendMessage, ensureSession, listMessages } from '../store/session-store.js';
 
 export interface RunsOptions {
-  /** Opens agents' sealed tokens. */
-  secrets: SecretBox;
+  /** Opens agents' tokens (secrets of their tenant). */
+  secrets: Secrets;
   orm: Orm;
   bus: EventBus;
   log: Logger;
@@ -374,7 +374,7 @@ export class Runs {
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
       const events = invokeAgent({
         endpoint: agent.endpoint,
-        authToken: agent.authToken && this.#opts.secrets.open(agent.authToken),
+        authToken: agent.authToken && (await this.#opts.secrets.agentToken(run.tenantId, agent.authToken)),
         signal,
         idleTimeoutMs: this.#opts.agentIdleTimeoutMs,
         retry: this.#opts.retry,

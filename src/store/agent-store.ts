@@ -149,9 +149,9 @@ export async function claimDueAgents(em: EntityManager, intervalMs: number): Pro
   return rows.map(toAgent);
 }
 
-/** Tokens stored in plaintext before secrets were sealed at rest. */
+/** Tokens stored in plaintext before secrets were sealed at rest (not sealed `v1:`, not a store reference `secret:`). */
 export const plaintextTokens = (em: EntityManager) =>
-  em.execute<{ tenant_id: string; agent_id: string; auth_token: string }[]>("SELECT tenant_id, agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%'");
+  em.execute<{ tenant_id: string; agent_id: string; auth_token: string }[]>("SELECT tenant_id, agent_id, auth_token FROM agents WHERE auth_token IS NOT NULL AND auth_token NOT LIKE 'v1:%' AND auth_token NOT LIKE 'secret:%'");
 
 export async function replaceToken(em: EntityManager, agent: AgentKey, from: string, to: string): Promise<void> {
   await em.execute('UPDATE agents SET auth_token = ? WHERE tenant_id = ? AND agent_id = ? AND auth_token = ?', [to, agent.tenantId, agent.agentId, from]);

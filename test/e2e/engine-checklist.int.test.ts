@@ -1,5 +1,6 @@
 // Seed 002 §6, the implementation checklist: one test per line.
 import { SecretBox } from '../../src/access/secret-box.js';
+import { Secrets } from '../../src/access/secrets.js';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,7 +81,7 @@ describe('seed 002 §6 checklist', () => {
         return { success: true, confidence: 1, errors: [], role: 'REVIEWER' };
       },
     };
-    const roles = new Roles({ REVIEWER: meddler } as never, { em: () => s.orm.em.fork(), agentIdleTimeoutMs: 1000, secrets: SecretBox.ephemeral() });
+    const roles = new Roles({ REVIEWER: meddler } as never, { em: () => s.orm.em.fork(), agentIdleTimeoutMs: 1000, secrets: new Secrets(s.orm, SecretBox.ephemeral(), 1000) });
     const global: GlobalState = frozen({ execution_id: 'e', original_goal: 'g', lifecycle_state: 'STEP_REVIEW', iteration_count: 0, trace_id: 't', created_at: 'now' });
     await roles.run('REVIEWER', undefined, global, frozen({ active_steps: {}, errors: [] } as unknown as EngineContextView), undefined, 'default');
     expect(tries).toEqual(['TypeError', 'TypeError', 'TypeError']);

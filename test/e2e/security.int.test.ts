@@ -117,13 +117,32 @@ describe('an IM socket', () => {
 });
 
 describe('stored credentials', () => {
-  it('keeps agent bearer tokens sealed at rest and still presents them to the agent', async () => {
+  it("keeps agent bearer tokens as secrets of the store, sealed, and still presents them to the agent", async () => {
     const rows = await s.orm.em.fork().execute<{ auth_token: string }[]>("SELECT auth_token FROM agents WHERE agent_id = 'sec-a'");
-    expect(rows[0]!.auth_token).toMatch(/^v1:/);
-    expect(rows[0]!.auth_token).not.toContain(AGENT_SECRET);
+    expect(rows[0]!.auth_token).toBe('secret:agent.sec-a');
+    const stored = await s.orm.em.fork().execute<{ sealed: string }[]>("SELECT sealed FROM secrets WHERE name = 'agent.sec-a'");
+    expect(stored[0]!.sealed).toMatch(/^v1:/);
+    expect(stored[0]!.sealed).not.toContain(AGENT_SECRET);
     const run = await liveRun(s, agent, { agentId: 'sec-a' });
     expect(run.inv.headers.authorization).toBe(`Bearer ${AGENT_SECRET}`);
     end(run);
+  });
+
+  it("rotates an agent's token when it registers again: the new one is used at once", async () => {
+    const rotated = `${AGENT_SECRET}-rotated`;
+    const res = await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'sec-a', name: 'sec-a', endpoint: agent.url, auth: { type: 'bearer', token: rotated } } });
+    expect(res.status).toBe(200);
+    const versions = (await (await s.http('/v1/secrets')).json()).secrets.filter((x: { name: string }) => x.name === 'agent.sec-a');
+    expect(versions.map((v: { version: number }) => v.version)).toEqual([2, 1]);
+    const run = await liveRun(s, agent, { agentId: 'sec-a' });
+    expect(run.inv.headers.authorization).toBe(`Bearer ${rotated}`);
+    end(run);
+    // And an agent may name a secret of the store in place of a token.
+    await s.http('/v1/secrets/shared-agent-token', { method: 'PUT', json: { value: 'from-the-store' } });
+    expect((await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'sec-a', name: 'sec-a', endpoint: agent.url, auth: { type: 'bearer', secret: 'shared-agent-token' } } })).status).toBe(200);
+    const again = await liveRun(s, agent, { agentId: 'sec-a' });
+    expect(again.inv.headers.authorization).toBe('Bearer from-the-store');
+    end(again);
   });
 
   it('answers 401 before validating the query when no key is given', async () => {

@@ -26,7 +26,7 @@ const list = () => unary(t.clients.agents.listAgents.bind(t.clients.agents), {},
 
 describe('agent registry', () => {
   it('registers an agent and lists it healthy, never echoing its token', async () => {
-    const res = await register({ agentId: 'weather_agent', name: 'Weather', endpoint: agent.url, capabilities: ['weather_query'], auth: { type: 'bearer', token: 'super-secret-token' } });
+    const res = await register({ agentId: 'weather_agent', name: 'Weather', endpoint: agent.url, capabilities: ['weather_query'], auth: { type: 'bearer', token: 'super-secret-token', secret: '' } });
     expect(res.ok).toBe(true);
     expect(res.registeredAt).toBeGreaterThan(Date.now() - 10_000);
     const listed = (await list()).find((a) => a.agentId === 'weather_agent')!;

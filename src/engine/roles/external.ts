@@ -1,7 +1,7 @@
 // Roles filled from outside ABC's code: an LLM through ABC's own proxy path
 // (the `openai` SDK), or a registered agent over POST /invoke. Both read the
 // frozen state as JSON and answer an AgentOutput as JSON; neither writes.
-import type { SecretBox } from '../../access/secret-box.js';
+import type { Secrets } from '../../access/secrets.js';
 import type OpenAI from 'openai';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../../domain/errors.js';
@@ -79,7 +79,7 @@ export class RemoteAgent implements CognitiveAgent {
     readonly agentId: string,
     readonly em: () => EntityManager,
     readonly idleTimeoutMs: number,
-    readonly secrets: SecretBox,
+    readonly secrets: Secrets,
   ) {
     this.name = `agent.${agentId}`;
   }
@@ -89,7 +89,7 @@ export class RemoteAgent implements CognitiveAgent {
     let text = '';
     for await (const event of invokeAgent({
       endpoint: agent.endpoint,
-      authToken: agent.authToken && this.secrets.open(agent.authToken),
+      authToken: agent.authToken && (await this.secrets.agentToken(this.tenantId, agent.authToken)),
       signal: AbortSignal.timeout(Math.max(this.idleTimeoutMs, 1000) * 4),
       idleTimeoutMs: this.idleTimeoutMs,
       headers: { 'x-abc-role': this.role, 'x-abc-execution-id': global.execution_id },

@@ -2,7 +2,7 @@
 // LLM cannot talk its way past); a configured LLM or agent then judges or
 // refines. Judging roles (PLAN_CRITIC, REVIEWER) must both pass; producing
 // roles take the external data only when it has the role's shape.
-import type { SecretBox } from '../../access/secret-box.js';
+import type { Secrets } from '../../access/secrets.js';
 import { Ajv } from 'ajv';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RoleBinding } from '../../domain/engine-policy.js';
@@ -38,7 +38,7 @@ export interface RoleRun {
 export class Roles {
   constructor(
     readonly builtins: Record<AgentRole, CognitiveAgent>,
-    readonly deps: { em: () => EntityManager; llm?: LlmAccess; agentIdleTimeoutMs: number; secrets: SecretBox },
+    readonly deps: { em: () => EntityManager; llm?: LlmAccess; agentIdleTimeoutMs: number; secrets: Secrets },
   ) {}
 
   /** Whether a binding puts an outside agent after the built-in (an LLM binding without a router does not). */

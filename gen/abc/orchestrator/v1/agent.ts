@@ -78,7 +78,10 @@ export function agentStatusToNumber(object: AgentStatus): number {
  */
 export interface AgentAuth {
   type: string;
+  /** Stored as a new version of the secret `agent.<agent_id>` of the caller's tenant. */
   token: string;
+  /** Or a secret already in the store (`name` or `name@version`), in place of a token. */
+  secret: string;
 }
 
 /** Agent is a registered external agent service (seed 001 §7.3). */
@@ -153,7 +156,7 @@ export interface InvokeAgentResponse {
 }
 
 function createBaseAgentAuth(): AgentAuth {
-  return { type: "", token: "" };
+  return { type: "", token: "", secret: "" };
 }
 
 export const AgentAuth: MessageFns<AgentAuth> = {
@@ -163,6 +166,9 @@ export const AgentAuth: MessageFns<AgentAuth> = {
     }
     if (message.token !== "") {
       writer.uint32(18).string(message.token);
+    }
+    if (message.secret !== "") {
+      writer.uint32(26).string(message.secret);
     }
     return writer;
   },
@@ -196,6 +202,14 @@ export const AgentAuth: MessageFns<AgentAuth> = {
             message.token = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.secret = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -212,6 +226,7 @@ export const AgentAuth: MessageFns<AgentAuth> = {
     return {
       type: isSet(object.type) ? globalThis.String(object.type) : "",
       token: isSet(object.token) ? globalThis.String(object.token) : "",
+      secret: isSet(object.secret) ? globalThis.String(object.secret) : "",
     };
   },
 
@@ -223,6 +238,9 @@ export const AgentAuth: MessageFns<AgentAuth> = {
     if (message.token !== "") {
       obj.token = message.token;
     }
+    if (message.secret !== "") {
+      obj.secret = message.secret;
+    }
     return obj;
   },
 
@@ -233,6 +251,7 @@ export const AgentAuth: MessageFns<AgentAuth> = {
     const message = createBaseAgentAuth();
     message.type = object.type ?? "";
     message.token = object.token ?? "";
+    message.secret = object.secret ?? "";
     return message;
   },
 };
