@@ -89,7 +89,7 @@ export const POLICY_SCHEMA = {
   additionalProperties: false,
   required: ['version', 'rules', 'default'],
   properties: {
-    version: { type: 'integer', minimum: 1 },
+    version: { type: 'integer', minimum: 1, maximum: 2147483647 },
     default: { enum: ['allow', 'require_approval', 'block'] },
     budgets: {
       type: 'object',

@@ -10,6 +10,8 @@ import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../store/tool-store.js';
 import type { Secrets } from '../access/secrets.js';
+import { evaluatePolicy, type PermissionLevel, type PolicyDocument } from '../domain/policy.js';
+import type { ToolRow } from '../domain/tool.js';
 
 export const TOOL_CAPABILITY_PREFIX = 'tool.';
 
@@ -50,12 +52,16 @@ export interface StepCall {
   stepId: string;
   capability: string;
   timeoutMs: number;
+  /** A human approved this capability for this step (the policy's require_approval is met). */
+  approved: boolean;
 }
 
 export class Pep {
   constructor(
     readonly whitelist: ReadonlySet<string>,
     readonly capabilities: Capabilities,
+    /** The platform policy, asked for every capability that actually runs (a fallback, an executor's choice). */
+    readonly policy: PolicyDocument,
   ) {}
 
   /** Throws COMPLIANCE unless the capability may run under this plan. */
@@ -74,12 +80,28 @@ export class Pep {
     }
   }
 
+  /** Throws COMPLIANCE unless the platform policy lets the capability run with this input now. */
+  ask(call: StepCall, input: Record<string, unknown>, permissionLevel: PermissionLevel): void {
+    const verdict = evaluatePolicy(this.policy, { tool: call.capability, args: input, agentId: '', permissionLevel, tenantId: call.tenantId, action: 'contract_step' });
+    if (verdict.decision === 'allow' || (verdict.decision === 'require_approval' && call.approved)) return;
+    const why = verdict.decision === 'block' ? verdict.reason : `${verdict.reason} (it needs a human's approval, which only a step's own capability can wait for)`;
+    throw new AbcError('PERMISSION_DENIED', {
+      code: 'POLICY_BLOCKED',
+      category: 'COMPLIANCE',
+      message: `blocked by policy rule ${verdict.ruleId}: ${why}`,
+      retryable: false,
+      details: { capability: call.capability, rule_id: verdict.ruleId, policy_version: verdict.policyVersion },
+    });
+  }
+
   /** Runs one step's capability; `em` reads the tool registry, and never reaches a unit. */
   async execute(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
     this.check(call.capability);
+    const tool = call.capability.startsWith(TOOL_CAPABILITY_PREFIX) ? await getTool(em(), call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length)) : undefined;
+    this.ask(call, ctx.input, tool?.permissionLevel ?? this.capabilities.units.meta(call.capability)?.permission_level ?? 'PUBLIC');
     const timeout = AbortSignal.timeout(call.timeoutMs);
     const signal = AbortSignal.any([ctx.signal, timeout]);
-    const work = this.#run(call, { ...ctx, signal }, em);
+    const work = this.#run(call, { ...ctx, signal }, tool);
     const timedOut = new Promise<never>((_, reject) =>
       signal.addEventListener('abort', () =>
         reject(
@@ -98,9 +120,8 @@ export class Pep {
     return this.capabilities.secrets.resolve(tenantId, ref);
   }
 
-  async #run(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
-    if (call.capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
-      const tool = await getTool(em(), call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length));
+  async #run(call: StepCall, ctx: UnitContext, tool: ToolRow | undefined): Promise<unknown> {
+    if (tool) {
       try {
         return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal, secret: (ref) => this.#secret(call.tenantId, ref) });
       } catch (error) {

@@ -106,7 +106,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT' } });
       continue;
     }
-    // The platform policy (ABC_POLICY_FILE), the same engine that decides agents' tool calls.
+    // The platform policy, the same engine that decides agents' tool calls: here it fails or holds a
+    // step before it starts; the PEP asks it again for whatever capability actually runs.
     const verdict = evaluatePolicy(k.policy, {
       tool: step.capability, args: planned.get(step.step_id)?.input ?? {}, agentId: '', permissionLevel: tool.permission_level, tenantId: k.row.tenant_id, action: 'contract_step',
     });
@@ -150,7 +151,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     );
   }
 
-  const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), k.capabilities);
+  const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), k.capabilities, k.policy);
   const running = new Set<string>();
   const outputs = Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
@@ -244,7 +245,9 @@ async function runWithFallback(
   capability: string,
   unit: Parameters<Pep['execute']>[1],
 ): Promise<{ value: unknown; capability: string; note?: string; failed?: StructuredError }> {
-  const call = (c: string) => pep.execute({ ticket: k.row.ticket, tenantId: k.row.tenant_id, stepId: step.id, capability: c, timeoutMs: step.timeout_ms }, unit, k.em);
+  // Approval holds for the capability the step was held for, not for a fallback or another one an executor picked.
+  const approved = (c: string) => c === step.tool_name && k.rec.approved_steps.includes(step.id);
+  const call = (c: string) => pep.execute({ ticket: k.row.ticket, tenantId: k.row.tenant_id, stepId: step.id, capability: c, timeoutMs: step.timeout_ms, approved: approved(c) }, unit, k.em);
   const fallback = step.fallback_tool;
   try {
     return { value: await call(capability), capability };

@@ -10,7 +10,7 @@ import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
-import { checkAgent, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
+import { checkAgent, checkRegistration, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
 import { getContext, getContextOrFail, putContext, type ContextBlobRow } from '../store/context-store.js';
 import type { RunRow } from '../store/run-store.js';
 import { Runs } from './runs.js';
@@ -127,6 +127,8 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
     },
     async registerAgent(req, ctx) {
       const principal = requireKey(ctx.principal);
+      // Checked before its token is stored, so a refused registration leaves no secret behind.
+      checkRegistration(req);
       await requireAgentOwner(principal, req.agentId, true);
       const agent = await registerAgent(em(), {
         tenantId: principal.tenantId,

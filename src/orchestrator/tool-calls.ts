@@ -103,15 +103,17 @@ export class ToolCalls {
     return this.#opts.orm.em.fork();
   }
 
-  /** The kinds of tool this core can call. */
+  /** The platform policy: its RPCs store and read it here. */
   get policy(): PolicyStore {
     return this.#opts.policy;
   }
 
+  /** Connector credentials: its RPCs store and list them here. */
   get secrets(): Secrets {
     return this.#opts.secrets;
   }
 
+  /** The kinds of tool this core can call. */
   get kinds(): ToolKinds {
     return this.#opts.kinds;
   }
@@ -249,9 +251,9 @@ export class ToolCalls {
   /**
    * Completes a client tool call with the client's `tool_result`. Only a call
    * that is waiting for its client accepts one; the result must fit the tool's
-   * output schema.
+   * output schema. It comes from a key of the call's tenant speaking for the
+   * call's user (`userId`, or any user the key speaks for when null).
    */
-  /** A client tool's result, from a key of the call's tenant speaking for its user (`userId`, or any it speaks for when null). */
   async submitResult(principal: KeyPrincipal, userId: string | null, res: { toolCallId: string; ok: boolean; result: unknown; errorMessage: string }): Promise<ToolCallRow> {
     return this.#em().transactional(async (tx) => {
       const row = await lockCallWithOwner(tx, res.toolCallId);
@@ -330,10 +332,12 @@ export class ToolCalls {
 
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
+    let tenantId = '';
     const started = await this.#em()
       .transactional(async (tx) => {
         const current = await readCallAndRun(tx, toolCallId);
         if (!current) throw notFound('tool_call', toolCallId);
+        tenantId = current.tenantId;
         // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
         const ended = RUN_MACHINE.isTerminal(current.runStatus);
         // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
@@ -355,7 +359,7 @@ export class ToolCalls {
         throw error;
       });
     if (!started) return;
-    const definition = tool ?? (await getTool(this.#em(), (await findRun(this.#em(), started.runId))!.tenantId, started.toolName));
+    const definition = tool ?? (await getTool(this.#em(), tenantId, started.toolName));
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {
@@ -366,7 +370,7 @@ export class ToolCalls {
         runId: started.runId,
         timeoutMs: started.timeoutMs ?? definition.timeoutMs,
         signal: new AbortController().signal,
-        secret: async (ref) => this.#opts.secrets.resolve((await findRun(this.#em(), started.runId))!.tenantId, ref),
+        secret: (ref) => this.#opts.secrets.resolve(tenantId, ref),
       });
     } catch (error) {
       const failure = error instanceof ToolFailure ? error : new ToolFailure('tool_failed', (error as Error).message);

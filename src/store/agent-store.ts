@@ -59,8 +59,8 @@ export interface AgentRegistration {
   metadata?: Record<string, unknown>;
 }
 
-/** Creates or replaces an agent. Registering counts as a heartbeat. */
-export async function registerAgent(em: EntityManager, reg: AgentRegistration): Promise<AgentRow> {
+/** Checks a registration; the error names the field. */
+export function checkRegistration(reg: Pick<AgentRegistration, 'agentId' | 'name' | 'endpoint'>): void {
   if (!/^[A-Za-z0-9._:-]{1,64}$/.test(reg.agentId)) throw invalidRequest('agent_id must be 1-64 of A-Z a-z 0-9 . _ : -', 'agent_id');
   if (!reg.name) throw invalidRequest('name is required', 'name');
   let url: URL;
@@ -70,6 +70,11 @@ export async function registerAgent(em: EntityManager, reg: AgentRegistration): 
     throw invalidRequest('endpoint must be an absolute http(s) URL', 'endpoint');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalidRequest('endpoint must be an http(s) URL', 'endpoint');
+}
+
+/** Creates or replaces an agent. Registering counts as a heartbeat. */
+export async function registerAgent(em: EntityManager, reg: AgentRegistration): Promise<AgentRow> {
+  checkRegistration(reg);
   const [row] = await em.execute<RawAgent[]>(
     `INSERT INTO agents (tenant_id, agent_id, owner_key_id, name, endpoint, capabilities, status, last_heartbeat, auth_type, auth_token, metadata, next_check_at)
      VALUES (?, ?, ?, ?, ?, ?::jsonb, 'healthy', now(), ?, ?, ?::jsonb, now())

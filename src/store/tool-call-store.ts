@@ -178,9 +178,9 @@ export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): 
 }
 
 /** A call's state with its run's, read together. */
-export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<{ status: string; kind: string; runId: string; runStatus: RunState } | undefined> {
-  const [row] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState }[]>(
-    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus" FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
+export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string } | undefined> {
+  const [row] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string }[]>(
+    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId" FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
     [toolCallId],
   );
   return row;

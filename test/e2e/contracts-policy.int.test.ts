@@ -90,4 +90,24 @@ describe('the platform policy over contract steps', () => {
     expect((await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, key })).status).toBe(404);
     expect((await (await s.http('/v1/approvals', { key })).json()).approvals).toEqual([]);
   });
+
+  it('asks the policy for a fallback too: a blocked fallback never runs', async () => {
+    await policy([{ id: 'no-vault', tools: ['vault'], when: { actions: ['contract_step'] }, decision: 'block', reason: 'the vault is closed' }]);
+    await new Promise((r) => setTimeout(r, 1200));
+    for (const name of ['flaky', 'vault']) {
+      expect((await s.http('/v1/tools/register', { method: 'POST', json: { name, kind: 'http', endpoint: tools.endpoint(name), timeout_ms: 5000 } })).status).toBe(200);
+    }
+    tools.script('flaky', { status: 500, body: { error: { code: 'down', message: 'flaky is down' } } });
+    const a = referenceAssembly();
+    a.version = '1.71.0';
+    a.capabilities.push({ name: 'tool.flaky', kind: 'TOOL' }, { name: 'tool.vault', kind: 'TOOL' });
+    a.steps.push({ id: 'open', label: 'open', tool_name: 'tool.flaky', fallback_tool: 'tool.vault', input: {}, dependencies: ['value_positions'] });
+    expect((await s.http('/v1/assemblies', { method: 'POST', json: a })).status).toBe(201);
+    const done = await pollUntilDone(s.http, await submit());
+    expect(done.status).toBe('FAILED');
+    expect(tools.calls('flaky').length).toBeGreaterThan(0);
+    expect(tools.calls('vault')).toHaveLength(0);
+    const blocked = (await trace(done.ticket)).find((e) => e.type === 'ERROR_OCCURRED' && e.payload.code === 'POLICY_BLOCKED');
+    expect(blocked?.payload.message).toBe('blocked by policy rule no-vault: the vault is closed');
+  });
 });

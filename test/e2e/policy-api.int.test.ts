@@ -44,6 +44,8 @@ describe('the policy over the API', () => {
     const bad = await s.http('/v1/policy', { method: 'PUT', json: { version: 3, default: 'perhaps', rules: [] } });
     expect(bad.status).toBe(400);
     expect((await bad.json()).error.message).toContain('the policy is not valid');
+    // A version past what the store keeps is bad input, not a database error.
+    expect((await s.http('/v1/policy', { method: 'PUT', json: { version: 2 ** 40, default: 'allow', rules: [] } })).status).toBe(400);
   });
 
   it('stores a new version that every core decides by at once', async () => {
