@@ -116,3 +116,6 @@ export function installBoundary(app: FastifyInstance): void {
     void reply.code(404).send({ error: { code: 'not_found', category: 'VALIDATION', message: `no route ${request.method} ${request.url.split('?')[0]!.slice(0, 200)}`, retryable: false } });
   });
 }
+
+/** `?platform=true`: the call is about the platform's catalogue or policy instead of the caller's tenant's. */
+export const platformQuery = { type: 'object', additionalProperties: false, properties: { platform: { type: 'boolean' } } } as const;

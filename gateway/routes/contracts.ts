@@ -6,6 +6,7 @@ import type { ContractInfo, PollTicketResponse, SubmitContractResponse } from '.
 import type { CoreClients } from '../core-client.js';
 import { errorBody } from '../errors.js';
 import { call } from '../grpc-call.js';
+import { platformQuery } from '../boundary.js';
 import { plainEnum } from '../mappers.js';
 
 export const ticketParams = { type: 'object', required: ['ticket'], properties: { ticket: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
@@ -57,7 +58,7 @@ export function pollJson(res: PollTicketResponse): Record<string, unknown> {
   };
 }
 
-const contractJson = (c: ContractInfo) => ({ contract_id: c.contractId, version: c.version, intent: c.intent, ...(c.description && { description: c.description }), source: c.source, schemas: c.schemas ?? {} });
+const contractJson = (c: ContractInfo) => ({ contract_id: c.contractId, version: c.version, intent: c.intent, ...(c.description && { description: c.description }), source: c.source, platform: c.platform, schemas: c.schemas ?? {} });
 
 const schemaObject = { type: 'object', required: ['$id'], properties: { $id: { type: 'string', minLength: 1, maxLength: 512 } } } as const;
 /** The shape of a definition; the core checks the rest (ids, versions, compilable schemas, additivity). */
@@ -80,8 +81,8 @@ const definitionSchema = {
 } as const;
 
 export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
-  app.post<{ Body: Record<string, unknown> }>('/v1/contracts', { schema: { body: definitionSchema }, bodyLimit: 1024 * 1024 }, async (req, reply) => {
-    const res = await call(core.ingress.registerContract.bind(core.ingress), { definition: req.body }, req);
+  app.post<{ Body: Record<string, unknown>; Querystring: { platform?: boolean } }>('/v1/contracts', { schema: { body: definitionSchema, querystring: platformQuery }, bodyLimit: 1024 * 1024 }, async (req, reply) => {
+    const res = await call(core.ingress.registerContract.bind(core.ingress), { definition: req.body, platform: req.query.platform ?? false }, req);
     return reply.code(res.created ? 201 : 200).send({ contract: contractJson(res.contract!), created: res.created });
   });
 

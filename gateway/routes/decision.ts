@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Assembly, type FrozenPlan, type PlanStep } from '../../gen/abc/decision/v1/decision.js';
 import type { CoreClients } from '../core-client.js';
 import { call } from '../grpc-call.js';
+import { platformQuery } from '../boundary.js';
 import { plainEnum } from '../mappers.js';
 
 
@@ -87,6 +88,7 @@ export const assemblyJson = (a: Assembly) => ({
   steps: a.steps.map(stepJson),
   ...(a.engine && { engine: a.engine }),
   ...(a.output && { output: a.output }),
+  platform: a.platform,
 });
 
 const planJson = (p: FrozenPlan) => ({
@@ -111,8 +113,8 @@ export function decisionRoutes(app: FastifyInstance, core: CoreClients): void {
     },
   );
 
-  app.post<{ Body: Json }>('/v1/assemblies', { schema: { body: assemblySchema } }, async (req, reply) => {
-    const res = await call(core.decision.registerAssembly.bind(core.decision), { assembly: assemblyFromJson(req.body) }, req);
+  app.post<{ Body: Json; Querystring: { platform?: boolean } }>('/v1/assemblies', { schema: { body: assemblySchema, querystring: platformQuery } }, async (req, reply) => {
+    const res = await call(core.decision.registerAssembly.bind(core.decision), { assembly: assemblyFromJson(req.body), platform: req.query.platform ?? false }, req);
     return reply.code(201).send({ assembly: assemblyJson(res.assembly!) });
   });
 

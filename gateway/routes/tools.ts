@@ -5,6 +5,7 @@ import { ApprovalStatus } from '../../gen/abc/orchestrator/v1/approval.js';
 import { PermissionLevel, ToolKind, type Tool, type ToolCall } from '../../gen/abc/orchestrator/v1/tool.js';
 import type { CoreClients } from '../core-client.js';
 import { call, metadataOf } from '../grpc-call.js';
+import { platformQuery } from '../boundary.js';
 import { plainEnum } from '../mappers.js';
 
 const KIND: Record<string, ToolKind> = { builtin: ToolKind.TOOL_KIND_SERVER_BUILTIN, http: ToolKind.TOOL_KIND_SERVER_HTTP, client: ToolKind.TOOL_KIND_CLIENT };
@@ -73,12 +74,12 @@ export function toolRoutes(app: FastifyInstance, core: CoreClients): void {
     async (req) => ({ secret: secretJson((await call(core.tools.putSecret.bind(core.tools), { name: req.params.name, value: req.body.value }, req)).secret!) }),
   );
   // The platform policy: the document in force, and a new version stored over the API.
-  app.get('/v1/policy', async (req) => {
-    const res = await call(core.tools.getPolicy.bind(core.tools), {}, req);
-    return { policy: res.policy, source: res.source };
+  app.get<{ Querystring: { platform?: boolean } }>('/v1/policy', { schema: { querystring: platformQuery } }, async (req) => {
+    const res = await call(core.tools.getPolicy.bind(core.tools), { platform: req.query.platform ?? false }, req);
+    return { policy: res.policy ?? null, source: res.source, scope: res.scope };
   });
-  app.put<{ Body: Record<string, unknown> }>('/v1/policy', { schema: { body: { type: 'object' } } }, async (req) => {
-    const res = await call(core.tools.putPolicy.bind(core.tools), { policy: req.body }, req);
+  app.put<{ Body: Record<string, unknown>; Querystring: { platform?: boolean } }>('/v1/policy', { schema: { body: { type: 'object' }, querystring: platformQuery } }, async (req) => {
+    const res = await call(core.tools.putPolicy.bind(core.tools), { policy: req.body, platform: req.query.platform ?? false }, req);
     return { version: res.version, created_at: res.createdAt };
   });
   app.get('/v1/secrets', async (req) => ({ secrets: (await call(core.tools.listSecrets.bind(core.tools), {}, req)).secrets.map(secretJson) }));

@@ -2,7 +2,8 @@
 // scope (admin holds every scope); a run token may call only the rows that say
 // so. test/e2e/scopes.int.test.ts walks this table over real gRPC.
 import { AbcError } from '../domain/errors.js';
-import type { Principal } from './principal.js';
+import { PLATFORM_TENANT } from '../domain/ids.js';
+import { DEFAULT_TENANT, type KeyPrincipal, type Principal } from './principal.js';
 
 /**
  * - `client`: invoke agents and contracts, read its own sessions, tickets and
@@ -131,4 +132,20 @@ export function parseScopes(text: string): Scope[] {
   const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
   if (unknown.length > 0 || scopes.length === 0) throw new Error(`scopes must be a comma-separated list of ${SCOPES.join(', ')}`);
   return scopes as Scope[];
+}
+
+/**
+ * Where a catalogue or policy call lands: the caller's tenant, or with
+ * `platform` the platform's, seen by every tenant. Only the operating tenant
+ * (`default`) reaches the platform's: `scope` names what its key needs
+ * (admin to write, operator to read).
+ */
+export function targetTenant(principal: KeyPrincipal, platform: boolean, scope: Scope = 'admin'): string {
+  if (!platform) return principal.tenantId;
+  if (principal.tenantId === DEFAULT_TENANT && hasScope(principal.scopes, scope)) return PLATFORM_TENANT;
+  throw new AbcError('PERMISSION_DENIED', {
+    code: 'forbidden',
+    message: `the platform's catalogue and policy need ${scope === 'admin' ? 'an admin' : `an ${scope}`} key of the ${DEFAULT_TENANT} tenant`,
+    details: { scope, tenant: DEFAULT_TENANT },
+  });
 }

@@ -4,10 +4,12 @@ import { storedErrorMessage } from '../grpc/errors.js';
 import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ingress/v1/contract.js';
 import type { ContractInfo, IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import { requireKey } from '../access/principal.js';
+import { targetTenant } from '../access/scopes.js';
 import { invalidRequest } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf } from '../grpc/mappers.js';
 import type { ContractService } from './service.js';
+import type { ContractCatalog } from './catalog.js';
 import type { ContractDefinition, ContractVersion } from './registry.js';
 
 type ContractHandlers = Pick<ServiceHandlers<typeof IngressServiceService>, 'submitContract' | 'pollTicket' | 'cancelTicket' | 'getArtifact' | 'submitHumanFeedback' | 'registerContract' | 'listContracts'>;
@@ -17,6 +19,7 @@ const HUMAN_ACTIONS = { HUMAN_ACTION_CONTINUE: 'continue', HUMAN_ACTION_REPLAN: 
 type Doc = Record<string, any>;
 
 export function contractHandlers(service: ContractService): ContractHandlers {
+  const catalog = service.opts.contracts;
   return {
     submitContract: async (req, ctx) => {
       const { tenantId } = requireKey(ctx.principal);
@@ -47,20 +50,22 @@ export function contractHandlers(service: ContractService): ContractHandlers {
       return { ticket: a.ticket, mediaType: a.mediaType, content: a.content };
     },
     registerContract: async (req, ctx) => {
-      requireKey(ctx.principal);
+      const tenantId = targetTenant(requireKey(ctx.principal), req.platform);
       if (!req.definition) throw invalidRequest('definition is required', 'definition');
-      const out = await service.opts.contracts.register(req.definition as unknown as ContractDefinition);
-      return { contract: toContractInfo(out.contract), created: out.created };
+      const out = await catalog.register(tenantId, req.definition as unknown as ContractDefinition);
+      return { contract: toContractInfo(catalog, out.contract), created: out.created };
     },
     listContracts: async (req, ctx) => {
-      requireKey(ctx.principal);
+      const { tenantId } = requireKey(ctx.principal);
       if (req.contractId.length > 128) throw invalidRequest('contract_id is longer than 128 characters', 'contract_id');
-      return { contracts: (await service.opts.contracts.list(req.contractId || undefined)).map(toContractInfo) };
+      return { contracts: (await catalog.list(tenantId, req.contractId || undefined)).map((c) => toContractInfo(catalog, c)) };
     },
   };
 }
 
-const toContractInfo = (c: ContractVersion): ContractInfo => ({ contractId: c.contract_id, version: c.version, intent: c.intent, description: c.description ?? '', source: c.source, schemas: c.schemas });
+const toContractInfo = (catalog: ContractCatalog, c: ContractVersion): ContractInfo => ({
+  contractId: c.contract_id, version: c.version, intent: c.intent, description: c.description ?? '', source: c.source, schemas: c.schemas, platform: catalog.isPlatform(c),
+});
 
 const ref = (d: Doc) => ({ contractId: d.contract_id, version: d.version });
 const correlation = (d: Doc) => ({ requestId: d.request_id, sessionId: d.session_id });

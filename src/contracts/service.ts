@@ -55,13 +55,13 @@ export class ContractService {
     const received = Date.now();
     const clientTraceId = (body as { correlation?: { client_trace_id?: unknown } } | null)?.correlation?.client_trace_id;
     const traceId = traceIdFrom(traceparent) ?? w3cTraceId(clientTraceId) ?? randomBytes(16).toString('hex');
-    const contract = await this.#contractOf(body, traceId);
+    const contract = await this.#contractOf(tenantId, body, traceId);
     const check = this.opts.contracts.validateRequest(contract, body);
     if (!check.ok) throw validationError(check.violations, traceId);
     const request = body as Record<string, unknown>;
     const correlation = request.correlation as { request_id: string; idempotency_key: string; session_id: string };
     const prefs = preferencesOf(request);
-    const assembly = await this.opts.decision.resolve(contract.intent);
+    const assembly = await this.opts.decision.resolve(tenantId, contract.intent);
     const expected = assembly.expected_latency_ms ?? 0;
     const sync = prefs.mode === 'sync' || (prefs.mode === 'auto' && expected <= prefs.max_latency_ms);
 
@@ -111,7 +111,7 @@ export class ContractService {
       (first) => Date.now() + (waitMs ?? preferencesOf(first.row.request).poll_long_wait_ms),
       signal,
     );
-    const contract = (await this.opts.contracts.find(view.row.contract_id, view.row.contract_version))!;
+    const contract = (await this.opts.contracts.find(tenantId, view.row.contract_id, view.row.contract_version))!;
     return { document: this.#checked(contract, 'poll-response', view.document, view.row.trace_id), lifecycleState: view.row.lifecycle_state };
   }
 
@@ -156,14 +156,14 @@ export class ContractService {
     return { ticket, mediaType: row.artifact_media_type ?? 'application/json', content: row.artifact };
   }
 
-  async #contractOf(body: unknown, traceId: string): Promise<ContractVersion> {
+  async #contractOf(tenantId: string, body: unknown, traceId: string): Promise<ContractVersion> {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError([{ pointer: '', keyword: 'type', message: '/ must be a JSON object' }], traceId);
     const ref = (body as { contract?: { contract_id?: unknown; version?: unknown } }).contract;
     if (!ref || typeof ref !== 'object') throw validationError([{ pointer: '/contract', keyword: 'required', message: "/ must have required property 'contract'" }], traceId);
     const id = String(ref.contract_id ?? '');
-    const found = await this.opts.contracts.find(id, String(ref.version ?? ''));
+    const found = await this.opts.contracts.find(tenantId, id, String(ref.version ?? ''));
     if (found) return found;
-    const known = await this.opts.contracts.versionsOf(id);
+    const known = await this.opts.contracts.versionsOf(tenantId, id);
     const pointer = known.length ? '/contract/version' : '/contract/contract_id';
     throw new AbcError('INVALID_ARGUMENT', {
       code: 'UNKNOWN_CONTRACT',

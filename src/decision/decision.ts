@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { DEFAULT_TENANT } from '../access/principal.js';
+import { PLATFORM_TENANT } from '../domain/ids.js';
 import { newId } from '../runtime/new-id.js';
 import { insertAssembly, insertPlan, latestAssembly, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
 import type { Logger } from '../runtime/log.js';
@@ -37,7 +38,8 @@ export interface PlanRequest extends PlanInput {
 const PLAN_CACHE_SIZE = 2000;
 
 export class Decision {
-  // Assembly versions and plans never change once stored: reads of them are cached.
+  // Assembly versions and plans never change once stored: reads of them are cached
+  // (assemblies by the tenant that asked: a tenant cannot later take an id and version it sees).
   readonly #assemblies = new Map<string, AssemblyDef>();
   readonly #plans = new Map<string, FrozenPlanDoc>();
 
@@ -47,7 +49,7 @@ export class Decision {
     readonly granted: (tenantId: string) => Promise<ReadonlySet<string>>,
   ) {}
 
-  /** Registers the assembly files under `dir` (each `<intent>/<version>.json`); existing versions are kept. */
+  /** Registers the assembly files under `dir` (each `<intent>/<version>.json`) as the platform's; existing versions are kept. */
   async boot(dir: string, log: Logger): Promise<number> {
     if (!existsSync(dir)) return 0;
     let count = 0;
@@ -55,7 +57,7 @@ export class Decision {
       for (const file of readdirSync(join(dir, sub.name)).filter((f) => f.endsWith('.json'))) {
         const def = JSON.parse(readFileSync(join(dir, sub.name, file), 'utf8')) as AssemblyDef;
         try {
-          await this.register(def);
+          await this.register(PLATFORM_TENANT, def);
           count++;
         } catch (error) {
           log.error({ err: error, file: join(sub.name, file) }, 'assembly file refused');
@@ -65,8 +67,12 @@ export class Decision {
     return count;
   }
 
-  /** Stores a new assembly version. Re-registering identical content is a no-op; different content is refused. */
-  async register(def: AssemblyDef): Promise<AssemblyDef> {
+  /**
+   * Stores a new assembly version of a tenant (PLATFORM_TENANT: the platform's).
+   * Registering content identical to a version the tenant sees is a no-op;
+   * different content under that id and version is refused.
+   */
+  async register(tenantId: string, def: AssemblyDef): Promise<AssemblyDef> {
     try {
       checkAssembly(def);
       if (def.engine !== undefined && !checkEngineSection(def.engine)) {
@@ -77,9 +83,10 @@ export class Decision {
       if (error instanceof AssemblyError) throw new AbcError('INVALID_ARGUMENT', { code: 'INVALID_ASSEMBLY', message: error.message, details: { pointer: error.pointer } });
       throw error;
     }
-    const em = this.em();
-    if (await insertAssembly(em, def)) return def;
-    const existing = await this.get(def.assembly_id, def.version);
+    const seen = await this.get(tenantId, def.assembly_id, def.version);
+    if (!seen && (await insertAssembly(this.em(), tenantId, def))) return def;
+    // Seen already, or another core stored it first.
+    const existing = seen ?? (await this.get(tenantId, def.assembly_id, def.version));
     if (existing && canonicalJson(existing) === canonicalJson(def)) return existing;
     throw new AbcError('ALREADY_EXISTS', {
       code: 'ASSEMBLY_VERSION_EXISTS',
@@ -88,22 +95,24 @@ export class Decision {
     });
   }
 
-  async get(assemblyId: string, version: string): Promise<AssemblyDef | undefined> {
-    const key = `${assemblyId}@${version}`;
+  /** A version the tenant sees: its own, else the platform's. */
+  async get(tenantId: string, assemblyId: string, version: string): Promise<AssemblyDef | undefined> {
+    const key = `${tenantId}|${assemblyId}@${version}`;
     const cached = this.#assemblies.get(key);
     if (cached) return cached;
-    const found = await readAssembly<AssemblyDef>(this.em(), assemblyId, version);
+    const found = await readAssembly<AssemblyDef>(this.em(), tenantId, assemblyId, version);
     if (found) this.#assemblies.set(key, found);
     return found;
   }
 
-  async list(intent?: string): Promise<AssemblyDef[]> {
-    return listAssemblies<AssemblyDef>(this.em(), intent);
+  /** The versions the tenant sees; `platform` marks the platform's. */
+  async list(tenantId: string, intent?: string): Promise<{ assembly: AssemblyDef; platform: boolean }[]> {
+    return (await listAssemblies<AssemblyDef>(this.em(), tenantId, intent)).map((r) => ({ assembly: r.definition, platform: r.tenant_id === PLATFORM_TENANT }));
   }
 
-  /** The assembly for an intent: a pinned version, else the highest version (one row read). */
-  async resolve(intent: string, version?: string): Promise<AssemblyDef> {
-    const found = await latestAssembly<AssemblyDef>(this.em(), intent, version);
+  /** The assembly for an intent: a pinned version, else the highest version; the tenant's own win over the platform's. */
+  async resolve(tenantId: string, intent: string, version?: string): Promise<AssemblyDef> {
+    const found = await latestAssembly<AssemblyDef>(this.em(), tenantId, intent, version);
     if (!found) {
       throw new AbcError('FAILED_PRECONDITION', {
         code: 'NO_ASSEMBLY',
@@ -117,7 +126,7 @@ export class Decision {
 
   /** Compiles and stores a frozen plan. */
   async plan(req: PlanRequest, tx?: EntityManager): Promise<FrozenPlanDoc> {
-    const assembly = await this.resolve(req.intent, req.assemblyVersion);
+    const assembly = await this.resolve(req.tenantId, req.intent, req.assemblyVersion);
     const { body, hash } = await this.compile(assembly, req, new Set(), req.tenantId);
     return this.freeze(body, hash, req.executionId, { input: planInput(req), tenant_id: req.tenantId }, undefined, tx);
   }
@@ -149,13 +158,13 @@ export class Decision {
     const replan = { scope, failed_step_id: failedStepId, ...(reason && { error: reason }), ...(avoid.size && { avoid: [...avoid].sort() }) };
     const executionId = previous.metadata.execution_id as string | undefined;
     if (scope === 'GLOBAL' && input) {
-      const { body, hash } = await this.compile(await this.resolve(input.intent), input, avoid, tenantId);
+      const { body, hash } = await this.compile(await this.resolve(tenantId, input.intent), input, avoid, tenantId);
       return this.freeze(body, hash, executionId, { ...previous.metadata, replan }, planId, tx);
     }
     if (failedStepId && !previous.steps.some((s) => s.id === failedStepId)) {
       throw new AbcError('INVALID_ARGUMENT', { code: 'UNKNOWN_STEP', message: `plan ${planId} has no step ${failedStepId}`, details: { pointer: '/failed_step_id' } });
     }
-    const assembly = input && failedStepId ? await this.get(previous.assembly_id, previous.assembly_version) : undefined;
+    const assembly = input && failedStepId ? await this.get(tenantId, previous.assembly_id, previous.assembly_version) : undefined;
     const { body, hash } = assembly && input ? mergeLocal(previous, (await this.compile(assembly, input, avoid, tenantId)).body, failedStepId) : { body: bodyOf(previous), hash: previous.plan_hash };
     return this.freeze(body, hash, executionId, { ...previous.metadata, replan }, planId, tx);
   }

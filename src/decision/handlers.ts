@@ -1,6 +1,8 @@
 // DecisionService over gRPC: assemblies and frozen plans in their proto shapes.
 import type { Assembly, Capability, CapabilityKind, DecisionServiceService, FrozenPlan, PlanStep } from '../../gen/abc/decision/v1/decision.js';
 import { requireKey } from '../access/principal.js';
+import { targetTenant } from '../access/scopes.js';
+import { PLATFORM_TENANT } from '../domain/ids.js';
 import { invalidRequest } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf } from '../grpc/mappers.js';
@@ -32,13 +34,13 @@ export function decisionHandlers(decision: Decision): ServiceHandlers<typeof Dec
       return { plan: toFrozenPlan(await decision.replan(req.planId, scope, req.failedStepId, reason, tenantId)) };
     },
     listAssemblies: async (req, ctx) => {
-      requireKey(ctx.principal);
-      return { assemblies: (await decision.list(req.intent || undefined)).map(toAssembly) };
+      const { tenantId } = requireKey(ctx.principal);
+      return { assemblies: (await decision.list(tenantId, req.intent || undefined)).map((a) => toAssembly(a.assembly, a.platform)) };
     },
     registerAssembly: async (req, ctx) => {
-      requireKey(ctx.principal);
+      const tenantId = targetTenant(requireKey(ctx.principal), req.platform);
       if (!req.assembly) throw invalidRequest('assembly is required', 'assembly');
-      return { assembly: toAssembly(await decision.register(fromAssembly(req.assembly))) };
+      return { assembly: toAssembly(await decision.register(tenantId, fromAssembly(req.assembly)), tenantId === PLATFORM_TENANT) };
     },
   };
 }
@@ -102,7 +104,7 @@ function fromStepDef(s: PlanStep): StepDef {
   };
 }
 
-export function toAssembly(a: AssemblyDef): Assembly {
+export function toAssembly(a: AssemblyDef, platform: boolean): Assembly {
   return {
     assemblyId: a.assembly_id,
     version: a.version,
@@ -114,6 +116,7 @@ export function toAssembly(a: AssemblyDef): Assembly {
     expectedLatencyMs: a.expected_latency_ms ?? 0,
     engine: a.engine,
     output: a.output as Record<string, unknown> | undefined,
+    platform,
   };
 }
 

@@ -78,9 +78,10 @@ export interface PolicyDecision {
   /** What the engine does next, and at which scope. */
   action?: SuggestedAction | 'CONTINUE' | 'WAIT_HUMAN';
   scope?: Scope;
-  /** When the platform policy decided: its rule, and the version of its document. */
+  /** When the policy decided: its rule, the version of its document, and whose document (platform or tenant). */
   rule_id?: string;
   policy_version?: number;
+  policy_scope?: 'platform' | 'tenant';
 }
 
 /** A tool (or built-in capability) as the policy sees it. */

@@ -79,6 +79,8 @@ export class AbcError extends Error {
   /** Turns anything thrown into an AbcError, keeping the original as `cause` for logs only. */
   static from(thrown: unknown): AbcError {
     if (thrown instanceof AbcError) return thrown;
+    // A library's error around one of ABC's (the `openai` SDK's around its fetch's refusal) keeps ABC's meaning.
+    if (thrown instanceof Error && thrown.cause instanceof AbcError) return thrown.cause;
     if (isDatabaseUnavailable(thrown)) return databaseUnavailable(thrown);
     if (isTransactionConflict(thrown)) return new AbcError('ABORTED', { code: 'conflict', message: 'a concurrent change got in the way; retry', retryable: true }, { cause: thrown });
     const data = databaseDataError(thrown);

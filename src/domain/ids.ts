@@ -14,3 +14,6 @@ export function traceIdFrom(traceparent: string | undefined): string | undefined
 
 /** A caller's own trace id, when it is a W3C trace id (32 lowercase hex digits, not all zeros). */
 export const w3cTraceId = (id: unknown): string | undefined => (typeof id === 'string' && /^[\da-f]{32}$/.test(id) && !/^0+$/.test(id) ? id : undefined);
+
+/** The owner of the platform's catalogue (tools, contracts, assemblies) and policy: every tenant sees them, under its own. */
+export const PLATFORM_TENANT = '*';

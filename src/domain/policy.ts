@@ -1,5 +1,7 @@
 // The policy engine's pure part: rules decide allow, require_approval or block
-// for a tool call; the first matching rule wins and its id is recorded.
+// for a tool call; the first matching rule wins and its id is recorded. Each
+// tenant is under two documents: the platform's, and its own; the stricter
+// verdict holds, so a tenant's policy can tighten the platform's but never loosen it.
 
 export type PolicyDecisionKind = 'allow' | 'require_approval' | 'block';
 export type PermissionLevel = 'PUBLIC' | 'INTERNAL' | 'ADMIN';
@@ -82,6 +84,42 @@ export interface PolicyVerdict {
   /** The `version` of the policy document that decided. */
   policyVersion: number;
 }
+
+/** Whose document decided: the platform's (file or API) or the tenant's own. */
+export type PolicyScope = 'platform' | 'tenant';
+
+/** The policies one tenant is under. */
+export interface PolicySet {
+  platform: PolicyDocument;
+  /** The tenant's own policy, stored over the API; none until it stores one. */
+  tenant?: PolicyDocument;
+}
+
+export interface ScopedVerdict extends PolicyVerdict {
+  policyScope: PolicyScope;
+}
+
+const SEVERITY: Record<PolicyDecisionKind, number> = { allow: 0, require_approval: 1, block: 2 };
+
+/** Both documents decide; the stricter verdict holds, and on a tie the tenant's (the more specific) is recorded. */
+export function decide(set: PolicySet, facts: ToolCallFacts): ScopedVerdict {
+  const platform: ScopedVerdict = { ...evaluatePolicy(set.platform, facts), policyScope: 'platform' };
+  if (!set.tenant) return platform;
+  const own: ScopedVerdict = { ...evaluatePolicy(set.tenant, facts), policyScope: 'tenant' };
+  return SEVERITY[platform.decision] > SEVERITY[own.decision] ? platform : own;
+}
+
+/** The budgets a tenant is under: each the smaller of the platform's and its own. */
+export function budgetsOf(set: PolicySet, tenantId: string): TokenBudgets {
+  const platform = budgetsFor(set.platform, tenantId);
+  if (!set.tenant) return platform;
+  const own = budgetsFor(set.tenant, tenantId);
+  const least = (a?: number, b?: number) => (a === undefined ? b : b === undefined ? a : Math.min(a, b));
+  return { run_tokens: least(platform.run_tokens, own.run_tokens), tenant_tokens_per_day: least(platform.tenant_tokens_per_day, own.tenant_tokens_per_day) };
+}
+
+/** How a decision is recorded: on events, trace entries and in a refusal's details. */
+export const verdictRecord = (v: ScopedVerdict) => ({ rule_id: v.ruleId, policy_version: v.policyVersion, policy_scope: v.policyScope });
 
 /** The JSON Schema of a policy document; a document that fails it is refused at load. */
 export const POLICY_SCHEMA = {

@@ -12,12 +12,12 @@ import { planInput } from '../decision/decision.js';
 import { goalOf, stepsToReset, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
 import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
-import type { PolicyDocument } from '../domain/policy.js';
+import type { PolicySet } from '../domain/policy.js';
 import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
-import type { LlmAccess, PackDb } from '../ports/pack.js';
+import type { PackDb, TenantLlm } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -50,7 +50,7 @@ export interface EngineOptions {
   outputs: AssemblyOutputs;
   /** The database as units see it. */
   db: PackDb;
-  llm?: LlmAccess;
+  llm?: TenantLlm;
   /** Queue workers in this process; 0 only enqueues. */
   concurrency: number;
   /** Default for steps of one execution that may run at once (max_active_steps). */
@@ -63,8 +63,8 @@ export interface EngineOptions {
   agentIdleTimeoutMs: number;
   /** Opens agents' tokens (secrets of their tenant). */
   secrets: Secrets;
-  /** The platform policy every plan step asks before it runs, as agents' tool calls do. */
-  policy: () => PolicyDocument;
+  /** The policies of a tenant, which every plan step asks before it runs, as agents' tool calls do. */
+  policy: (tenantId: string) => PolicySet;
 }
 
 const FINISHED = ['COMPLETED', 'FAILED', 'CANCELED'];
@@ -329,7 +329,7 @@ export class ContractEngine {
       db: this.opts.db,
       llm: this.opts.llm,
       capabilities: this.opts.capabilities,
-      policy: this.opts.policy(),
+      policy: this.opts.policy(row.tenant_id),
       output: await this.#output(row),
       log: this.#log,
       memory: this.memory,
@@ -586,7 +586,7 @@ export class ContractEngine {
 
   /** How this execution's result and artifact are built (its assembly's pack, or its declarative output). */
   async #output(row: TicketRow) {
-    const assembly: AssemblyDef | undefined = row.assembly_id && row.assembly_version ? await this.opts.decision.get(row.assembly_id, row.assembly_version) : undefined;
+    const assembly: AssemblyDef | undefined = row.assembly_id && row.assembly_version ? await this.opts.decision.get(row.tenant_id, row.assembly_id, row.assembly_version) : undefined;
     return this.opts.outputs.of(assembly);
   }
 
@@ -603,7 +603,7 @@ export class ContractEngine {
 
   /** The read-only context an agent sees. */
   async #view(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc | null, steps: StepRow[], resultCandidate?: unknown): Promise<EngineContextView> {
-    const assembly = row.assembly_id && row.assembly_version ? ((await this.opts.decision.get(row.assembly_id, row.assembly_version)) ?? null) : null;
+    const assembly = row.assembly_id && row.assembly_version ? ((await this.opts.decision.get(row.tenant_id, row.assembly_id, row.assembly_version)) ?? null) : null;
     return frozen({
       tenant_id: row.tenant_id,
       current_plan: plan && { plan_id: plan.plan_id, plan_hash: plan.plan_hash, assembly_id: plan.assembly_id, assembly_version: plan.assembly_version, steps: plan.steps, whitelist: plan.whitelist.map((c) => c.name) },

@@ -55,7 +55,8 @@ export async function awaitHuman(tx: EntityManager, queue: ContractQueue, row: T
     });
   }
   const human = {
-    kind: ask.kind, reason: ask.reason, step_id: ask.stepId, requested_at: new Date().toISOString(), deadline: deadline.toISOString(), execution_id: executionId, ...(approvalId && { approval_id: approvalId }),
+    kind: ask.kind, reason: ask.reason, step_id: ask.stepId, requested_at: new Date().toISOString(), deadline: deadline.toISOString(), execution_id: executionId,
+    ...(approvalId && { approval_id: approvalId, args_hash: canonicalHash(ask.step!.input) }),
   };
   await transitionTicket(tx, row.ticket, 'human_required', { engine: { ...rec, human }, human_deadline: deadline }, 'engine', {
     trace: [...trace, { type: 'HUMAN_INTERACTION', payload: { direction: 'requested', ...human } }, ...states([started, waiting])],
@@ -106,7 +107,10 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
   const feedback: HumanFeedback = { ...input, at: new Date().toISOString() };
   const next: ExecRecord = { ...rec, human: null, feedback: [...rec.feedback, feedback] };
   // Continuing approves the held step, or accepts the reviewed step or result.
-  if (input.action === 'continue' && human?.step_id) next.approved_steps = [...rec.approved_steps, human.step_id];
+  if (input.action === 'continue' && human?.step_id) {
+    next.approved_steps = [...rec.approved_steps, human.step_id];
+    if (human.args_hash) next.approved_inputs = { ...rec.approved_inputs, [human.step_id]: human.args_hash };
+  }
   if (input.action === 'continue' && human?.kind === 'result') next.accepted_result = true;
   if (input.action === 'replan') next.replan = { scope: 'GLOBAL', failed_step_id: human?.step_id ?? null };
   if (human?.approval_id) await settleStepApproval(tx, human.approval_id, input.action === 'continue' ? 'approve' : 'reject', input.actor, input.feedback || input.action);

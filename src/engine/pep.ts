@@ -10,7 +10,7 @@ import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
 import { getTool, listTools } from '../store/tool-store.js';
 import type { Secrets } from '../access/secrets.js';
-import { evaluatePolicy, type PermissionLevel, type PolicyDocument } from '../domain/policy.js';
+import { decide, verdictRecord, type PermissionLevel, type PolicySet } from '../domain/policy.js';
 import type { ToolRow } from '../domain/tool.js';
 
 export const TOOL_CAPABILITY_PREFIX = 'tool.';
@@ -60,8 +60,8 @@ export class Pep {
   constructor(
     readonly whitelist: ReadonlySet<string>,
     readonly capabilities: Capabilities,
-    /** The platform policy, asked for every capability that actually runs (a fallback, an executor's choice). */
-    readonly policy: PolicyDocument,
+    /** The ticket's tenant's policies, asked for every capability that actually runs (a fallback, an executor's choice). */
+    readonly policy: PolicySet,
   ) {}
 
   /** Throws COMPLIANCE unless the capability may run under this plan. */
@@ -80,9 +80,9 @@ export class Pep {
     }
   }
 
-  /** Throws COMPLIANCE unless the platform policy lets the capability run with this input now. */
+  /** Throws COMPLIANCE unless the policy lets the capability run with this input now. */
   ask(call: StepCall, input: Record<string, unknown>, permissionLevel: PermissionLevel): void {
-    const verdict = evaluatePolicy(this.policy, { tool: call.capability, args: input, agentId: '', permissionLevel, tenantId: call.tenantId, action: 'contract_step' });
+    const verdict = decide(this.policy, { tool: call.capability, args: input, agentId: '', permissionLevel, tenantId: call.tenantId, action: 'contract_step' });
     if (verdict.decision === 'allow' || (verdict.decision === 'require_approval' && call.approved)) return;
     const why = verdict.decision === 'block' ? verdict.reason : `${verdict.reason} (it needs a human's approval, which only a step's own capability can wait for)`;
     throw new AbcError('PERMISSION_DENIED', {
@@ -90,7 +90,7 @@ export class Pep {
       category: 'COMPLIANCE',
       message: `blocked by policy rule ${verdict.ruleId}: ${why}`,
       retryable: false,
-      details: { capability: call.capability, rule_id: verdict.ruleId, policy_version: verdict.policyVersion },
+      details: { capability: call.capability, ...verdictRecord(verdict) },
     });
   }
 

@@ -2,6 +2,7 @@
 // ExecutionContext that is not a step row or a plan (loop counters, the current
 // batch, replan and rollback requests, a pending human request). It lives in
 // tickets.engine and changes only with a lifecycle transition.
+import { canonicalHash } from '../domain/hash.js';
 import type { EngineSettings } from '../domain/engine-policy.js';
 import type { Scope, StructuredError } from '../domain/engine-types.js';
 
@@ -15,6 +16,8 @@ export interface HumanRequest {
   execution_id: string;
   /** A step's approval in the approvals API (and inbox), decided there or by the ticket's feedback. */
   approval_id?: string;
+  /** The hash of the planned input a step's approval is asked for. */
+  args_hash?: string;
 }
 
 export interface HumanFeedback {
@@ -39,6 +42,8 @@ export interface ExecRecord {
   reset_steps: string[] | null;
   avoid: string[];
   approved_steps: string[];
+  /** For each approved step, the hash of the planned input the human approved. */
+  approved_inputs: Record<string, string>;
   accepted_result: boolean;
   /** The batch under review; `catch_up` when it only reviews steps finished before (no step ran in it). */
   batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean } | null;
@@ -63,6 +68,7 @@ const EMPTY: ExecRecord = {
   reset_steps: null,
   avoid: [],
   approved_steps: [],
+  approved_inputs: {},
   accepted_result: false,
   batch: null,
   snapshot_id: null,
@@ -74,6 +80,17 @@ const EMPTY: ExecRecord = {
 
 /** The record of a ticket row (a fresh copy the caller may change before committing it). */
 export const recordOf = (row: { engine: Record<string, unknown> | null }): ExecRecord => structuredClone({ ...EMPTY, ...(row.engine as Partial<ExecRecord> | null) });
+
+/**
+ * Whether a human approved this step with this planned input. An approval
+ * holds for the input it was asked for: a replan that changes the input asks
+ * again. (Records from before inputs were kept hold by step.)
+ */
+export function approvedFor(rec: ExecRecord, stepId: string, plannedInput: Record<string, unknown> | undefined): boolean {
+  if (!rec.approved_steps.includes(stepId)) return false;
+  const hash = rec.approved_inputs[stepId];
+  return hash === undefined || hash === canonicalHash(plannedInput ?? {});
+}
 
 /** Keeps the error history bounded. */
 export function withError(rec: ExecRecord, error: StructuredError): ExecRecord {

@@ -14,7 +14,7 @@ export interface SnapshotContent {
   label: string;
   plan_id: string | null;
   steps: Record<string, { status: StepState }>;
-  record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'>;
+  record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'> & Partial<Pick<ExecRecord, 'approved_inputs'>>;
 }
 
 export async function createSnapshot(tx: EntityManager, ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord): Promise<string> {
@@ -23,7 +23,7 @@ export async function createSnapshot(tx: EntityManager, ticket: string, state: s
     label,
     plan_id: planId,
     steps: Object.fromEntries(steps.map((s) => [s.step_id, { status: s.status }])),
-    record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, snapshot_id: rec.snapshot_id },
+    record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, approved_inputs: rec.approved_inputs, snapshot_id: rec.snapshot_id },
   };
   await insertSnapshot(tx, snapshotId, ticket, state, content);
   await appendTicketEvent(tx, ticket, 'SNAPSHOT_CREATED', { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length });

@@ -7,14 +7,14 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import { checkToolPermission, evaluateTransition, type EngineSettings } from '../domain/engine-policy.js';
 import type { GlobalState, PolicyDecision, StepContext, StructuredError, ToolFacts } from '../domain/engine-types.js';
 import { AbcError } from '../domain/errors.js';
-import { evaluatePolicy, type PolicyDocument } from '../domain/policy.js';
+import { decide, verdictRecord, type PolicySet } from '../domain/policy.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import { ancestors, bindStepOutputs } from '../decision/planner.js';
-import type { AssemblyOutput, LlmAccess, PackDb } from '../ports/pack.js';
+import type { AssemblyOutput, PackDb, TenantLlm } from '../ports/pack.js';
 import type { Memory } from '../store/memory.js';
 import { Pep, type Capabilities } from './pep.js';
-import type { ExecRecord } from './record.js';
+import { approvedFor, type ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
@@ -30,10 +30,10 @@ export interface BatchKit {
   signal: AbortSignal;
   em: () => EntityManager;
   db: PackDb;
-  llm?: LlmAccess;
+  llm?: TenantLlm;
   capabilities: Capabilities;
-  /** The platform policy, as the batch starts. */
-  policy: PolicyDocument;
+  /** The ticket's tenant's policies, as the batch starts. */
+  policy: PolicySet;
   /** Builds the partial result pollers see. */
   output: AssemblyOutput;
   log: Logger;
@@ -106,12 +106,12 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT' } });
       continue;
     }
-    // The platform policy, the same engine that decides agents' tool calls: here it fails or holds a
+    // The policy, the same engine that decides agents' tool calls: here it fails or holds a
     // step before it starts; the PEP asks it again for whatever capability actually runs.
-    const verdict = evaluatePolicy(k.policy, {
+    const verdict = decide(k.policy, {
       tool: step.capability, args: planned.get(step.step_id)?.input ?? {}, agentId: '', permissionLevel: tool.permission_level, tenantId: k.row.tenant_id, action: 'contract_step',
     });
-    const ruled = { rule_id: verdict.ruleId, policy_version: verdict.policyVersion };
+    const ruled = verdictRecord(verdict);
     if (verdict.decision === 'block') {
       const reason = `blocked by policy rule ${verdict.ruleId}: ${verdict.reason}`;
       const error = toStructured(new AbcError('PERMISSION_DENIED', { code: 'POLICY_BLOCKED', category: 'COMPLIANCE', message: reason, retryable: false, details: { capability: step.capability, ...ruled } }), {
@@ -121,7 +121,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       blocked.push({ step, error, policy: { allow: false, risk_level: 'HIGH', require_human_approval: false, blocked_tools: [step.capability], reason, action: 'HALT', ...ruled } });
       continue;
     }
-    if (verdict.decision === 'require_approval' && !k.rec.approved_steps.includes(step.step_id)) {
+    if (verdict.decision === 'require_approval' && !approvedFor(k.rec, step.step_id, planned.get(step.step_id)?.input)) {
       const reason = `policy rule ${verdict.ruleId} asks a human to approve ${step.capability}: ${verdict.reason}`;
       human ??= {
         stepId: step.step_id, reason, step: { capability: step.capability, input: planned.get(step.step_id)?.input ?? {} },
@@ -184,7 +184,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => before.has(d)));
       const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
       const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
-      const unit = { input, deps, db: k.db, llm: k.llm, onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
+      const unit = { input, deps, db: k.db, llm: k.llm?.forTenant(k.row.tenant_id), onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
       const result = await runWithFallback(pep, k, step, call.capability, unit);
       outputs[id] = result.value;
       const used = await facts(result.capability);
@@ -245,8 +245,8 @@ async function runWithFallback(
   capability: string,
   unit: Parameters<Pep['execute']>[1],
 ): Promise<{ value: unknown; capability: string; note?: string; failed?: StructuredError }> {
-  // Approval holds for the capability the step was held for, not for a fallback or another one an executor picked.
-  const approved = (c: string) => c === step.tool_name && k.rec.approved_steps.includes(step.id);
+  // Approval holds for the capability and planned input the step was held for, not for a fallback or another capability an executor picked.
+  const approved = (c: string) => c === step.tool_name && approvedFor(k.rec, step.id, step.input);
   const call = (c: string) => pep.execute({ ticket: k.row.ticket, tenantId: k.row.tenant_id, stepId: step.id, capability: c, timeoutMs: step.timeout_ms, approved: approved(c) }, unit, k.em);
   const fallback = step.fallback_tool;
   try {

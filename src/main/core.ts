@@ -97,13 +97,13 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     maxDepth: opts.a2aMaxDepth,
     transcriptLimit: opts.agentTranscriptLimit,
     maxRunsPerTenant: opts.tenantMaxRuns,
-    policy: () => policy.current(),
+    policy: (tenantId: string) => policy.forTenant(tenantId),
   });
   const retry = opts.retry;
   const llm = new LlmProxy({
     orm: opts.orm,
     log,
-    policy: () => policy.current(),
+    policy: (tenantId: string) => policy.forTenant(tenantId),
     upstream: opts.llm.routerUrl
       ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs, retry, fallbacks: opts.llm.fallbacks })
       : undefined,
@@ -140,8 +140,12 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const llmStep = routerUrl
     ? {
         model: opts.llm.model,
-        client: (onCall?: (r: Record<string, unknown>) => void, o: { maxRetries?: number; timeoutMs?: number } = {}) =>
-          new OpenAI({ baseURL: routerBase(routerUrl), apiKey: opts.llm.apiKey ?? 'unused', maxRetries: o.maxRetries ?? 1, timeout: o.timeoutMs ?? 15_000, fetch: llm.internalFetch(onCall) }),
+        forTenant: (tenantId: string) => ({
+          model: opts.llm.model,
+          // The proxy path retries and falls back on its own.
+          client: (onCall?: (r: Record<string, unknown>) => void, o: { maxRetries?: number; timeoutMs?: number } = {}) =>
+            new OpenAI({ baseURL: routerBase(routerUrl), apiKey: opts.llm.apiKey ?? 'unused', maxRetries: o.maxRetries ?? 0, timeout: o.timeoutMs ?? 15_000, fetch: llm.internalFetch(tenantId, onCall) }),
+        }),
       }
     : undefined;
   const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), connectorSecrets);
@@ -164,7 +168,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
     secrets: connectorSecrets,
     settings: c.engine,
-    policy: () => policy.current(),
+    policy: (tenantId: string) => policy.forTenant(tenantId),
   });
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });

@@ -2,7 +2,7 @@
 // recorded as llm_call_started / llm_call_done on the calling run.
 import type { LlmProxyServiceService, StreamChatCompletionRequest, StreamChatCompletionResponse } from '../../gen/abc/orchestrator/v1/llm.js';
 import { seesRun, type Principal } from '../access/principal.js';
-import { budgetsFor, evaluatePolicy, type PolicyDocument, type TokenBudgets } from '../domain/policy.js';
+import { budgetsOf, decide, verdictRecord, type PolicySet, type TokenBudgets } from '../domain/policy.js';
 import { appendEvents } from '../store/event-log.js';
 import { addTenantTokens, tokensSpent } from '../store/token-usage.js';
 import { AbcError, invalidRequest, unauthenticated } from '../domain/errors.js';
@@ -18,8 +18,8 @@ export interface LlmProxyOptions {
   orm: Orm;
   log: Logger;
   upstream: LlmUpstream | undefined;
-  /** The platform policy: which models a tenant or agent may call, and token budgets. */
-  policy: () => PolicyDocument;
+  /** The policies a tenant is under: which models it or an agent may call, and token budgets. */
+  policy: (tenantId: string) => PolicySet;
 }
 
 interface Call {
@@ -161,21 +161,31 @@ export class LlmProxy {
       throw unauthenticated();
     }
     const model = String(json.model);
-    const policy = this.#opts.policy();
-    const verdict = evaluatePolicy(policy, { tool: model, args: {}, agentId, permissionLevel: 'PUBLIC', tenantId: principal.tenantId, action: 'llm_call' });
+    const accounted = await this.#ask(principal.tenantId, runId, agentId, model);
+    return { requestId: newId('llm'), runId, tenantId: principal.tenantId, accounted, model, stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+  }
+
+  /**
+   * Asks the tenant's policy whether the model may be called (by this agent),
+   * and refuses the call once a token budget is used up. Answers whether the
+   * call's tokens are to be counted.
+   */
+  async #ask(tenantId: string, runId: string | null, agentId: string, model: string): Promise<boolean> {
+    const policy = this.#opts.policy(tenantId);
+    const verdict = decide(policy, { tool: model, args: {}, agentId, permissionLevel: 'PUBLIC', tenantId, action: 'llm_call' });
     if (verdict.decision !== 'allow') {
       const why = verdict.decision === 'require_approval' ? `${verdict.reason} (an LLM call cannot wait for an approval)` : verdict.reason;
       await this.#refuse(runId, new AbcError('PERMISSION_DENIED', {
         code: 'blocked',
         category: 'COMPLIANCE',
         message: `the policy does not allow model ${model}: ${why}`,
-        details: { model, rule_id: verdict.ruleId, policy_version: verdict.policyVersion },
+        details: { model, ...verdictRecord(verdict) },
       }));
     }
-    const budgets = budgetsFor(policy, principal.tenantId);
+    const budgets = budgetsOf(policy, tenantId);
     const budgeted = Boolean(budgets.run_tokens || budgets.tenant_tokens_per_day);
-    if (budgeted) await this.#checkBudgets(principal.tenantId, runId, budgets);
-    return { requestId: newId('llm'), runId, tenantId: principal.tenantId, accounted: budgeted || runId !== null, model, stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+    if (budgeted) await this.#checkBudgets(tenantId, runId, budgets);
+    return budgeted || runId !== null;
   }
 
   /** Refuses a call once its run or its tenant has used up a token budget. */
@@ -225,19 +235,24 @@ export class LlmProxy {
 
   /**
    * A `fetch` for the `openai` SDK inside the core (LLM-backed engine roles and
-   * plan steps): the proxy's own upstream path, with its retries and fallbacks.
-   * Each call's record goes to `onCall` instead of a run's event log.
+   * plan steps of a tenant's tickets): the proxy's own upstream path, with its
+   * retries and fallbacks, under the tenant's policy (models, budgets) like any
+   * call. Each call's record goes to `onCall` instead of a run's event log. A
+   * refusal is thrown: the SDK passes it on as the `cause` of its error.
    */
-  internalFetch(onCall?: (record: Record<string, unknown>) => void): typeof fetch {
+  internalFetch(tenantId: string, onCall?: (record: Record<string, unknown>) => void): typeof fetch {
     return async (_url, init) => {
       const body = Buffer.from(typeof init?.body === 'string' ? init.body : '{}');
       const json = parseBody(body);
-      const call: Call = { requestId: newId('llm'), runId: null, tenantId: '', accounted: false, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+      const call: Call = { requestId: newId('llm'), runId: null, tenantId, accounted: true, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
       try {
+        await this.#ask(tenantId, null, '', call.model);
         const res = await this.#upstream().complete(body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
         call.servedBy = res.model;
         call.usage = usageOf(res.body);
         onCall?.(callRecord(call, null));
+        const tokens = call.usage?.total_tokens;
+        if (tokens) this.#account(call, tokens);
         return new Response(res.body, { status: res.status, headers: res.headers });
       } catch (error) {
         onCall?.(callRecord(call, error));

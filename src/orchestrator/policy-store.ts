@@ -1,16 +1,19 @@
-// The active policy: from ABC_POLICY_FILE (reloaded when the file changes) or
-// stored over the API (every core reloads it on its notification); the
-// document with the higher `version` wins. A document that fails its schema is
-// refused with a clear error; the old policy stays.
+// The policies in force. The platform's comes from ABC_POLICY_FILE (reloaded
+// when the file changes) or is stored over the API; the document with the
+// higher `version` wins. Each tenant may store its own, which can only tighten
+// the platform's (domain/policy.ts `decide`). Every core reloads stored
+// policies on their notification. A document that fails its schema is refused
+// with a clear error; the old policy stays.
 import { readFile } from 'node:fs/promises';
 import { unwatchFile, watchFile } from 'node:fs';
 import { Ajv } from 'ajv';
-import { duplicateRuleIds, POLICY_SCHEMA, type PolicyDocument } from '../domain/policy.js';
+import { duplicateRuleIds, POLICY_SCHEMA, type PolicyDocument, type PolicyScope, type PolicySet } from '../domain/policy.js';
 import type { Logger } from '../runtime/log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { invalidRequest } from '../domain/errors.js';
 import type { EventBus } from '../store/event-bus.js';
-import { activePolicy, storePolicy, type StoredPolicy } from '../store/policies.js';
+import { activePolicies, storePolicy, type StoredPolicy } from '../store/policies.js';
+import { PLATFORM_TENANT } from '../domain/ids.js';
 
 /** With no policy file every call is allowed. */
 export const ALLOW_ALL: PolicyDocument = { version: 1, rules: [], default: 'allow' };
@@ -58,7 +61,8 @@ export interface PolicyDb {
 
 export class PolicyStore {
   #policy: PolicyDocument;
-  #stored: StoredPolicy | undefined;
+  /** Active stored policies by tenant; the platform's is under `*`. */
+  #stored = new Map<string, StoredPolicy>();
   readonly #file: string | undefined;
   readonly #log: Logger;
   readonly #db: PolicyDb | undefined;
@@ -71,7 +75,7 @@ export class PolicyStore {
     this.#db = db;
   }
 
-  /** Loads the policy file (a bad one stops the boot) and the stored policy, and follows both. */
+  /** Loads the policy file (a bad one stops the boot) and the stored policies, and follows both. */
   static async open(file: string | undefined, log: Logger, db?: PolicyDb, pollMs = 500): Promise<PolicyStore> {
     const store = new PolicyStore(ALLOW_ALL, file, log.child({ component: 'policy' }), db);
     if (db) {
@@ -87,31 +91,44 @@ export class PolicyStore {
     return store;
   }
 
-  /** The policy in force: the file's or the stored one, whichever has the higher version. */
-  current(): PolicyDocument {
-    return this.#stored && this.#stored.version >= this.#policy.version ? this.#stored.document : this.#policy;
+  /** The platform policy in force: the file's or the stored one, whichever has the higher version. */
+  platform(): PolicyDocument {
+    const stored = this.#stored.get(PLATFORM_TENANT);
+    return stored && stored.version >= this.#policy.version ? stored.document : this.#policy;
   }
 
-  /** The policy in force and where it came from. */
-  describe(): { document: PolicyDocument; source: 'api' | 'file' | 'default' } {
-    const document = this.current();
-    return { document, source: document === this.#stored?.document ? 'api' : this.#file ? 'file' : 'default' };
+  /** The policies a tenant is under: the platform's and its own. */
+  forTenant(tenantId: string): PolicySet {
+    const own = tenantId === PLATFORM_TENANT ? undefined : this.#stored.get(tenantId)?.document;
+    return { platform: this.platform(), ...(own && { tenant: own }) };
   }
 
-  /** Stores a new policy over the API; every core takes it. Its version must be above every stored one. */
-  async put(json: unknown): Promise<StoredPolicy> {
+  /** A tenant's own stored policy, or the platform's in force and where it came from. */
+  describe(scope: PolicyScope, tenantId: string): { document?: PolicyDocument; source: 'api' | 'file' | 'default' | 'none' } {
+    if (scope === 'tenant') {
+      const own = this.#stored.get(tenantId)?.document;
+      return own ? { document: own, source: 'api' } : { source: 'none' };
+    }
+    const document = this.platform();
+    return { document, source: document === this.#stored.get(PLATFORM_TENANT)?.document ? 'api' : this.#file ? 'file' : 'default' };
+  }
+
+  /** Stores a tenant's new policy (`*`: the platform's); every core takes it. Its version must be above every one the tenant stored. */
+  async put(tenantId: string, json: unknown): Promise<StoredPolicy> {
     if (!this.#db) throw new Error('policies are not stored in this process');
     const checked = checkPolicy(json);
     if (!checked.ok) throw invalidRequest(`the policy is not valid: ${checked.error}`, 'policy');
-    const stored = await this.#db.em().transactional((tx) => storePolicy(tx, checked.policy));
-    this.#stored = stored;
-    this.#log.info({ version: stored.version, rules: stored.document.rules.length }, 'policy stored');
+    const stored = await this.#db.em().transactional((tx) => storePolicy(tx, tenantId, checked.policy));
+    this.#stored.set(tenantId, stored);
+    this.#log.info({ tenant_id: tenantId, version: stored.version, rules: stored.document.rules.length }, 'policy stored');
     return stored;
   }
 
   async #reloadStored(): Promise<void> {
-    const stored = await activePolicy(this.#db!.em());
-    if (stored && stored.version !== this.#stored?.version) this.#log.info({ version: stored.version }, 'stored policy loaded');
+    const stored = await activePolicies(this.#db!.em());
+    for (const [tenant, policy] of stored) {
+      if (policy.version !== this.#stored.get(tenant)?.version) this.#log.info({ tenant_id: tenant, version: policy.version }, 'stored policy loaded');
+    }
     this.#stored = stored;
   }
 

@@ -15,7 +15,7 @@ import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
-import { evaluatePolicy, type PolicyDocument } from '../domain/policy.js';
+import { decide, verdictRecord, type PolicySet } from '../domain/policy.js';
 import { ALLOW_ALL } from './policy-store.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
@@ -60,8 +60,8 @@ export interface RunsOptions {
   coreId: string;
   /** How long a run's lease lasts; the executor renews it at a third of that. */
   leaseMs: number;
-  /** The platform policy, which decides agent-to-agent calls too. */
-  policy?: () => PolicyDocument;
+  /** The policies a tenant is under; they decide agent-to-agent calls too. */
+  policy?: (tenantId: string) => PolicySet;
   /** Runs one tenant may have going at once; 0: no limit. Checked at start, so concurrent starts may pass it by a few. */
   maxRunsPerTenant: number;
   /** The session's execution consequences (seed 004), sent to the agent in `context`. */
@@ -218,12 +218,12 @@ export class Runs {
     if (chain.some((r) => r.root_agent_id === call.agentId)) {
       throw new AbcError('FAILED_PRECONDITION', { code: 'a2a_cycle', message: `agent call cycle refused: ${path}`, details: { path } });
     }
-    const verdict = evaluatePolicy(this.#opts.policy?.() ?? ALLOW_ALL, {
+    const verdict = decide(this.#opts.policy?.(parent.tenantId) ?? { platform: ALLOW_ALL }, {
       tool: call.agentId, args: {}, agentId: parent.rootAgentId, permissionLevel: 'PUBLIC', tenantId: parent.tenantId, action: 'agent_call',
     });
     if (verdict.decision !== 'allow') {
       const reason = verdict.decision === 'require_approval' ? `${verdict.reason} (an agent call cannot wait for an approval)` : verdict.reason;
-      const details = { agent_id: call.agentId, rule_id: verdict.ruleId, policy_version: verdict.policyVersion };
+      const details = { agent_id: call.agentId, ...verdictRecord(verdict) };
       await this.#em().transactional((tx) => appendEvents(tx, parent.runId, [{ type: 'policy_decision', payload: { action: 'agent_call', decision: 'block', code: 'blocked', reason, ...details } }]));
       throw new AbcError('PERMISSION_DENIED', { code: 'blocked', category: 'COMPLIANCE', message: `the policy does not allow calling agent ${call.agentId}: ${reason}`, details });
     }

@@ -7,7 +7,7 @@ import { isIllegalTransition, writeTransition } from '../store/transition.js';
 import type { ApprovalState, ApprovalTrigger } from '../domain/approval.machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { storedError } from '../domain/stored-error.js';
-import { evaluatePolicy } from '../domain/policy.js';
+import { decide, verdictRecord } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
@@ -103,7 +103,7 @@ export class ToolCalls {
     return this.#opts.orm.em.fork();
   }
 
-  /** The platform policy: its RPCs store and read it here. */
+  /** The platform's and tenants' policies: their RPCs store and read them here. */
   get policy(): PolicyStore {
     return this.#opts.policy;
   }
@@ -200,9 +200,9 @@ export class ToolCalls {
     await appendEvents(tx, req.runId, [
       { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } },
     ]);
-    const verdict = evaluatePolicy(this.#opts.policy.current(), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel, tenantId, action: 'tool_call' });
+    const verdict = decide(this.#opts.policy.forTenant(tenantId), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel, tenantId, action: 'tool_call' });
     await this.#transition(tx, id, 'policy_checked', [
-      { type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, rule_id: verdict.ruleId, reason: verdict.reason, policy_version: verdict.policyVersion } },
+      { type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) } },
     ]);
     if (verdict.decision === 'block') {
       const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };

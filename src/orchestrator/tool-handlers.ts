@@ -11,6 +11,7 @@ import {
 } from '../../gen/abc/orchestrator/v1/tool.js';
 import { storedErrorMessage } from '../grpc/errors.js';
 import { defaultUser, requireKey, tenantOf } from '../access/principal.js';
+import { targetTenant } from '../access/scopes.js';
 import type { SecretInfo } from '../access/secrets.js';
 import type { ApprovalState } from '../domain/approval.machine.js';
 import { invalidRequest, unauthenticated } from '../domain/errors.js';
@@ -137,15 +138,15 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
       return { secrets: (await calls.secrets.list(tenantId)).map(toSecretInfo) };
     },
     async putPolicy(req, ctx) {
-      requireKey(ctx.principal);
+      const tenantId = targetTenant(requireKey(ctx.principal), req.platform);
       if (!req.policy) throw invalidRequest('policy is required', 'policy');
-      const stored = await calls.policy.put(req.policy);
+      const stored = await calls.policy.put(tenantId, req.policy);
       return { version: stored.version, createdAt: millis(stored.createdAt) };
     },
-    async getPolicy(_req, ctx) {
-      requireKey(ctx.principal);
-      const { document, source } = calls.policy.describe();
-      return { policy: document as unknown as Record<string, unknown>, source };
+    async getPolicy(req, ctx) {
+      const tenantId = targetTenant(requireKey(ctx.principal), req.platform, 'operator');
+      const { document, source } = calls.policy.describe(req.platform ? 'platform' : 'tenant', tenantId);
+      return { policy: document as unknown as Record<string, unknown> | undefined, source, scope: req.platform ? 'platform' : 'tenant' };
     },
     async submitToolResult(req, ctx) {
       const principal = requireKey(ctx.principal);

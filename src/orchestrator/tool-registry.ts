@@ -7,7 +7,8 @@ import type { PermissionLevel } from '../domain/policy.js';
 import type { ToolKind, ToolRow } from '../domain/tool.js';
 import { BUILTIN_TOOLS } from '../execution/builtin-tools.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
-import { PLATFORM_TENANT, writeTool } from '../store/tool-store.js';
+import { writeTool } from '../store/tool-store.js';
+import { PLATFORM_TENANT } from '../domain/ids.js';
 
 const schemaCompiler = new Ajv({ strict: false });
 

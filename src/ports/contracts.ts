@@ -3,7 +3,7 @@
 import type { ContractVersion, SchemaKind, Validation } from '../domain/contract.js';
 
 export interface ContractLookup {
-  /** A registered version, wherever it was registered (a folder, a pack, or the API on any core). */
-  find(contractId: string, version: string): Promise<ContractVersion | undefined>;
+  /** A version the tenant sees: the platform's (a folder, a pack, or registered for the platform) or its own, registered on any core. */
+  find(tenantId: string, contractId: string, version: string): Promise<ContractVersion | undefined>;
   validateResponse(contract: ContractVersion, kind: SchemaKind, doc: unknown): Validation;
 }

@@ -23,11 +23,17 @@ export interface PackDb {
   transaction<T>(work: (db: PackDb) => Promise<T>): Promise<T>;
 }
 
-/** An LLM reached through ABC's proxy path: its retries, fallbacks and accounting apply. */
+/** An LLM reached through ABC's proxy path: its retries, fallbacks, accounting and the tenant's policy apply. */
 export interface LlmAccess {
   model: string;
   /** An `openai` client whose calls go through the proxy; `onCall` receives each call's record. */
   client(onCall?: (record: Record<string, unknown>) => void, options?: { maxRetries?: number; timeoutMs?: number }): OpenAI;
+}
+
+/** The LLM as the engine holds it: a ticket's calls are its tenant's, under its policy and token budgets. */
+export interface TenantLlm {
+  model: string;
+  forTenant(tenantId: string): LlmAccess;
 }
 
 export interface UnitContext {

@@ -1,7 +1,9 @@
 // The assemblies and frozen_plans tables (the decision plane's), both
-// insert-only: database triggers refuse updates. Definitions and plans are
+// insert-only: database triggers refuse updates. Assemblies belong to a tenant
+// or to the platform (`*`), whose assemblies every tenant sees. Definitions and plans are
 // stored as the documents the decision plane built.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { PLATFORM_TENANT } from '../domain/ids.js';
 
 /** Versions are MAJOR.MINOR.PATCH, so they order as integer arrays. */
 const SEMVER_ORDER = "string_to_array(version, '.')::int[]";
@@ -14,32 +16,43 @@ export interface AssemblyKey {
   expected_latency_ms?: number;
 }
 
-/** Inserts an assembly version; false when that id and version exist. */
-export async function insertAssembly(em: EntityManager, def: AssemblyKey): Promise<boolean> {
+/** A tenant's view: its own assemblies first, then the platform's. */
+const VISIBLE = `tenant_id IN (?, '${PLATFORM_TENANT}')`;
+const OWN_FIRST = `(tenant_id = '${PLATFORM_TENANT}')`;
+
+/** Inserts a tenant's assembly version (PLATFORM_TENANT for the platform's); false when it has that id and version. */
+export async function insertAssembly(em: EntityManager, tenantId: string, def: AssemblyKey): Promise<boolean> {
   const inserted = await em.execute<{ assembly_id: string }[]>(
-    `INSERT INTO assemblies (assembly_id, version, intent, contract_id, definition, expected_latency_ms)
-     VALUES (?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT DO NOTHING RETURNING assembly_id`,
-    [def.assembly_id, def.version, def.intent, def.contract?.contract_id ?? null, JSON.stringify(def), def.expected_latency_ms ?? 0],
+    `INSERT INTO assemblies (tenant_id, assembly_id, version, intent, contract_id, definition, expected_latency_ms)
+     VALUES (?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT DO NOTHING RETURNING assembly_id`,
+    [tenantId, def.assembly_id, def.version, def.intent, def.contract?.contract_id ?? null, JSON.stringify(def), def.expected_latency_ms ?? 0],
   );
   return inserted.length > 0;
 }
 
-export async function readAssembly<T>(em: EntityManager, assemblyId: string, version: string): Promise<T | undefined> {
-  const [row] = await em.execute<{ definition: T }[]>('SELECT definition FROM assemblies WHERE assembly_id = ? AND version = ?', [assemblyId, version]);
+/** A version the tenant sees: its own, else the platform's. */
+export async function readAssembly<T>(em: EntityManager, tenantId: string, assemblyId: string, version: string): Promise<T | undefined> {
+  const [row] = await em.execute<{ definition: T }[]>(`SELECT definition FROM assemblies WHERE ${VISIBLE} AND assembly_id = ? AND version = ? ORDER BY ${OWN_FIRST} LIMIT 1`, [tenantId, assemblyId, version]);
   return row?.definition;
 }
 
-export async function listAssemblies<T>(em: EntityManager, intent?: string): Promise<T[]> {
-  const rows = await em.execute<{ definition: T }[]>(`SELECT definition FROM assemblies ${intent ? 'WHERE intent = ?' : ''} ORDER BY assembly_id, ${SEMVER_ORDER}`, intent ? [intent] : []);
-  return rows.map((r) => r.definition);
+/** Every version the tenant sees, with where each came from. */
+export async function listAssemblies<T>(em: EntityManager, tenantId: string, intent?: string): Promise<{ tenant_id: string; definition: T }[]> {
+  return em.execute<{ tenant_id: string; definition: T }[]>(
+    `SELECT tenant_id, definition FROM assemblies WHERE ${VISIBLE} ${intent ? 'AND intent = ?' : ''} ORDER BY assembly_id, ${SEMVER_ORDER}, ${OWN_FIRST}`,
+    intent ? [tenantId, intent] : [tenantId],
+  );
 }
 
-/** The assembly for an intent: a pinned version, else the highest version (one row read). */
-export async function latestAssembly<T>(em: EntityManager, intent: string, version?: string): Promise<T | undefined> {
+/**
+ * The assembly for an intent (one row read): a pinned version, else the
+ * highest; the tenant's own assemblies for the intent win over the platform's.
+ */
+export async function latestAssembly<T>(em: EntityManager, tenantId: string, intent: string, version?: string): Promise<T | undefined> {
   const [row] = await em.execute<{ definition: T }[]>(
-    `SELECT definition FROM assemblies WHERE intent = ? ${version ? 'AND version = ?' : ''}
-     ORDER BY ${SEMVER_ORDER} DESC, assembly_id DESC LIMIT 1`,
-    version ? [intent, version] : [intent],
+    `SELECT definition FROM assemblies WHERE ${VISIBLE} AND intent = ? ${version ? 'AND version = ?' : ''}
+     ORDER BY ${OWN_FIRST}, ${SEMVER_ORDER} DESC, assembly_id DESC LIMIT 1`,
+    version ? [tenantId, intent, version] : [tenantId, intent],
   );
   return row?.definition;
 }

@@ -3,11 +3,9 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../domain/errors.js';
 import type { PermissionLevel } from '../domain/policy.js';
 import type { ToolKind, ToolRow } from '../domain/tool.js';
+import { PLATFORM_TENANT } from '../domain/ids.js';
 
 export type { ToolKind, ToolRow };
-
-/** The tenant of the platform's tools (built-ins, ABC_TOOLS_FILE): every tenant sees them. */
-export const PLATFORM_TENANT = '*';
 
 /** A tenant's view of the registry: its own tools, then the platform's under any name it has not taken. */
 const VISIBLE = `SELECT DISTINCT ON (tool_name) * FROM tools WHERE tenant_id IN (?, '${PLATFORM_TENANT}')`;

@@ -61,7 +61,7 @@ async function registerAuditAssembly(clients: ReturnType<typeof connectCore>): P
     { id: 'gate', label: 'Wait for the compliance gate', tool_name: 'tool.audit.gate', input: {}, dependencies: ['audit'] },
   );
   a.steps.find((x: { id: string }) => x.id === 'highlights').dependencies.push('gate');
-  await unary(clients.decision.registerAssembly.bind(clients.decision), { assembly: assemblyMessage(a) }, meta);
+  await unary(clients.decision.registerAssembly.bind(clients.decision), { assembly: assemblyMessage(a), platform: false }, meta);
 
 }
 

@@ -23,7 +23,7 @@ const planRequest = () => {
   const r = request();
   return { intent: r.intent, contract: { contractId: r.contract.contract_id, version: r.contract.version }, context: r.context, input: r.input, outputSpec: r.output_spec, executionId: '', assemblyVersion: '' };
 };
-const register = (a: Record<string, any>) => unary(decision.registerAssembly.bind(decision), { assembly: assemblyMessage(a) }, withKey(s.key));
+const register = (a: Record<string, any>) => unary(decision.registerAssembly.bind(decision), { assembly: assemblyMessage(a), platform: false }, withKey(s.key));
 
 describe('assemblies', () => {
   it('lists the reference assembly over gRPC and HTTP', async () => {

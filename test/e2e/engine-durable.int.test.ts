@@ -50,7 +50,7 @@ it('keeps a WAIT_HUMAN execution across a core restart, and another core finishe
   assembly.version = '1.70.0';
   assembly.capabilities.push({ name: 'tool.wire', kind: 'TOOL' });
   assembly.steps.push({ id: 'wire', label: 'Wire funds', tool_name: 'tool.wire', input: {}, dependencies: ['value_positions'] });
-  await unary(a.clients.decision.registerAssembly.bind(a.clients.decision), { assembly: assemblyMessage(assembly) }, withKey(key));
+  await unary(a.clients.decision.registerAssembly.bind(a.clients.decision), { assembly: assemblyMessage(assembly), platform: false }, withKey(key));
   const submitted = await unary(a.clients.ingress.submitContract.bind(a.clients.ingress), { body: request() }, withKey(key));
   const ticket = submitted.ticket;
   const poll = (n: Node) => unary(n.clients.ingress.pollTicket.bind(n.clients.ingress), { ticket, waitMs: 0, noWait: true }, withKey(key));

@@ -1,7 +1,10 @@
 // LLM calls and agent-to-agent calls ask the same policy as tool calls: models
 // outside a tenant's allow-list are refused, token budgets per run and per
 // tenant run out with a clear error recorded on the run, and a forbidden
-// callee is refused. Driven by the official openai SDK against a fake router.
+// callee is refused. A contract's LLM steps are the ticket's tenant's calls,
+// under its policy and budgets. Driven by the official openai SDK against a
+// fake router.
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,7 +38,7 @@ beforeAll(async () => {
   const policyFile = path.join(await mkdtemp(path.join(os.tmpdir(), 'abc-llm-policy-')), 'policy.json');
   await writeFile(policyFile, JSON.stringify(POLICY));
   upstream = await startFakeLlm();
-  s = await startTestStack({ policyFile, agentIdleTimeoutMs: 30_000, llm: { routerUrl: upstream.url, timeoutMs: 2000 } });
+  s = await startTestStack({ policyFile, agentIdleTimeoutMs: 30_000, llm: { routerUrl: upstream.url, timeoutMs: 2000 }, contracts: { workers: 1 } });
   const keys = new ApiKeys(s.orm);
   await keys.createTenant('acme');
   acmeKey = (await keys.create('acme', { tenantId: 'acme' })).key;
@@ -102,6 +105,35 @@ describe('token budgets', () => {
     expect(refused.status).toBe(429);
     expect(refused.message).toContain("tenant's daily token budget is used up (26 of 20 tokens)");
     expect((await client(s.key).chat.completions.create({ model: 'gpt-4o-mini', messages })).choices).toHaveLength(1);
+  });
+});
+
+describe("a contract's LLM steps", () => {
+  it("are its tenant's calls: counted against its budget, and refused by its policy", async () => {
+    const keys = new ApiKeys(s.orm);
+    await keys.createTenant('globex');
+    const globex = (await keys.create('globex', { tenantId: 'globex' })).key;
+    const post = (path: string, json: unknown, method = 'POST') => s.http(path, { method, key: globex, json });
+    const schema = (kind: string) => ({ $id: `urn:globex:ask:${kind}`, type: 'object' });
+    expect((await post('/v1/contracts', { contract_id: 'globex:ask', version: '1.0.0', intent: 'ask_model', schemas: { request: schema('request'), result: schema('result') } })).status).toBe(201);
+    const steps = [{ id: 'ask', label: 'Ask', tool_name: 'llm.complete', input: { prompt: '$.input.question' }, dependencies: [] }];
+    const assembly = { assembly_id: 'ask', version: '1.0.0', intent: 'ask_model', expected_latency_ms: 1000, capabilities: [{ name: 'llm.complete', kind: 'LLM' }], steps, output: { result: { '/answer': '/ask/text' } } };
+    expect((await post('/v1/assemblies', assembly)).status).toBe(201);
+    const ask = async (question: string) => {
+      const n = randomUUID();
+      const correlation = { request_id: `req-${n}`, idempotency_key: `idem-${n}`, session_id: `sess-${n}`, sent_at: new Date().toISOString() };
+      const res = await post('/v1/contracts:submit', { contract: { contract_id: 'globex:ask', version: '1.0.0' }, intent: 'ask_model', correlation, input: { question }, execution_preferences: { mode: 'sync', max_latency_ms: 20_000 } });
+      return { status: res.status, body: await res.json() };
+    };
+
+    expect((await ask('first question')).body.result).toEqual({ answer: 'Hello world' });
+    await expect.poll(() => tokensOfTenant('globex')).toBe(13);
+
+    expect((await post('/v1/policy', { version: 1, default: 'allow', rules: [{ id: 'no-models', tools: ['*'], when: { actions: ['llm_call'] }, decision: 'block', reason: 'globex uses no models' }] }, 'PUT')).status).toBe(200);
+    const refused = await ask('second question');
+    expect(refused.body.error).toMatchObject({ code: 'blocked', category: 'COMPLIANCE' });
+    expect(refused.body.error.message).toContain('globex uses no models');
+    expect(upstream.requests.some((r) => JSON.stringify(r.json).includes('second question'))).toBe(false);
   });
 });
 

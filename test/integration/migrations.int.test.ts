@@ -66,7 +66,7 @@ describe('migrations', () => {
     }
   });
 
-  it('carry data written before tenants into the default tenant, and platform tools into the catalogue', async () => {
+  it('carry data written before tenants into the default tenant, and platform tools, contracts, assemblies and policies into the catalogue', async () => {
     const upgrade = await createTestDatabase();
     const old = await createOrm({ url: upgrade.url, poolMax: 2 });
     const client = new pg.Client({ connectionString: upgrade.url });
@@ -82,6 +82,9 @@ describe('migrations', () => {
       await client.query("INSERT INTO context_blobs (context_key, owner_type, owner_id, data) VALUES ('k1', 'session', 's1', '{}')");
       await client.query("INSERT INTO context_blob_versions (context_key, version, data) VALUES ('k1', 1, '{}')");
       await client.query("INSERT INTO api_keys (key_id, name, key_hash, prefix) VALUES ('key1', 'old', 'h', 'abc_')");
+      await client.query("INSERT INTO assemblies (assembly_id, version, intent, definition) VALUES ('asm', '1.0.0', 'do_it', '{}')");
+      await client.query("INSERT INTO contract_versions (contract_id, version, intent, definition) VALUES ('c:x', '1.0.0', 'do_it', '{}')");
+      await client.query("INSERT INTO policies (policy_id, version, document, active) VALUES ('pol1', 4, '{}', true)");
 
       expect((await migrate(old)).length).toBeGreaterThan(0);
       const one = async (sql: string) => (await client.query(sql)).rows[0];
@@ -93,6 +96,8 @@ describe('migrations', () => {
       expect(await one('SELECT tenant_id FROM context_blob_versions')).toEqual({ tenant_id: 'default' });
       expect(await one('SELECT tenant_id, scopes, user_ids FROM api_keys')).toEqual({ tenant_id: 'default', scopes: ['admin'], user_ids: null });
       expect(await one("SELECT count(*)::int AS n FROM tenants WHERE tenant_id = 'default'")).toEqual({ n: 1 });
+      // What was registered before tenants stays the platform's, seen by every tenant.
+      for (const table of ['assemblies', 'contract_versions', 'policies']) expect(await one(`SELECT tenant_id FROM ${table}`)).toEqual({ tenant_id: '*' });
       expect(await pendingMigrations(old)).toEqual([]);
     } finally {
       await client.end();

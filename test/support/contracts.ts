@@ -63,4 +63,4 @@ export function referenceAssembly(): Record<string, any> {
 }
 
 /** An assembly in its proto shape (for DecisionService.RegisterAssembly). */
-export const assemblyMessage = (a: Record<string, any>) => toAssembly(a as AssemblyDef);
+export const assemblyMessage = (a: Record<string, any>) => toAssembly(a as AssemblyDef, false);

@@ -14,7 +14,8 @@ export interface LiveRun {
   release: () => void;
 }
 
-export async function liveRun(s: TestStack, agent: FakeAgent, opts: { agentId: string; userId?: string; content?: string }): Promise<LiveRun> {
+/** `key` invokes it (the stack's admin key unless given), so the run is that key's tenant's. */
+export async function liveRun(s: TestStack, agent: FakeAgent, opts: { agentId: string; userId?: string; content?: string; key?: string }): Promise<LiveRun> {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));
   agent.behave(async (inv, res) => {
@@ -24,7 +25,7 @@ export async function liveRun(s: TestStack, agent: FakeAgent, opts: { agentId: s
     res.end();
   });
   const ws = await new WsClient(s.url).open();
-  ws.send({ type: 'hello', api_key: s.key, user_id: opts.userId ?? 'u1' });
+  ws.send({ type: 'hello', api_key: opts.key ?? s.key, user_id: opts.userId ?? 'u1' });
   const sessionId = `sess_${opts.agentId}_${Date.now()}_${Math.random().toString(36).slice(2, 6)}`;
   ws.send({ type: 'agent_invoke', session_id: sessionId, agent_id: opts.agentId, message: { role: 'user', content: opts.content ?? 'go' } });
   const delta = await ws.next('delta');

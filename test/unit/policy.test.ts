@@ -1,6 +1,6 @@
 import { Ajv } from 'ajv';
 import { describe, expect, it } from 'vitest';
-import { duplicateRuleIds, evaluatePolicy, POLICY_SCHEMA, type PolicyDocument, type ToolCallFacts } from '../../src/domain/policy.js';
+import { budgetsOf, decide, duplicateRuleIds, evaluatePolicy, POLICY_SCHEMA, type PolicyDocument, type ToolCallFacts } from '../../src/domain/policy.js';
 
 const policy: PolicyDocument = {
   version: 1,
@@ -51,5 +51,41 @@ describe('policy evaluation', () => {
 
   it('finds duplicate rule ids', () => {
     expect(duplicateRuleIds({ ...policy, rules: [...policy.rules, { id: 'intern', tools: ['x'], decision: 'allow' }] })).toEqual(['intern']);
+  });
+});
+
+describe("a tenant's policy under the platform's", () => {
+  const own: PolicyDocument = {
+    version: 7,
+    default: 'allow',
+    rules: [
+      { id: 'deletes-ok', tools: ['db.delete'], decision: 'allow' },
+      { id: 'ask-email', tools: ['email.send'], decision: 'require_approval' },
+      { id: 'no-weather', tools: ['weather.query'], decision: 'block' },
+    ],
+  };
+
+  it.each([
+    // The platform's block stands whatever the tenant says.
+    ['db.delete', 'block', 'no-deletes', 'platform', 1],
+    // The tenant tightens what the platform allows.
+    ['email.send', 'require_approval', 'ask-email', 'tenant', 7],
+    ['weather.query', 'block', 'no-weather', 'tenant', 7],
+    // A tie is recorded as the tenant's.
+    ['calendar.read', 'allow', 'default', 'tenant', 7],
+  ] as const)('%s: %s by %s (%s)', (tool, decision, ruleId, policyScope, policyVersion) => {
+    expect(decide({ platform: policy, tenant: own }, facts({ tool }))).toEqual(expect.objectContaining({ decision, ruleId, policyScope, policyVersion }));
+  });
+
+  it("is the platform's alone until the tenant stores one", () => {
+    expect(decide({ platform: policy }, facts({ tool: 'email.send' }))).toMatchObject({ decision: 'allow', policyScope: 'platform' });
+  });
+
+  it('keeps the smaller of each budget', () => {
+    const platform: PolicyDocument = { ...policy, budgets: { run_tokens: 1000, tenants: { acme: { tenant_tokens_per_day: 50_000 } } } };
+    const tenant: PolicyDocument = { ...own, budgets: { run_tokens: 5000, tenant_tokens_per_day: 20_000 } };
+    expect(budgetsOf({ platform, tenant }, 'acme')).toEqual({ run_tokens: 1000, tenant_tokens_per_day: 20_000 });
+    expect(budgetsOf({ platform }, 'acme')).toMatchObject({ run_tokens: 1000, tenant_tokens_per_day: 50_000 });
+    expect(budgetsOf({ platform: own, tenant }, 'globex')).toEqual({ run_tokens: 5000, tenant_tokens_per_day: 20_000 });
   });
 });

@@ -43,10 +43,10 @@ export class ContextBuilder extends Builtin {
   readonly role = 'CONTEXT_BUILDER' as const;
   async run(_g: GlobalState, ctx: EngineContextView): Promise<AgentOutput> {
     const req = ctx.request as { intent: string; contract: { contract_id: string; version: string }; assembly_version?: string };
-    if (!(await this.deps.contracts.find(req.contract.contract_id, req.contract.version))) {
+    if (!(await this.deps.contracts.find(ctx.tenant_id, req.contract.contract_id, req.contract.version))) {
       return this.failed([structuredError('UNKNOWN_CONTRACT', `contract ${req.contract.contract_id}@${req.contract.version} is no longer registered`, { severity: 'CRITICAL', suggested_action: 'HALT', metadata: { category: 'VALIDATION' } })]);
     }
-    const assembly = await this.deps.decision.resolve(req.intent, req.assembly_version);
+    const assembly = await this.deps.decision.resolve(ctx.tenant_id, req.intent, req.assembly_version);
     const settings = settingsOf(assembly.engine);
     const failureCounts = await this.deps.memory.failureCounts(ctx.tenant_id, req.intent);
     const successes = await this.deps.memory.search(ctx.tenant_id, `success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5);
@@ -64,7 +64,7 @@ export class Planner extends Builtin {
     const input = { intent: req.intent, context: req.context, ...(req.contract && { contract: req.contract }), ...(req.input && { input: req.input }), ...(req.output_spec && { output_spec: req.output_spec }) };
     const current = ctx.current_plan;
     let assembly = ctx.assembly!;
-    if (ctx.replan?.scope === 'GLOBAL') assembly = await this.deps.decision.resolve(req.intent);
+    if (ctx.replan?.scope === 'GLOBAL') assembly = await this.deps.decision.resolve(ctx.tenant_id, req.intent);
     const fresh = await this.deps.decision.compile(assembly, input, avoid, ctx.tenant_id);
     if (ctx.replan?.scope === 'LOCAL' && current && ctx.replan.failed_step_id) {
       const previous = { assembly_id: current.assembly_id, assembly_version: current.assembly_version, goal: fresh.body.goal, steps: current.steps, whitelist: fresh.body.whitelist } as PlanBody;
@@ -150,7 +150,7 @@ export class Reviewer extends Builtin {
   async run(_g: GlobalState, ctx: EngineContextView, step?: StepContext): Promise<AgentOutput> {
     if (!step) {
       const req = ctx.request as { contract: { contract_id: string; version: string } };
-      const contract = (await this.deps.contracts.find(req.contract.contract_id, req.contract.version))!;
+      const contract = (await this.deps.contracts.find(ctx.tenant_id, req.contract.contract_id, req.contract.version))!;
       const check = this.deps.contracts.validateResponse(contract, 'result', ctx.result_candidate);
       if (check.ok) return this.ok({ valid: true });
       return this.failed([

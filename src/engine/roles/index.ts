@@ -7,7 +7,7 @@ import { Ajv } from 'ajv';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RoleBinding } from '../../domain/engine-policy.js';
 import { structuredError, type AgentOutput, type AgentRole, type GlobalState, type StepContext } from '../../domain/engine-types.js';
-import type { LlmAccess } from '../../ports/pack.js';
+import type { TenantLlm } from '../../ports/pack.js';
 import type { PlannedStep } from '../../decision/planner.js';
 import { canonicalHash } from '../../domain/hash.js';
 import type { CognitiveAgent, EngineContextView, PlannerData } from './agent.js';
@@ -38,7 +38,7 @@ export interface RoleRun {
 export class Roles {
   constructor(
     readonly builtins: Record<AgentRole, CognitiveAgent>,
-    readonly deps: { em: () => EntityManager; llm?: LlmAccess; agentIdleTimeoutMs: number; secrets: Secrets },
+    readonly deps: { em: () => EntityManager; llm?: TenantLlm; agentIdleTimeoutMs: number; secrets: Secrets },
   ) {}
 
   /** Whether a binding puts an outside agent after the built-in (an LLM binding without a router does not). */
@@ -50,7 +50,7 @@ export class Roles {
   external(role: AgentRole, binding: RoleBinding | undefined, tenantId: string, onLlmCall?: (record: Record<string, unknown>) => void): CognitiveAgent | undefined {
     if (binding?.kind === 'agent') return new RemoteAgent(role, tenantId, binding.agent_id, this.deps.em, this.deps.agentIdleTimeoutMs, this.deps.secrets);
     if (binding?.kind !== 'llm' || !this.deps.llm) return undefined;
-    return new LlmAgent(role, this.deps.llm, binding.model ?? this.deps.llm.model, binding.instructions, onLlmCall);
+    return new LlmAgent(role, this.deps.llm.forTenant(tenantId), binding.model ?? this.deps.llm.model, binding.instructions, onLlmCall);
   }
 
   /** Runs `role` for a ticket of `tenantId`, whose agents it may call. */

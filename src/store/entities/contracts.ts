@@ -8,6 +8,8 @@ export const ContractVersionRow = defineEntity({
   tableName: 'contract_versions',
   triggers: [{ name: 'contract_versions_immutable', timing: 'before', events: ['update', 'delete'], body: "RAISE EXCEPTION 'contract versions are immutable' USING ERRCODE = 'check_violation';" }],
   properties: {
+    /** `*` for the platform's, seen by every tenant. */
+    tenantId: p.string().length(64).primary(),
     contractId: p.string().length(128).primary(),
     version: p.string().length(32).primary(),
     intent: p.string().length(128),
@@ -22,6 +24,8 @@ export const Assembly = defineEntity({
   tableName: 'assemblies',
   triggers: [{ name: 'assemblies_immutable', timing: 'before', events: ['update'], body: "RAISE EXCEPTION 'assembly versions are immutable' USING ERRCODE = 'check_violation';" }],
   properties: {
+    /** `*` for the platform's (assembly files and packs), seen by every tenant; a tenant's own assembly for an intent wins. */
+    tenantId: p.string().length(64).primary(),
     assemblyId: p.string().length(128).primary(),
     version: p.string().length(32).primary(),
     intent: p.string().length(128).index('idx_assemblies_intent'),

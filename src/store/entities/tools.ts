@@ -86,12 +86,13 @@ export const Approval = defineEntity({
   },
 });
 
-/** A policy document; exactly one version is active at a time. */
+/** A policy document; one version is active per tenant, and one for the platform (`*`). */
 export const Policy = defineEntity({
   name: 'Policy',
   tableName: 'policies',
   properties: {
     policyId: p.string().length(64).primary(),
+    tenantId: p.string().length(64).index('idx_policies_tenant'),
     version: p.integer(),
     document: p.json<Record<string, unknown>>(),
     active: p.boolean().default(false),

@@ -224,7 +224,14 @@ export interface Assembly {
    * How the result and the artifact are built when no pack owns the assembly:
    * {result, partial?, markdown?} (JSON pointers and a template).
    */
-  output?: { [key: string]: any } | undefined;
+  output?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * Read only: the platform's assembly, seen by every tenant (else the
+   * caller's tenant's own). Ignored on registration.
+   */
+  platform: boolean;
 }
 
 /** PlanRequest is the intent and context of a contract execution. */
@@ -269,7 +276,14 @@ export interface ListAssembliesResponse {
 
 /** RegisterAssemblyRequest holds a new assembly version. */
 export interface RegisterAssemblyRequest {
-  assembly?: Assembly | undefined;
+  assembly?:
+    | Assembly
+    | undefined;
+  /**
+   * Registers into the platform's catalogue, seen by every tenant, instead of
+   * the caller's tenant. Needs an admin key of the default tenant.
+   */
+  platform: boolean;
 }
 
 /** RegisterAssemblyResponse is the stored assembly. */
@@ -1053,6 +1067,7 @@ function createBaseAssembly(): Assembly {
     expectedLatencyMs: 0,
     engine: undefined,
     output: undefined,
+    platform: false,
   };
 }
 
@@ -1087,6 +1102,9 @@ export const Assembly: MessageFns<Assembly> = {
     }
     if (message.output !== undefined) {
       Struct.encode(Struct.wrap(message.output), writer.uint32(82).fork()).join();
+    }
+    if (message.platform !== false) {
+      writer.uint32(88).bool(message.platform);
     }
     return writer;
   },
@@ -1184,6 +1202,14 @@ export const Assembly: MessageFns<Assembly> = {
             message.output = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.platform = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1218,6 +1244,7 @@ export const Assembly: MessageFns<Assembly> = {
         : 0,
       engine: isObject(object.engine) ? object.engine : undefined,
       output: isObject(object.output) ? object.output : undefined,
+      platform: isSet(object.platform) ? globalThis.Boolean(object.platform) : false,
     };
   },
 
@@ -1253,6 +1280,9 @@ export const Assembly: MessageFns<Assembly> = {
     if (message.output !== undefined) {
       obj.output = message.output;
     }
+    if (message.platform !== false) {
+      obj.platform = message.platform;
+    }
     return obj;
   },
 
@@ -1273,6 +1303,7 @@ export const Assembly: MessageFns<Assembly> = {
     message.expectedLatencyMs = object.expectedLatencyMs ?? 0;
     message.engine = object.engine ?? undefined;
     message.output = object.output ?? undefined;
+    message.platform = object.platform ?? false;
     return message;
   },
 };
@@ -1868,13 +1899,16 @@ export const ListAssembliesResponse: MessageFns<ListAssembliesResponse> = {
 };
 
 function createBaseRegisterAssemblyRequest(): RegisterAssemblyRequest {
-  return { assembly: undefined };
+  return { assembly: undefined, platform: false };
 }
 
 export const RegisterAssemblyRequest: MessageFns<RegisterAssemblyRequest> = {
   encode(message: RegisterAssemblyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.assembly !== undefined) {
       Assembly.encode(message.assembly, writer.uint32(10).fork()).join();
+    }
+    if (message.platform !== false) {
+      writer.uint32(16).bool(message.platform);
     }
     return writer;
   },
@@ -1900,6 +1934,14 @@ export const RegisterAssemblyRequest: MessageFns<RegisterAssemblyRequest> = {
             message.assembly = Assembly.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.platform = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1913,13 +1955,19 @@ export const RegisterAssemblyRequest: MessageFns<RegisterAssemblyRequest> = {
   },
 
   fromJSON(object: any): RegisterAssemblyRequest {
-    return { assembly: isSet(object.assembly) ? Assembly.fromJSON(object.assembly) : undefined };
+    return {
+      assembly: isSet(object.assembly) ? Assembly.fromJSON(object.assembly) : undefined,
+      platform: isSet(object.platform) ? globalThis.Boolean(object.platform) : false,
+    };
   },
 
   toJSON(message: RegisterAssemblyRequest): unknown {
     const obj: any = {};
     if (message.assembly !== undefined) {
       obj.assembly = Assembly.toJSON(message.assembly);
+    }
+    if (message.platform !== false) {
+      obj.platform = message.platform;
     }
     return obj;
   },
@@ -1932,6 +1980,7 @@ export const RegisterAssemblyRequest: MessageFns<RegisterAssemblyRequest> = {
     message.assembly = (object.assembly !== undefined && object.assembly !== null)
       ? Assembly.fromPartial(object.assembly)
       : undefined;
+    message.platform = object.platform ?? false;
     return message;
   },
 };

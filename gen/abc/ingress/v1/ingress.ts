@@ -241,7 +241,14 @@ export interface SubmitHumanFeedbackResponse {
  * poll-response?, error?}}. Missing envelope schemas are derived from result.
  */
 export interface RegisterContractRequest {
-  definition?: { [key: string]: any } | undefined;
+  definition?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * Registers into the platform's catalogue, seen by every tenant, instead of
+   * the caller's tenant. Needs an admin key of the default tenant.
+   */
+  platform: boolean;
 }
 
 /** RegisterContractResponse is the registered version. */
@@ -262,7 +269,11 @@ export interface ContractInfo {
   /** "file" (shipped in a folder or a pack) or "api" (registered at runtime). */
   source: string;
   /** The five schemas by kind: request, result, submit-response, poll-response, error. */
-  schemas?: { [key: string]: any } | undefined;
+  schemas?:
+    | { [key: string]: any }
+    | undefined;
+  /** The platform's version, seen by every tenant (else the caller's tenant's own). */
+  platform: boolean;
 }
 
 /** ListContractsRequest filters by contract id (empty: all). */
@@ -1973,13 +1984,16 @@ export const SubmitHumanFeedbackResponse: MessageFns<SubmitHumanFeedbackResponse
 };
 
 function createBaseRegisterContractRequest(): RegisterContractRequest {
-  return { definition: undefined };
+  return { definition: undefined, platform: false };
 }
 
 export const RegisterContractRequest: MessageFns<RegisterContractRequest> = {
   encode(message: RegisterContractRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.definition !== undefined) {
       Struct.encode(Struct.wrap(message.definition), writer.uint32(10).fork()).join();
+    }
+    if (message.platform !== false) {
+      writer.uint32(16).bool(message.platform);
     }
     return writer;
   },
@@ -2005,6 +2019,14 @@ export const RegisterContractRequest: MessageFns<RegisterContractRequest> = {
             message.definition = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.platform = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2018,13 +2040,19 @@ export const RegisterContractRequest: MessageFns<RegisterContractRequest> = {
   },
 
   fromJSON(object: any): RegisterContractRequest {
-    return { definition: isObject(object.definition) ? object.definition : undefined };
+    return {
+      definition: isObject(object.definition) ? object.definition : undefined,
+      platform: isSet(object.platform) ? globalThis.Boolean(object.platform) : false,
+    };
   },
 
   toJSON(message: RegisterContractRequest): unknown {
     const obj: any = {};
     if (message.definition !== undefined) {
       obj.definition = message.definition;
+    }
+    if (message.platform !== false) {
+      obj.platform = message.platform;
     }
     return obj;
   },
@@ -2035,6 +2063,7 @@ export const RegisterContractRequest: MessageFns<RegisterContractRequest> = {
   fromPartial<I extends Exact<DeepPartial<RegisterContractRequest>, I>>(object: I): RegisterContractRequest {
     const message = createBaseRegisterContractRequest();
     message.definition = object.definition ?? undefined;
+    message.platform = object.platform ?? false;
     return message;
   },
 };
@@ -2127,7 +2156,7 @@ export const RegisterContractResponse: MessageFns<RegisterContractResponse> = {
 };
 
 function createBaseContractInfo(): ContractInfo {
-  return { contractId: "", version: "", intent: "", description: "", source: "", schemas: undefined };
+  return { contractId: "", version: "", intent: "", description: "", source: "", schemas: undefined, platform: false };
 }
 
 export const ContractInfo: MessageFns<ContractInfo> = {
@@ -2149,6 +2178,9 @@ export const ContractInfo: MessageFns<ContractInfo> = {
     }
     if (message.schemas !== undefined) {
       Struct.encode(Struct.wrap(message.schemas), writer.uint32(50).fork()).join();
+    }
+    if (message.platform !== false) {
+      writer.uint32(56).bool(message.platform);
     }
     return writer;
   },
@@ -2214,6 +2246,14 @@ export const ContractInfo: MessageFns<ContractInfo> = {
             message.schemas = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.platform = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2238,6 +2278,7 @@ export const ContractInfo: MessageFns<ContractInfo> = {
       description: isSet(object.description) ? globalThis.String(object.description) : "",
       source: isSet(object.source) ? globalThis.String(object.source) : "",
       schemas: isObject(object.schemas) ? object.schemas : undefined,
+      platform: isSet(object.platform) ? globalThis.Boolean(object.platform) : false,
     };
   },
 
@@ -2261,6 +2302,9 @@ export const ContractInfo: MessageFns<ContractInfo> = {
     if (message.schemas !== undefined) {
       obj.schemas = message.schemas;
     }
+    if (message.platform !== false) {
+      obj.platform = message.platform;
+    }
     return obj;
   },
 
@@ -2275,6 +2319,7 @@ export const ContractInfo: MessageFns<ContractInfo> = {
     message.description = object.description ?? "";
     message.source = object.source ?? "";
     message.schemas = object.schemas ?? undefined;
+    message.platform = object.platform ?? false;
     return message;
   },
 };

@@ -358,7 +358,14 @@ export interface ToolCall {
 
 /** PutPolicyRequest is PUT /v1/policy: the document of ABC_POLICY_FILE's shape. */
 export interface PutPolicyRequest {
-  policy?: { [key: string]: any } | undefined;
+  policy?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * Stores the platform's policy, which every tenant is under. Needs an admin
+   * key of the default tenant.
+   */
+  platform: boolean;
 }
 
 /** PutPolicyResponse describes the stored document. */
@@ -367,14 +374,24 @@ export interface PutPolicyResponse {
   createdAt: number;
 }
 
-/** GetPolicyRequest asks for the policy in force. */
+/** GetPolicyRequest asks for the tenant's own policy, or the platform's. */
 export interface GetPolicyRequest {
+  /**
+   * Asks for the platform's policy in force. Needs an operator key of the
+   * default tenant.
+   */
+  platform: boolean;
 }
 
-/** GetPolicyResponse holds it; source is api, file or default (allow all). */
+/**
+ * GetPolicyResponse holds it. source is api, file or default (allow all) for
+ * the platform's, and api or none (no policy stored yet) for a tenant's.
+ */
 export interface GetPolicyResponse {
   policy?: { [key: string]: any } | undefined;
   source: string;
+  /** platform or tenant: whose policy this is. */
+  scope: string;
 }
 
 /** SecretInfo describes one version of a secret, without its value. */
@@ -1156,13 +1173,16 @@ export const ToolCall: MessageFns<ToolCall> = {
 };
 
 function createBasePutPolicyRequest(): PutPolicyRequest {
-  return { policy: undefined };
+  return { policy: undefined, platform: false };
 }
 
 export const PutPolicyRequest: MessageFns<PutPolicyRequest> = {
   encode(message: PutPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.policy !== undefined) {
       Struct.encode(Struct.wrap(message.policy), writer.uint32(10).fork()).join();
+    }
+    if (message.platform !== false) {
+      writer.uint32(16).bool(message.platform);
     }
     return writer;
   },
@@ -1188,6 +1208,14 @@ export const PutPolicyRequest: MessageFns<PutPolicyRequest> = {
             message.policy = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.platform = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1201,13 +1229,19 @@ export const PutPolicyRequest: MessageFns<PutPolicyRequest> = {
   },
 
   fromJSON(object: any): PutPolicyRequest {
-    return { policy: isObject(object.policy) ? object.policy : undefined };
+    return {
+      policy: isObject(object.policy) ? object.policy : undefined,
+      platform: isSet(object.platform) ? globalThis.Boolean(object.platform) : false,
+    };
   },
 
   toJSON(message: PutPolicyRequest): unknown {
     const obj: any = {};
     if (message.policy !== undefined) {
       obj.policy = message.policy;
+    }
+    if (message.platform !== false) {
+      obj.platform = message.platform;
     }
     return obj;
   },
@@ -1218,6 +1252,7 @@ export const PutPolicyRequest: MessageFns<PutPolicyRequest> = {
   fromPartial<I extends Exact<DeepPartial<PutPolicyRequest>, I>>(object: I): PutPolicyRequest {
     const message = createBasePutPolicyRequest();
     message.policy = object.policy ?? undefined;
+    message.platform = object.platform ?? false;
     return message;
   },
 };
@@ -1312,11 +1347,14 @@ export const PutPolicyResponse: MessageFns<PutPolicyResponse> = {
 };
 
 function createBaseGetPolicyRequest(): GetPolicyRequest {
-  return {};
+  return { platform: false };
 }
 
 export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
-  encode(_: GetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: GetPolicyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.platform !== false) {
+      writer.uint32(8).bool(message.platform);
+    }
     return writer;
   },
 
@@ -1333,6 +1371,14 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.platform = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1345,26 +1391,30 @@ export const GetPolicyRequest: MessageFns<GetPolicyRequest> = {
     }
   },
 
-  fromJSON(_: any): GetPolicyRequest {
-    return {};
+  fromJSON(object: any): GetPolicyRequest {
+    return { platform: isSet(object.platform) ? globalThis.Boolean(object.platform) : false };
   },
 
-  toJSON(_: GetPolicyRequest): unknown {
+  toJSON(message: GetPolicyRequest): unknown {
     const obj: any = {};
+    if (message.platform !== false) {
+      obj.platform = message.platform;
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(base?: I): GetPolicyRequest {
     return GetPolicyRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(_: I): GetPolicyRequest {
+  fromPartial<I extends Exact<DeepPartial<GetPolicyRequest>, I>>(object: I): GetPolicyRequest {
     const message = createBaseGetPolicyRequest();
+    message.platform = object.platform ?? false;
     return message;
   },
 };
 
 function createBaseGetPolicyResponse(): GetPolicyResponse {
-  return { policy: undefined, source: "" };
+  return { policy: undefined, source: "", scope: "" };
 }
 
 export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
@@ -1374,6 +1424,9 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     }
     if (message.source !== "") {
       writer.uint32(18).string(message.source);
+    }
+    if (message.scope !== "") {
+      writer.uint32(26).string(message.scope);
     }
     return writer;
   },
@@ -1407,6 +1460,14 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
             message.source = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1423,6 +1484,7 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     return {
       policy: isObject(object.policy) ? object.policy : undefined,
       source: isSet(object.source) ? globalThis.String(object.source) : "",
+      scope: isSet(object.scope) ? globalThis.String(object.scope) : "",
     };
   },
 
@@ -1434,6 +1496,9 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     if (message.source !== "") {
       obj.source = message.source;
     }
+    if (message.scope !== "") {
+      obj.scope = message.scope;
+    }
     return obj;
   },
 
@@ -1444,6 +1509,7 @@ export const GetPolicyResponse: MessageFns<GetPolicyResponse> = {
     const message = createBaseGetPolicyResponse();
     message.policy = object.policy ?? undefined;
     message.source = object.source ?? "";
+    message.scope = object.scope ?? "";
     return message;
   },
 };
@@ -3022,9 +3088,11 @@ export const ToolServiceService = {
     responseDeserialize: (value: Buffer): ListSecretsResponse => ListSecretsResponse.decode(value),
   },
   /**
-   * PutPolicy stores a policy document over the API; every core takes it. Its
-   * version must be above every stored one; the document with the higher
-   * version, this or ABC_POLICY_FILE's, is in force.
+   * PutPolicy stores the caller's tenant's policy document; every core takes
+   * it. A tenant's policy can only tighten the platform's: the stricter
+   * verdict holds. Its version must be above every one the tenant stored.
+   * With platform set it stores the platform's policy instead; the document
+   * with the higher version, that or ABC_POLICY_FILE's, is the platform's.
    */
   putPolicy: {
     path: "/abc.orchestrator.v1.ToolService/PutPolicy" as const,
@@ -3035,7 +3103,7 @@ export const ToolServiceService = {
     responseSerialize: (value: PutPolicyResponse): Buffer => Buffer.from(PutPolicyResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PutPolicyResponse => PutPolicyResponse.decode(value),
   },
-  /** GetPolicy returns the policy in force and where it came from. */
+  /** GetPolicy returns the tenant's own policy, or the platform's in force. */
   getPolicy: {
     path: "/abc.orchestrator.v1.ToolService/GetPolicy" as const,
     requestStream: false as const,
@@ -3068,12 +3136,14 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
   /** ListSecrets lists the tenant's secrets: names and versions, never values. */
   listSecrets: handleUnaryCall<ListSecretsRequest, ListSecretsResponse>;
   /**
-   * PutPolicy stores a policy document over the API; every core takes it. Its
-   * version must be above every stored one; the document with the higher
-   * version, this or ABC_POLICY_FILE's, is in force.
+   * PutPolicy stores the caller's tenant's policy document; every core takes
+   * it. A tenant's policy can only tighten the platform's: the stricter
+   * verdict holds. Its version must be above every one the tenant stored.
+   * With platform set it stores the platform's policy instead; the document
+   * with the higher version, that or ABC_POLICY_FILE's, is the platform's.
    */
   putPolicy: handleUnaryCall<PutPolicyRequest, PutPolicyResponse>;
-  /** GetPolicy returns the policy in force and where it came from. */
+  /** GetPolicy returns the tenant's own policy, or the platform's in force. */
   getPolicy: handleUnaryCall<GetPolicyRequest, GetPolicyResponse>;
 }
 
@@ -3210,9 +3280,11 @@ export interface ToolServiceClient extends Client {
     callback: (error: ServiceError | null, response: ListSecretsResponse) => void,
   ): ClientUnaryCall;
   /**
-   * PutPolicy stores a policy document over the API; every core takes it. Its
-   * version must be above every stored one; the document with the higher
-   * version, this or ABC_POLICY_FILE's, is in force.
+   * PutPolicy stores the caller's tenant's policy document; every core takes
+   * it. A tenant's policy can only tighten the platform's: the stricter
+   * verdict holds. Its version must be above every one the tenant stored.
+   * With platform set it stores the platform's policy instead; the document
+   * with the higher version, that or ABC_POLICY_FILE's, is the platform's.
    */
   putPolicy(
     request: PutPolicyRequest,
@@ -3229,7 +3301,7 @@ export interface ToolServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PutPolicyResponse) => void,
   ): ClientUnaryCall;
-  /** GetPolicy returns the policy in force and where it came from. */
+  /** GetPolicy returns the tenant's own policy, or the platform's in force. */
   getPolicy(
     request: GetPolicyRequest,
     callback: (error: ServiceError | null, response: GetPolicyResponse) => void,
