@@ -13,6 +13,7 @@ import { agentRoutes } from './routes/agents.js';
 import { contractRoutes } from './routes/contracts.js';
 import { engineRoutes } from './routes/engine.js';
 import { decisionRoutes } from './routes/decision.js';
+import { workflowRoutes } from './routes/workflows.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
 import { llmRoutes } from './routes/llm.js';
@@ -124,6 +125,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   contractRoutes(app, opts.core);
   engineRoutes(app, opts.core);
   decisionRoutes(app, opts.core);
+  workflowRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });

@@ -10,6 +10,7 @@ import { LlmProxyServiceClient } from '../gen/abc/orchestrator/v1/llm.js';
 import { RunServiceClient } from '../gen/abc/orchestrator/v1/run.js';
 import { SessionServiceClient } from '../gen/abc/orchestrator/v1/session.js';
 import { ToolServiceClient } from '../gen/abc/orchestrator/v1/tool.js';
+import { WorkflowServiceClient } from '../gen/abc/workflow/v1/workflow.js';
 import { HealthClient } from '../gen/grpc/health/v1/health.js';
 
 export type CoreClients = ReturnType<typeof connectCore>;
@@ -36,6 +37,7 @@ export function connectCore(address: string, options: ChannelOptions = {}, tls?:
     context: new ContextStoreServiceClient(address, creds, options),
     decision: new DecisionServiceClient(address, creds, options),
     observer: new ObserverServiceClient(address, creds, options),
+    workflows: new WorkflowServiceClient(address, creds, options),
   };
 }
 

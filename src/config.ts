@@ -72,6 +72,8 @@ export interface Config {
   packsDir: string;
   contractsDir: string;
   assembliesDir: string;
+  /** Phase workflow definitions (`<workflow_id>/<version>.json`, seed 003) registered at boot. */
+  workflowsDir: string;
   /** How often tool and approval deadlines are swept. */
   timerSweepMs: number;
   /** How often finished tickets past their retention are deleted. */
@@ -184,6 +186,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     packsDir: read('ABC_PACKS_DIR', path.join(PACKAGE_ROOT, 'packs'), (raw) => ({ value: path.resolve(raw) })),
     contractsDir: read('ABC_CONTRACTS_DIR', path.join(PACKAGE_ROOT, 'contracts'), (raw) => ({ value: path.resolve(raw) })),
     assembliesDir: read('ABC_ASSEMBLIES_DIR', path.join(PACKAGE_ROOT, 'assemblies'), (raw) => ({ value: path.resolve(raw) })),
+    workflowsDir: read('ABC_WORKFLOWS_DIR', path.join(PACKAGE_ROOT, 'workflows'), (raw) => ({ value: path.resolve(raw) })),
     timerSweepMs: ms('ABC_TIMER_SWEEP_MS', 1000),
     retentionSweepMs: ms('ABC_RETENTION_SWEEP_MS', 60_000),
     queuePollMs: ms('ABC_QUEUE_POLL_MS', 1000),
@@ -229,6 +232,7 @@ export function coreSettings(config: Config) {
     a2aMaxDepth: config.a2aMaxDepth,
     policyFile: config.policyFile,
     toolsFile: config.toolsFile,
+    workflowsDir: config.workflowsDir,
     toolTimeoutMs: config.toolTimeoutMs,
     approvalTimeoutMs: config.approvalTimeoutMs,
     idempotencyTtlMs: config.idempotencyTtlMs,

@@ -1,7 +1,8 @@
-// The OpenAI-compatible surface: POST /v1/chat/completions and GET /v1/models.
+// The OpenAI-compatible surface: POST /v1/chat/completions, /v1/responses and
+// /v1/embeddings, and GET /v1/models.
 // Bodies pass through as bytes; every error has the OpenAI shape {error: {message, type, code}}.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ServiceError } from '@grpc/grpc-js';
+import type { CallOptions, ClientReadableStream, ClientUnaryCall, Metadata, ServiceError } from '@grpc/grpc-js';
 import type { CoreClients } from '../core-client.js';
 import { fromGrpcError } from '../errors.js';
 import { call, metadataOf } from '../grpc-call.js';
@@ -40,24 +41,28 @@ export function llmRoutes(app: FastifyInstance, core: CoreClients): void {
     return reply.code(400).send({ error: { message: error.message, type: 'invalid_request_error', code: 'invalid_request', param: null } });
   });
 
-  app.post<{ Body: Buffer }>('/v1/chat/completions', async (req, reply) => {
-    const body = req.body;
-    if (!Buffer.isBuffer(body)) {
-      return reply.code(400).send({ error: { message: 'the body must be JSON (content-type: application/json)', type: 'invalid_request_error', code: 'invalid_request', param: null } });
-    }
-    let stream = false;
-    try {
-      stream = (JSON.parse(body.toString('utf8')) as { stream?: unknown }).stream === true;
-    } catch {
-      return reply.code(400).send({ error: { message: 'the body is not valid JSON', type: 'invalid_request_error', code: 'invalid_request', param: null } });
-    }
-    const runId = typeof req.headers['x-run-id'] === 'string' ? req.headers['x-run-id'] : '';
-    if (!stream) {
-      const res = await call(core.llm.createChatCompletion.bind(core.llm), { body, runId }, req);
+  /** A relayed POST: the bytes pass through; `stream: true` answers server-sent events. */
+  const relay = (path: string, whole: Unary, streamed?: Streamed) =>
+    app.post<{ Body: Buffer }>(path, async (req, reply) => {
+      const body = req.body;
+      if (!Buffer.isBuffer(body)) {
+        return reply.code(400).send({ error: { message: 'the body must be JSON (content-type: application/json)', type: 'invalid_request_error', code: 'invalid_request', param: null } });
+      }
+      let stream = false;
+      try {
+        stream = (JSON.parse(body.toString('utf8')) as { stream?: unknown }).stream === true;
+      } catch {
+        return reply.code(400).send({ error: { message: 'the body is not valid JSON', type: 'invalid_request_error', code: 'invalid_request', param: null } });
+      }
+      const runId = typeof req.headers['x-run-id'] === 'string' ? req.headers['x-run-id'] : '';
+      if (stream && streamed) return relayStream(streamed, req, reply, body, runId);
+      const res = await call(whole, { body, runId }, req);
       return reply.code(res.status).headers({ ...res.headers, 'x-abc-request-id': res.requestId }).send(Buffer.from(res.body));
-    }
-    return relayStream(core, req, reply, body, runId);
-  });
+    });
+
+  relay('/v1/chat/completions', core.llm.createChatCompletion.bind(core.llm), (body, metadata) => core.llm.streamChatCompletion(body, metadata));
+  relay('/v1/responses', core.llm.createResponse.bind(core.llm), (body, metadata) => core.llm.streamResponse(body, metadata));
+  relay('/v1/embeddings', core.llm.createEmbedding.bind(core.llm));
 
   app.get('/v1/models', async (req, reply) => {
     const res = await call(core.llm.listModels.bind(core.llm), {}, req);
@@ -65,20 +70,34 @@ export function llmRoutes(app: FastifyInstance, core: CoreClients): void {
   });
 }
 
-/** Chunks go out as SSE the moment they arrive; the HTTP status is sent with the first one. */
-function relayStream(core: CoreClients, req: FastifyRequest, reply: FastifyReply, body: Buffer, runId: string): Promise<void> {
+type Answer = { status: number; headers: Record<string, string>; body: Uint8Array; requestId: string };
+type Unary = (req: { body: Buffer; runId: string }, metadata: Metadata, options: Partial<CallOptions>, callback: (error: ServiceError | null, res: Answer) => void) => ClientUnaryCall;
+type Streamed = (req: { body: Buffer; runId: string }, metadata: Metadata) => ClientReadableStream<{ data: Uint8Array; done: boolean; requestId: string; event?: string }>;
+
+/**
+ * Events go out as SSE the moment they arrive; the HTTP status is sent with the
+ * first one. Named events (the Responses API's) keep their name; a chat
+ * completion stream ends with `[DONE]`, a Responses stream with its final event.
+ */
+function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, body: Buffer, runId: string): Promise<void> {
   return new Promise((resolve) => {
-    const stream = core.llm.streamChatCompletion({ body, runId }, metadataOf(req));
+    const stream = open({ body, runId }, metadataOf(req));
     let started = false;
+    let named = false;
     const start = (requestId: string) => {
       if (started) return;
       started = true;
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-abc-request-id': requestId });
     };
-    stream.on('data', (msg: { data: Uint8Array; done: boolean; requestId: string }) => {
+    stream.on('data', (msg: { data: Uint8Array; done: boolean; requestId: string; event?: string }) => {
       start(msg.requestId);
-      reply.raw.write(msg.done ? 'data: [DONE]\n\n' : `data: ${Buffer.from(msg.data).toString('utf8')}\n\n`);
+      if (msg.done) {
+        if (!named) reply.raw.write('data: [DONE]\n\n');
+        return;
+      }
+      named ||= Boolean(msg.event);
+      reply.raw.write(`${msg.event ? `event: ${msg.event}\n` : ''}data: ${Buffer.from(msg.data).toString('utf8')}\n\n`);
     });
     stream.on('end', () => {
       if (started) reply.raw.end();

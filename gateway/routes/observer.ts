@@ -146,7 +146,7 @@ export function observerRoutes(app: FastifyInstance, core: CoreClients): void {
 
   app.get<{ Querystring: { machine?: string } }>(
     '/api/execution/topology',
-    { schema: { querystring: { type: 'object', additionalProperties: false, properties: { machine: { type: 'string', maxLength: 64 } } } } },
+    { schema: { querystring: { type: 'object', additionalProperties: false, properties: { machine: { type: 'string', maxLength: 200 } } } } },
     async (req) => {
       const res = await call(core.observer.getTopology.bind(core.observer), { machine: req.query.machine ?? '' }, req);
       return { machines: res.machines.map(topologyJson) };

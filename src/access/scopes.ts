@@ -30,6 +30,7 @@ const AGENT = '/abc.orchestrator.v1.AgentService/';
 const TOOL = '/abc.orchestrator.v1.ToolService/';
 const APPROVAL = '/abc.orchestrator.v1.ApprovalService/';
 const LLM = '/abc.orchestrator.v1.LlmProxyService/';
+const WORKFLOW = '/abc.workflow.v1.WorkflowService/';
 const SESSION = '/abc.orchestrator.v1.SessionService/';
 const CONTEXT = '/abc.orchestrator.v1.ContextStoreService/';
 const DECISION = '/abc.decision.v1.DecisionService/';
@@ -72,6 +73,9 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
   [`${LLM}CreateChatCompletion`]: { scope: 'client', runToken: 'live' },
   [`${LLM}StreamChatCompletion`]: { scope: 'client', runToken: 'live' },
   [`${LLM}ListModels`]: { scope: 'client', runToken: 'live' },
+  [`${LLM}CreateResponse`]: { scope: 'client', runToken: 'live' },
+  [`${LLM}StreamResponse`]: { scope: 'client', runToken: 'live' },
+  [`${LLM}CreateEmbedding`]: { scope: 'client', runToken: 'live' },
 
   [`${SESSION}GetSession`]: { scope: 'client', runToken: 'ended' },
   [`${SESSION}ListMessages`]: { scope: 'client', runToken: 'ended' },
@@ -93,6 +97,9 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
   [`${OBSERVER}GetTimeline`]: { scope: 'operator', runToken: 'live' },
   [`${OBSERVER}GetConsequenceViews`]: { scope: 'operator', runToken: 'live' },
   [`${OBSERVER}GetTopology`]: { scope: 'operator' },
+  [`${WORKFLOW}RegisterWorkflow`]: { scope: 'operator' },
+  [`${WORKFLOW}ListWorkflows`]: { scope: 'operator' },
+  [`${WORKFLOW}GetWorkflow`]: { scope: 'operator' },
   [`${OBSERVER}GetRunMetrics`]: { scope: 'operator' },
   [`${OBSERVER}GetToolMetrics`]: { scope: 'operator' },
   [`${OBSERVER}GetExecutionContext`]: { scope: 'operator' },

@@ -6,11 +6,12 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
+import { compareSemver } from '../domain/semver.js';
 import { canonicalJson } from '../domain/hash.js';
 import type { ContractLookup } from '../ports/contracts.js';
 import { insertContractVersion, readContractVersions } from '../store/contract-versions.js';
 import { breakingChanges } from './compat.js';
-import { compareSemver, ContractDefinitionError, ContractRegistry, type ContractDefinition, type ContractVersion, type SchemaKind, type Validation } from './registry.js';
+import { ContractDefinitionError, ContractRegistry, type ContractDefinition, type ContractVersion, type SchemaKind, type Validation } from './registry.js';
 
 export class ContractCatalog implements ContractLookup {
   /** Each tenant's own registered versions; the platform's are in `registry`. */

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { envelopeSchemas } from './envelopes.js';
+import { compareSemver } from '../domain/semver.js';
 
 import { SCHEMA_KINDS, type ContractDefinition, type ContractManifest, type ContractVersion, type SchemaKind, type Validation, type Violation } from '../domain/contract.js';
 
@@ -198,12 +199,4 @@ function contractDirs(root: string): string[] {
   };
   walk(root, 3);
   return found.sort();
-}
-
-/** Orders `MAJOR.MINOR.PATCH` versions numerically. */
-export function compareSemver(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < 3; i++) if ((pa[i] ?? 0) !== (pb[i] ?? 0)) return (pa[i] ?? 0) - (pb[i] ?? 0);
-  return 0;
 }

@@ -70,6 +70,11 @@ export const ERROR_CODES = {
   NO_ASSEMBLY: 'No assembly serves the intent.',
   PLAN_NOT_FOUND: 'No such frozen plan.',
   UNKNOWN_STEP: 'The plan has no such step.',
+  // Phase workflows (seed 003).
+  INVALID_WORKFLOW: 'A workflow definition is malformed (`details.pointer`).',
+  WORKFLOW_VERSION_EXISTS: 'That workflow version exists with other content; versions are immutable.',
+  WORKFLOW_NOT_ADDITIVE: 'A new version within a major version removes a phase, a transition or changes the initial phase (`details.changes`).',
+  WORKFLOW_NOT_FOUND: 'No such workflow (or version) for this tenant.',
   // Engine (seed 002) and execution units.
   NOT_WAITING_FOR_HUMAN: 'Human feedback for a ticket that is not in WAIT_HUMAN.',
   HUMAN_TIMEOUT: 'Nobody answered the human wait in time.',

@@ -2,22 +2,13 @@
 // for a tool call; the first matching rule wins and its id is recorded. Each
 // tenant is under two documents: the platform's, and its own; the stricter
 // verdict holds, so a tenant's policy can tighten the platform's but never loosen it.
+import { allMatch, CONDITION_SCHEMA, type Condition } from './conditions.js';
 
 export type PolicyDecisionKind = 'allow' | 'require_approval' | 'block';
 export type PermissionLevel = 'PUBLIC' | 'INTERNAL' | 'ADMIN';
 
 /** A comparison on one argument, addressed by a dotted path (`amount`, `to.country`). */
-export interface ArgCondition {
-  eq?: unknown;
-  ne?: unknown;
-  gt?: number;
-  gte?: number;
-  lt?: number;
-  lte?: number;
-  in?: unknown[];
-  exists?: boolean;
-  matches?: string;
-}
+export type ArgCondition = Condition;
 
 export interface PolicyRule {
   id: string;
@@ -164,19 +155,7 @@ export const POLICY_SCHEMA = {
               tenants: { type: 'array', items: { type: 'string' } },
               actions: { type: 'array', items: { enum: ['tool_call', 'contract_step', 'llm_call', 'agent_call'] } },
               permission_levels: { type: 'array', items: { enum: ['PUBLIC', 'INTERNAL', 'ADMIN'] } },
-              args: {
-                type: 'object',
-                additionalProperties: {
-                  type: 'object',
-                  additionalProperties: false,
-                  minProperties: 1,
-                  properties: {
-                    eq: {}, ne: {}, in: { type: 'array' }, exists: { type: 'boolean' },
-                    gt: { type: 'number' }, gte: { type: 'number' }, lt: { type: 'number' }, lte: { type: 'number' },
-                    matches: { type: 'string' },
-                  },
-                },
-              },
+              args: { type: 'object', additionalProperties: CONDITION_SCHEMA },
             },
           },
         },
@@ -194,7 +173,7 @@ export function evaluatePolicy(policy: PolicyDocument, facts: ToolCallFacts): Po
     if (rule.when?.tenants && !rule.when.tenants.includes(facts.tenantId)) continue;
     if (rule.when?.agents && !rule.when.agents.includes(facts.agentId)) continue;
     if (rule.when?.permission_levels && !rule.when.permission_levels.includes(facts.permissionLevel)) continue;
-    if (rule.when?.args && !Object.entries(rule.when.args).every(([path, cond]) => argMatches(valueAt(facts.args, path), cond))) continue;
+    if (rule.when?.args && !allMatch(facts.args, rule.when.args)) continue;
     return { decision: rule.decision, ruleId: rule.id, reason: rule.reason ?? `rule ${rule.id}`, policyVersion: policy.version };
   }
   return { decision: policy.default, ruleId: 'default', reason: 'no rule matched', policyVersion: policy.version };
@@ -210,28 +189,3 @@ function toolMatches(pattern: string, tool: string): boolean {
   if (pattern === '*') return true;
   return pattern.endsWith('*') ? tool.startsWith(pattern.slice(0, -1)) : pattern === tool;
 }
-
-function valueAt(args: Record<string, unknown>, path: string): unknown {
-  let value: unknown = args;
-  for (const key of path.split('.')) {
-    if (value === null || typeof value !== 'object') return undefined;
-    value = (value as Record<string, unknown>)[key];
-  }
-  return value;
-}
-
-function argMatches(value: unknown, cond: ArgCondition): boolean {
-  const num = typeof value === 'number' ? value : undefined;
-  if (cond.exists !== undefined && (value !== undefined) !== cond.exists) return false;
-  if ('eq' in cond && !sameJson(value, cond.eq)) return false;
-  if ('ne' in cond && sameJson(value, cond.ne)) return false;
-  if (cond.in && !cond.in.some((v) => sameJson(v, value))) return false;
-  if (cond.gt !== undefined && !(num !== undefined && num > cond.gt)) return false;
-  if (cond.gte !== undefined && !(num !== undefined && num >= cond.gte)) return false;
-  if (cond.lt !== undefined && !(num !== undefined && num < cond.lt)) return false;
-  if (cond.lte !== undefined && !(num !== undefined && num <= cond.lte)) return false;
-  if (cond.matches !== undefined && !(typeof value === 'string' && new RegExp(cond.matches).test(value))) return false;
-  return true;
-}
-
-const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);

@@ -1,6 +1,7 @@
-// The LLM router client: a byte-exact pass-through of OpenAI-compatible calls.
-// Retries (seed 001 §10.2) on connection errors, timeouts, 429 and 5xx, only
-// before the first byte reaches the client; then the fallback models in order.
+// The LLM router client: a byte-exact pass-through of OpenAI-compatible calls
+// (chat completions, responses, embeddings). Retries (seed 001 §10.2) on
+// connection errors, timeouts, 429 and 5xx, only before the first byte reaches
+// the client; then the fallback models in order.
 import type { IncomingHttpHeaders } from 'node:http';
 import { createParser } from 'eventsource-parser';
 import { errors, Pool, type Dispatcher } from 'undici';
@@ -45,6 +46,23 @@ export interface CallOptions {
   signal: AbortSignal;
   onRetry?: (a: Attempt) => void;
 }
+
+/** The OpenAI paths the proxy relays. */
+export type LlmPath = '/chat/completions' | '/responses' | '/embeddings';
+
+/** One server-sent event of a stream: its data, and its name when it has one (the Responses API names every event). */
+export interface SseEvent {
+  event?: string;
+  data: string;
+}
+
+/**
+ * How a stream ends well: chat completions with `[DONE]`; the Responses API
+ * with its terminal event (`response.completed`, `.failed` or `.incomplete`),
+ * with or without `[DONE]` after it.
+ */
+const TERMINAL = /"type"\s*:\s*"response\.(completed|failed|incomplete)"/;
+const ends = (path: LlmPath, e: SseEvent) => path === '/responses' && TERMINAL.test(e.data);
 
 export interface UpstreamResponse {
   status: number;
@@ -100,9 +118,9 @@ export class LlmUpstream {
   }
 
   /** A non-streaming call; the body comes back exactly as the upstream sent it. */
-  async complete(body: Buffer, json: Record<string, unknown>, opts: CallOptions): Promise<UpstreamResponse> {
+  async complete(path: LlmPath, body: Buffer, json: Record<string, unknown>, opts: CallOptions): Promise<UpstreamResponse> {
     return this.#withFallbacks(body, json, opts, async (payload, model) => {
-      const res = await this.#request('POST', '/chat/completions', payload, opts.signal);
+      const res = await this.#request('POST', path, payload, opts.signal);
       const bytes = await readAll(res, this.#opts.timeoutMs);
       if (!ok(res)) throw new UpstreamError(`upstream answered HTTP ${res.statusCode}`, 'http', res.statusCode, bytes, relayedHeaders(res.headers));
       return { status: res.statusCode, headers: relayedHeaders(res.headers), body: bytes, model };
@@ -110,12 +128,12 @@ export class LlmUpstream {
   }
 
   /**
-   * A streaming call. Yields each SSE data payload (a chunk's JSON) as it arrives.
+   * A streaming call. Yields each SSE event (a chunk's JSON) as it arrives.
    * Failures before the first yield are retried and fall back; after it they throw `stream_cut`.
    */
-  async *stream(body: Buffer, json: Record<string, unknown>, opts: CallOptions): AsyncGenerator<{ data: string; model: string }> {
+  async *stream(path: LlmPath, body: Buffer, json: Record<string, unknown>, opts: CallOptions): AsyncGenerator<SseEvent & { model: string }> {
     const opened = await this.#withFallbacks(body, json, opts, async (payload, model) => {
-      const res = await this.#request('POST', '/chat/completions', payload, opts.signal);
+      const res = await this.#request('POST', path, payload, opts.signal);
       if (!ok(res)) {
         const bytes = await readAll(res, this.#opts.timeoutMs);
         throw new UpstreamError(`upstream answered HTTP ${res.statusCode}`, 'http', res.statusCode, bytes, relayedHeaders(res.headers));
@@ -126,13 +144,15 @@ export class LlmUpstream {
       if (first.done) throw new UpstreamError('upstream stream ended before any chunk', 'stream_cut', 502);
       return { model, first: first.value, events };
     });
-    if (opened.first === '[DONE]') return;
-    yield { data: opened.first, model: opened.model };
-    for await (const data of opened.events) {
-      if (data === '[DONE]') return;
-      yield { data, model: opened.model };
+    if (opened.first.data === '[DONE]') return;
+    yield { ...opened.first, model: opened.model };
+    let ended = ends(path, opened.first);
+    for await (const e of opened.events) {
+      if (e.data === '[DONE]') return;
+      yield { ...e, model: opened.model };
+      ended = ends(path, e);
     }
-    throw new UpstreamError('upstream stream ended without [DONE]', 'stream_cut', 502);
+    if (!ended) throw new UpstreamError(`upstream stream ended without ${path === '/responses' ? 'its final event' : '[DONE]'}`, 'stream_cut', 502);
   }
 
   /** GET /v1/models, relayed. */
@@ -195,10 +215,10 @@ function bodyError(error: Error, kind: 'connection' | 'stream_cut', timeoutMs: n
   return new UpstreamError(`upstream ${kind === 'stream_cut' ? 'stream' : 'body'} broke: ${error.message}`, kind, 502, undefined, {}, { cause: error });
 }
 
-/** SSE data payloads of a response; the pool's body timeout bounds each read. */
-async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): AsyncGenerator<string> {
-  const queue: string[] = [];
-  const parser = createParser({ onEvent: (e) => queue.push(e.data) });
+/** The SSE events of a response; the pool's body timeout bounds each read. */
+async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): AsyncGenerator<SseEvent> {
+  const queue: SseEvent[] = [];
+  const parser = createParser({ onEvent: (e) => queue.push(e.event ? { event: e.event, data: e.data } : { data: e.data }) });
   const decoder = new TextDecoder();
   const iterator = res.body[Symbol.asyncIterator]();
   let ended = false;

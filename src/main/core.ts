@@ -45,6 +45,7 @@ import { deleteExpiredTickets } from '../store/ticket-store.js';
 import { Capabilities } from '../engine/pep.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
+import { Workflows } from '../workflow/registry.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -170,11 +171,12 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     settings: c.engine,
     policy: (tenantId: string) => policy.forTenant(tenantId),
   });
+  const workflows = new Workflows(() => opts.orm.em.fork());
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const streamTokens = new StreamTokens(secrets);
   const all = services({
-    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly, streamTokens,
+    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly, streamTokens, workflows,
   });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);
@@ -246,6 +248,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
           await migratePacks(opts.orm, opts.packs);
           let assemblies = 0;
           for (const dir of [c.assembliesDir, ...opts.packs.flatMap((p) => (p.assembliesDir ? [p.assembliesDir] : []))]) assemblies += await decision.boot(dir, log);
+          const workflowCount = await workflows.boot(opts.workflowsDir, log);
+          log.info({ workflows: workflowCount }, 'workflows registered');
           await engine.start();
           log.info({ assemblies, packs: opts.packs.map((p) => p.name), contracts: contracts.registry.list().map((x) => `${x.contract_id}@${x.version}`), workers: c.workers }, 'contract engine started');
           tickers.push(

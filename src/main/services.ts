@@ -11,6 +11,9 @@ import { LlmProxyServiceService } from '../../gen/abc/orchestrator/v1/llm.js';
 import { RunServiceService } from '../../gen/abc/orchestrator/v1/run.js';
 import { SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
 import { ToolServiceService } from '../../gen/abc/orchestrator/v1/tool.js';
+import { WorkflowServiceService } from '../../gen/abc/workflow/v1/workflow.js';
+import { workflowHandlers } from '../workflow/handlers.js';
+import type { Workflows } from '../workflow/registry.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { contractHandlers } from '../contracts/handlers.js';
 import type { ContractService } from '../contracts/service.js';
@@ -57,6 +60,7 @@ export interface ServiceDeps {
   /** Read-only sessions for the observer's projections. */
   readOnly: pg.Pool;
   streamTokens: StreamTokens;
+  workflows: Workflows;
 }
 
 /** Every ABC service with its handlers. */
@@ -74,6 +78,7 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     entry('abc.orchestrator.v1.SessionService', SessionServiceService, sessionHandlers(deps.orm)),
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
     entry('abc.decision.v1.DecisionService', DecisionServiceService, decisionHandlers(deps.decision)),
-    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus, deps.readOnly, deps.streamTokens)),
+    entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus, deps.readOnly, deps.streamTokens, (tenantId) => deps.workflows.topology(tenantId))),
+    entry('abc.workflow.v1.WorkflowService', WorkflowServiceService, workflowHandlers(deps.workflows)),
   ];
 }

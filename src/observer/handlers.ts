@@ -18,6 +18,7 @@ import { readEvents, type EventFilter } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
 import { TOPOLOGY } from '../domain/machine-catalog.js';
+import type { StateMachineTopology } from '../domain/topology.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { findRun } from '../store/run-store.js';
 import { streamTarget, type StreamTokens } from '../access/stream-tokens.js';
@@ -27,7 +28,14 @@ import type { Principal } from '../access/principal.js';
 const MAX_PAGE = 1000;
 
 
-export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool, streamTokens: StreamTokens): ServiceHandlers<typeof ObserverServiceService> {
+export function observerHandlers(
+  orm: Orm,
+  bus: EventBus,
+  readOnly: pg.Pool,
+  streamTokens: StreamTokens,
+  /** The phase machines of the workflows a tenant sees (seed 003), beside ABC's own machines. */
+  workflowTopology: (tenantId: string) => Promise<StateMachineTopology[]> = async () => [],
+): ServiceHandlers<typeof ObserverServiceService> {
   const em = () => orm.em.fork();
 
   /** Checks the filter and that the caller may see it. */
@@ -69,10 +77,11 @@ export function observerHandlers(orm: Orm, bus: EventBus, readOnly: pg.Pool, str
 
   return {
     /** The state machines, derived from the very tables they run on. */
-    async getTopology(req) {
-      const machines = req.machine ? TOPOLOGY.filter((t) => t.machine === req.machine) : TOPOLOGY;
+    async getTopology(req, ctx) {
+      const all = [...TOPOLOGY, ...(await workflowTopology(tenantOf(ctx.principal)))];
+      const machines = req.machine ? all.filter((t) => t.machine === req.machine) : all;
       if (req.machine && machines.length === 0) {
-        throw invalidRequest(`machine must be one of ${TOPOLOGY.map((t) => t.machine).join(', ')}`, 'machine');
+        throw invalidRequest(`machine must be one of ${all.map((t) => t.machine).join(', ')}`, 'machine');
       }
       return { machines };
     },

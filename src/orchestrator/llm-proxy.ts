@@ -1,6 +1,8 @@
-// The LLM proxy plane (seed 001 §4.2, §7.1): OpenAI-compatible, byte-exact,
-// recorded as llm_call_started / llm_call_done on the calling run.
-import type { LlmProxyServiceService, StreamChatCompletionRequest, StreamChatCompletionResponse } from '../../gen/abc/orchestrator/v1/llm.js';
+// The LLM proxy plane (seed 001 §4.2, §7.1): OpenAI-compatible (chat
+// completions, the Responses API, embeddings), byte-exact, recorded as
+// llm_call_started / llm_call_done on the calling run.
+import type { LlmProxyServiceService, StreamResponseResponse } from '../../gen/abc/orchestrator/v1/llm.js';
+import { CHAT, EMBEDDINGS, endpointOf, RESPONSES, type LlmEndpoint, type Usage } from './llm-endpoints.js';
 import { seesRun, type Principal } from '../access/principal.js';
 import { budgetsOf, decide, verdictRecord, type PolicySet, type TokenBudgets } from '../domain/policy.js';
 import { appendEvents } from '../store/event-log.js';
@@ -22,8 +24,18 @@ export interface LlmProxyOptions {
   policy: (tenantId: string) => PolicySet;
 }
 
+/** A whole answer as the RPCs return it. */
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+  requestId: string;
+}
+
 interface Call {
   requestId: string;
+  /** Which OpenAI API: chat.completions, responses or embeddings. */
+  api: string;
   runId: string | null;
   tenantId: string;
   /** Whether its tokens are counted (a run's call, or any call under a budget). */
@@ -33,7 +45,7 @@ interface Call {
   started: number;
   attempts: number;
   ttftMs: number | null;
-  usage: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | null;
+  usage: Usage | null;
   servedBy: string | null;
 }
 
@@ -51,30 +63,11 @@ export class LlmProxy {
 
   handlers(): ServiceHandlers<typeof LlmProxyServiceService> {
     return {
-      createChatCompletion: async (req, ctx) => {
-        const json = parseBody(req.body);
-        if (json.stream === true) throw invalidRequest('stream: true needs the streaming call', 'stream');
-        const call = await this.#begin(ctx.principal, req.runId, json, false);
-        const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
-        try {
-          const res = await this.#upstream().complete(Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) });
-          call.servedBy = res.model;
-          // Usage is read only where it is kept: a run's record, or the debug log.
-          if (writer || call.accounted || this.#log.isLevelEnabled('debug')) call.usage = usageOf(res.body);
-          this.#finish(call, writer, null);
-          return { status: res.status, headers: res.headers, body: res.body, requestId: call.requestId };
-        } catch (error) {
-          this.#finish(call, writer, error);
-          // The upstream's own error answer is relayed byte for byte.
-          if (error instanceof UpstreamError && error.kind === 'http' && error.body) {
-            return { status: error.status, headers: error.headers, body: error.body, requestId: call.requestId };
-          }
-          throw toAbcError(error, ctx.signal);
-        }
-      },
-
-      streamChatCompletion: (req, ctx) => this.#stream(req, ctx),
-
+      createChatCompletion: (req, ctx) => this.#complete(CHAT, req, ctx),
+      streamChatCompletion: (req, ctx) => this.#stream(CHAT, req, ctx),
+      createResponse: (req, ctx) => this.#complete(RESPONSES, req, ctx),
+      streamResponse: (req, ctx) => this.#stream(RESPONSES, req, ctx),
+      createEmbedding: (req, ctx) => this.#complete(EMBEDDINGS, req, ctx),
       listModels: async (_req, ctx) => {
         try {
           return await this.#upstream().models(ctx.signal);
@@ -85,41 +78,65 @@ export class LlmProxy {
     };
   }
 
-  /** A streaming call: chunks as they arrive, then the done marker. */
-  async *#stream(req: StreamChatCompletionRequest, ctx: CallContext): AsyncGenerator<StreamChatCompletionResponse> {
-    let json = parseBody(req.body);
+  /** A whole answer, relayed with its status and headers. */
+  async #complete(endpoint: LlmEndpoint, req: { body: Uint8Array; runId: string }, ctx: CallContext): Promise<Answer> {
+    const json = parseBody(req.body, endpoint);
+    if (json.stream === true) throw invalidRequest('stream: true needs the streaming call', 'stream');
+    const call = await this.#begin(ctx.principal, req.runId, json, false, endpoint);
+    const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
+    try {
+      const res = await this.#upstream().complete(endpoint.path, Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) });
+      call.servedBy = res.model;
+      // Usage is read only where it is kept: a run's record, or the debug log.
+      if (writer || call.accounted || this.#log.isLevelEnabled('debug')) call.usage = endpoint.usage(parseJson(res.body));
+      this.#finish(call, writer, null);
+      return { status: res.status, headers: res.headers, body: res.body, requestId: call.requestId };
+    } catch (error) {
+      this.#finish(call, writer, error);
+      // The upstream's own error answer is relayed byte for byte.
+      if (error instanceof UpstreamError && error.kind === 'http' && error.body) {
+        return { status: error.status, headers: error.headers, body: error.body, requestId: call.requestId };
+      }
+      throw toAbcError(error, ctx.signal);
+    }
+  }
+
+  /** A streaming call: events as they arrive, then the done marker. */
+  async *#stream(endpoint: LlmEndpoint, req: { body: Uint8Array; runId: string }, ctx: CallContext): AsyncGenerator<StreamResponseResponse> {
+    let json = parseBody(req.body, endpoint);
     let body = Buffer.from(req.body);
-    const call = await this.#begin(ctx.principal, req.runId, json, true);
-    // Usage is always asked for, so streamed calls are accounted; the extra chunk is
-    // stripped when the client did not ask for it.
-    const clientWantsUsage = (json.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
-    if (!clientWantsUsage) {
-      json = { ...json, stream_options: { ...(json.stream_options as object | undefined), include_usage: true } };
+    const call = await this.#begin(ctx.principal, req.runId, json, true, endpoint);
+    // Usage is always asked for, so streamed calls are accounted; the extra event is
+    // dropped when the client did not ask for it.
+    const asked = endpoint.askUsage?.(json);
+    if (asked) {
+      json = asked;
       body = Buffer.from(JSON.stringify(json));
     }
     const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
     let sent = 0;
     let outcome: unknown = null;
     try {
-      for await (const chunk of this.#upstream().stream(body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) })) {
+      for await (const chunk of this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) })) {
         call.servedBy = chunk.model;
-        const usage = usageChunk(chunk.data);
+        const usage = endpoint.streamUsage?.(chunk.data);
         if (usage) {
           call.usage = usage.usage;
-          if (!clientWantsUsage && usage.empty) continue;
+          if (asked && usage.only) continue;
         }
         call.ttftMs ??= Date.now() - call.started;
         sent++;
-        yield { data: Buffer.from(chunk.data), done: false, requestId: call.requestId };
+        yield { data: Buffer.from(chunk.data), done: false, requestId: call.requestId, event: chunk.event ?? '' };
       }
-      yield { data: Buffer.alloc(0), done: true, requestId: call.requestId };
+      yield { data: Buffer.alloc(0), done: true, requestId: call.requestId, event: '' };
     } catch (error) {
       outcome = error;
       if (ctx.signal.aborted) return;
       if (sent === 0) throw toAbcError(error, ctx.signal);
       // Mid-stream: end with a well-formed OpenAI error event; the client's SDK raises it.
       const message = error instanceof Error ? error.message : 'upstream failed';
-      yield { data: Buffer.from(JSON.stringify({ error: { message, type: 'upstream_error', code: 'stream_interrupted' } })), done: false, requestId: call.requestId };
+      const data = JSON.stringify({ ...(endpoint === RESPONSES && { type: 'error', code: 'stream_interrupted', message }), error: { message, type: 'upstream_error', code: 'stream_interrupted' } });
+      yield { data: Buffer.from(data), done: false, requestId: call.requestId, event: endpoint === RESPONSES ? 'error' : '' };
     } finally {
       this.#finish(call, writer, ctx.signal.aborted && !outcome ? new Error('aborted by the client') : outcome);
     }
@@ -141,7 +158,7 @@ export class LlmProxy {
    * API key to any of its tenant's), then asks the policy: the model must be
    * allowed for the tenant and agent, and no token budget used up.
    */
-  async #begin(principal: Principal | null, runIdHeader: string, json: Record<string, unknown>, stream: boolean): Promise<Call> {
+  async #begin(principal: Principal | null, runIdHeader: string, json: Record<string, unknown>, stream: boolean, endpoint: LlmEndpoint): Promise<Call> {
     let runId: string | null = null;
     let agentId = '';
     if (principal?.kind === 'run') {
@@ -162,7 +179,7 @@ export class LlmProxy {
     }
     const model = String(json.model);
     const accounted = await this.#ask(principal.tenantId, runId, agentId, model);
-    return { requestId: newId('llm'), runId, tenantId: principal.tenantId, accounted, model, stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+    return { requestId: newId('llm'), api: endpoint.api, runId, tenantId: principal.tenantId, accounted, model, stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
   }
 
   /**
@@ -241,15 +258,16 @@ export class LlmProxy {
    * refusal is thrown: the SDK passes it on as the `cause` of its error.
    */
   internalFetch(tenantId: string, onCall?: (record: Record<string, unknown>) => void): typeof fetch {
-    return async (_url, init) => {
+    return async (url, init) => {
+      const endpoint = endpointOf(String(url));
       const body = Buffer.from(typeof init?.body === 'string' ? init.body : '{}');
-      const json = parseBody(body);
-      const call: Call = { requestId: newId('llm'), runId: null, tenantId, accounted: true, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+      const json = parseBody(body, endpoint);
+      const call: Call = { requestId: newId('llm'), api: endpoint.api, runId: null, tenantId, accounted: true, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
       try {
         await this.#ask(tenantId, null, '', call.model);
-        const res = await this.#upstream().complete(body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
+        const res = await this.#upstream().complete(endpoint.path, body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
         call.servedBy = res.model;
-        call.usage = usageOf(res.body);
+        call.usage = endpoint.usage(parseJson(res.body));
         onCall?.(callRecord(call, null));
         const tokens = call.usage?.total_tokens;
         if (tokens) this.#account(call, tokens);
@@ -297,6 +315,7 @@ export class LlmProxy {
 function callRecord(call: Call, error: unknown): Record<string, unknown> {
   return {
     request_id: call.requestId,
+    api: call.api,
     model: call.model,
     served_by: call.servedBy,
     stream: call.stream,
@@ -311,10 +330,11 @@ function callRecord(call: Call, error: unknown): Record<string, unknown> {
 }
 
 function startedPayload(call: Call): Record<string, unknown> {
-  return { request_id: call.requestId, model: call.model, stream: call.stream };
+  return { request_id: call.requestId, api: call.api, model: call.model, stream: call.stream };
 }
 
-function parseBody(bytes: Uint8Array): Record<string, unknown> {
+/** A request body: a JSON object with a model, and what its endpoint needs. */
+function parseBody(bytes: Uint8Array, endpoint: LlmEndpoint): Record<string, unknown> {
   let json: unknown;
   try {
     json = JSON.parse(Buffer.from(bytes).toString('utf8'));
@@ -324,24 +344,13 @@ function parseBody(bytes: Uint8Array): Record<string, unknown> {
   if (!json || typeof json !== 'object' || Array.isArray(json)) throw invalidRequest('the body must be a JSON object', 'body');
   const body = json as Record<string, unknown>;
   if (typeof body.model !== 'string' || !body.model) throw invalidRequest('model is required and must be a string', 'model');
-  if (!Array.isArray(body.messages) || body.messages.length === 0) throw invalidRequest('messages must be a non-empty array', 'messages');
+  endpoint.check(body);
   return body;
 }
 
-function usageOf(body: Buffer): Call['usage'] {
+function parseJson(body: Buffer): unknown {
   try {
-    return (JSON.parse(body.toString('utf8')) as { usage?: Call['usage'] }).usage ?? null;
-  } catch {
-    return null;
-  }
-}
-
-/** The usage of a chunk that carries it, and whether it is the choice-less usage-only chunk. */
-function usageChunk(data: string): { usage: NonNullable<Call['usage']>; empty: boolean } | null {
-  if (!data.includes('"usage"')) return null;
-  try {
-    const chunk = JSON.parse(data) as { usage?: Call['usage']; choices?: unknown[] };
-    return chunk.usage ? { usage: chunk.usage, empty: !chunk.choices?.length } : null;
+    return JSON.parse(body.toString('utf8'));
   } catch {
     return null;
   }

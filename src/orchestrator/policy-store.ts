@@ -7,6 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { unwatchFile, watchFile } from 'node:fs';
 import { Ajv } from 'ajv';
+import { badPattern } from '../domain/conditions.js';
 import { duplicateRuleIds, POLICY_SCHEMA, type PolicyDocument, type PolicyScope, type PolicySet } from '../domain/policy.js';
 import type { Logger } from '../runtime/log.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -41,14 +42,8 @@ export function checkPolicy(json: unknown): { ok: true; policy: PolicyDocument }
   const duplicates = duplicateRuleIds(policy);
   if (duplicates.length) return { ok: false, error: `duplicate rule ids: ${duplicates.join(', ')}` };
   for (const rule of policy.rules) {
-    for (const [path, cond] of Object.entries(rule.when?.args ?? {})) {
-      if (cond.matches === undefined) continue;
-      try {
-        new RegExp(cond.matches);
-      } catch {
-        return { ok: false, error: `rule ${rule.id}: args.${path}.matches is not a valid regular expression` };
-      }
-    }
+    const bad = badPattern(rule.when?.args ?? {});
+    if (bad) return { ok: false, error: `rule ${rule.id}: args.${bad}.matches is not a valid regular expression` };
   }
   return { ok: true, policy };
 }

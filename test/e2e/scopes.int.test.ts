@@ -14,6 +14,7 @@ import { LlmProxyServiceService } from '../../gen/abc/orchestrator/v1/llm.js';
 import { RunServiceService } from '../../gen/abc/orchestrator/v1/run.js';
 import { SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
 import { ToolServiceService } from '../../gen/abc/orchestrator/v1/tool.js';
+import { WorkflowServiceService } from '../../gen/abc/workflow/v1/workflow.js';
 import { ApiKeys } from '../../src/access/api-keys.js';
 import { authorize, RPC_ACCESS, SCOPES, type Scope } from '../../src/access/scopes.js';
 import { startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
@@ -23,7 +24,7 @@ import { liveRun, type LiveRun } from '../support/live-run.js';
 
 const SERVICES: ServiceDefinition[] = [
   IngressServiceService, RunServiceService, AgentServiceService, ToolServiceService, ApprovalServiceService,
-  LlmProxyServiceService, SessionServiceService, ContextStoreServiceService, DecisionServiceService, ObserverServiceService,
+  LlmProxyServiceService, SessionServiceService, ContextStoreServiceService, DecisionServiceService, ObserverServiceService, WorkflowServiceService,
 ];
 const METHODS = SERVICES.flatMap((d) => Object.entries(d).map(([name, m]) => ({ name, method: m as MethodDefinition<unknown, unknown>, service: d })));
 

@@ -49,6 +49,7 @@ const PLANES: Record<string, string[]> = {
   orchestrator: ['execution', 'access', 'grpc'],
   ingress: ['orchestrator', 'access', 'grpc'],
   observer: ['access', 'grpc'],
+  workflow: ['access', 'grpc'],
 };
 /** What the kernel's parts may use. */
 const KERNEL_RULES: Record<string, string[]> = { domain: [], ports: ['domain'], runtime: ['domain', 'config.ts'], store: ['domain', 'ports', 'runtime', 'config.ts'] };
@@ -166,6 +167,7 @@ describe('layering', () => {
       contract_versions: ['src/store/contract-versions.ts'],
       token_usage: ['src/store/token-usage.ts'],
       policies: ['src/store/policies.ts'],
+      workflows: ['src/store/workflow-store.ts'],
     };
     const bad: string[] = [];
     for (const file of sources(path.join(ROOT, 'src'))) {

@@ -13,11 +13,13 @@ import {
 } from './contracts.js';
 import { Agent, ClientConnection, ContextBlob, ContextBlobVersion, Event, Message, Run, Session } from './im.js';
 import { Approval, Policy, Tool, ToolCall } from './tools.js';
+import { WorkflowRow } from './workflows.js';
 
 export * from './access.js';
 export * from './contracts.js';
 export * from './im.js';
 export * from './tools.js';
+export * from './workflows.js';
 
 /** Every entity, for the ORM configuration. */
 export const entities = [
@@ -25,4 +27,5 @@ export const entities = [
   Tool, ToolCall, Approval, Policy,
   ContractVersionRow, Assembly, FrozenPlan, Ticket, ContractStep, TicketEvent, ExecutionContract, ExecutionTransition, Snapshot, Memory,
   IdempotencyKey, ApiKey, Tenant, TokenUsage, Secret,
+  WorkflowRow,
 ];

@@ -66,6 +66,65 @@ export interface ListModelsResponse {
   body: Buffer;
 }
 
+/**
+ * CreateResponseRequest carries the Responses API request body as JSON bytes.
+ * run_id links the call to a run; previous_response_id and every other field
+ * pass through untouched.
+ */
+export interface CreateResponseRequest {
+  body: Buffer;
+  runId: string;
+}
+
+/** CreateResponseResponse is the upstream answer: status, selected headers and body bytes. */
+export interface CreateResponseResponse {
+  status: number;
+  headers: { [key: string]: string };
+  body: Buffer;
+  requestId: string;
+}
+
+export interface CreateResponseResponse_HeadersEntry {
+  key: string;
+  value: string;
+}
+
+/** StreamResponseRequest carries the Responses API request body as JSON bytes. */
+export interface StreamResponseRequest {
+  body: Buffer;
+  runId: string;
+}
+
+/**
+ * StreamResponseResponse is one server-sent event (its name, as
+ * response.output_text.delta, and its data), or the end of the stream.
+ */
+export interface StreamResponseResponse {
+  data: Buffer;
+  done: boolean;
+  requestId: string;
+  event: string;
+}
+
+/** CreateEmbeddingRequest carries the embeddings request body as JSON bytes. */
+export interface CreateEmbeddingRequest {
+  body: Buffer;
+  runId: string;
+}
+
+/** CreateEmbeddingResponse is the upstream answer: status, selected headers and body bytes. */
+export interface CreateEmbeddingResponse {
+  status: number;
+  headers: { [key: string]: string };
+  body: Buffer;
+  requestId: string;
+}
+
+export interface CreateEmbeddingResponse_HeadersEntry {
+  key: string;
+  value: string;
+}
+
 function createBaseCreateChatCompletionRequest(): CreateChatCompletionRequest {
   return { body: Buffer.alloc(0), runId: "" };
 }
@@ -726,6 +785,874 @@ export const ListModelsResponse: MessageFns<ListModelsResponse> = {
   },
 };
 
+function createBaseCreateResponseRequest(): CreateResponseRequest {
+  return { body: Buffer.alloc(0), runId: "" };
+}
+
+export const CreateResponseRequest: MessageFns<CreateResponseRequest> = {
+  encode(message: CreateResponseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.body.length !== 0) {
+      writer.uint32(10).bytes(message.body);
+    }
+    if (message.runId !== "") {
+      writer.uint32(18).string(message.runId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateResponseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateResponseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.body = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateResponseRequest {
+    return {
+      body: isSet(object.body) ? Buffer.from(bytesFromBase64(object.body)) : Buffer.alloc(0),
+      runId: isSet(object.runId)
+        ? globalThis.String(object.runId)
+        : isSet(object.run_id)
+        ? globalThis.String(object.run_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateResponseRequest): unknown {
+    const obj: any = {};
+    if (message.body.length !== 0) {
+      obj.body = base64FromBytes(message.body);
+    }
+    if (message.runId !== "") {
+      obj.runId = message.runId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateResponseRequest>, I>>(base?: I): CreateResponseRequest {
+    return CreateResponseRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateResponseRequest>, I>>(object: I): CreateResponseRequest {
+    const message = createBaseCreateResponseRequest();
+    message.body = object.body ?? Buffer.alloc(0);
+    message.runId = object.runId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateResponseResponse(): CreateResponseResponse {
+  return { status: 0, headers: {}, body: Buffer.alloc(0), requestId: "" };
+}
+
+export const CreateResponseResponse: MessageFns<CreateResponseResponse> = {
+  encode(message: CreateResponseResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== 0) {
+      writer.uint32(8).int32(message.status);
+    }
+    globalThis.Object.entries(message.headers).forEach(([key, value]: [string, string]) => {
+      CreateResponseResponse_HeadersEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    if (message.body.length !== 0) {
+      writer.uint32(26).bytes(message.body);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(34).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateResponseResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateResponseResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.status = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = CreateResponseResponse_HeadersEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.headers[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.body = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateResponseResponse {
+    return {
+      status: isSet(object.status) ? globalThis.Number(object.status) : 0,
+      headers: isObject(object.headers)
+        ? (globalThis.Object.entries(object.headers) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      body: isSet(object.body) ? Buffer.from(bytesFromBase64(object.body)) : Buffer.alloc(0),
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateResponseResponse): unknown {
+    const obj: any = {};
+    if (message.status !== 0) {
+      obj.status = Math.round(message.status);
+    }
+    if (message.headers) {
+      const entries = globalThis.Object.entries(message.headers) as [string, string][];
+      if (entries.length > 0) {
+        obj.headers = {};
+        entries.forEach(([k, v]) => {
+          obj.headers[k] = v;
+        });
+      }
+    }
+    if (message.body.length !== 0) {
+      obj.body = base64FromBytes(message.body);
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateResponseResponse>, I>>(base?: I): CreateResponseResponse {
+    return CreateResponseResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateResponseResponse>, I>>(object: I): CreateResponseResponse {
+    const message = createBaseCreateResponseResponse();
+    message.status = object.status ?? 0;
+    message.headers = (globalThis.Object.entries(object.headers ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.body = object.body ?? Buffer.alloc(0);
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateResponseResponse_HeadersEntry(): CreateResponseResponse_HeadersEntry {
+  return { key: "", value: "" };
+}
+
+export const CreateResponseResponse_HeadersEntry: MessageFns<CreateResponseResponse_HeadersEntry> = {
+  encode(message: CreateResponseResponse_HeadersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateResponseResponse_HeadersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateResponseResponse_HeadersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateResponseResponse_HeadersEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: CreateResponseResponse_HeadersEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateResponseResponse_HeadersEntry>, I>>(
+    base?: I,
+  ): CreateResponseResponse_HeadersEntry {
+    return CreateResponseResponse_HeadersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateResponseResponse_HeadersEntry>, I>>(
+    object: I,
+  ): CreateResponseResponse_HeadersEntry {
+    const message = createBaseCreateResponseResponse_HeadersEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseStreamResponseRequest(): StreamResponseRequest {
+  return { body: Buffer.alloc(0), runId: "" };
+}
+
+export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
+  encode(message: StreamResponseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.body.length !== 0) {
+      writer.uint32(10).bytes(message.body);
+    }
+    if (message.runId !== "") {
+      writer.uint32(18).string(message.runId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamResponseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamResponseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.body = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamResponseRequest {
+    return {
+      body: isSet(object.body) ? Buffer.from(bytesFromBase64(object.body)) : Buffer.alloc(0),
+      runId: isSet(object.runId)
+        ? globalThis.String(object.runId)
+        : isSet(object.run_id)
+        ? globalThis.String(object.run_id)
+        : "",
+    };
+  },
+
+  toJSON(message: StreamResponseRequest): unknown {
+    const obj: any = {};
+    if (message.body.length !== 0) {
+      obj.body = base64FromBytes(message.body);
+    }
+    if (message.runId !== "") {
+      obj.runId = message.runId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamResponseRequest>, I>>(base?: I): StreamResponseRequest {
+    return StreamResponseRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamResponseRequest>, I>>(object: I): StreamResponseRequest {
+    const message = createBaseStreamResponseRequest();
+    message.body = object.body ?? Buffer.alloc(0);
+    message.runId = object.runId ?? "";
+    return message;
+  },
+};
+
+function createBaseStreamResponseResponse(): StreamResponseResponse {
+  return { data: Buffer.alloc(0), done: false, requestId: "", event: "" };
+}
+
+export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
+  encode(message: StreamResponseResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.done !== false) {
+      writer.uint32(16).bool(message.done);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(26).string(message.requestId);
+    }
+    if (message.event !== "") {
+      writer.uint32(34).string(message.event);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamResponseResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamResponseResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.done = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.event = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamResponseResponse {
+    return {
+      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+      done: isSet(object.done) ? globalThis.Boolean(object.done) : false,
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+      event: isSet(object.event) ? globalThis.String(object.event) : "",
+    };
+  },
+
+  toJSON(message: StreamResponseResponse): unknown {
+    const obj: any = {};
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    if (message.done !== false) {
+      obj.done = message.done;
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    if (message.event !== "") {
+      obj.event = message.event;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamResponseResponse>, I>>(base?: I): StreamResponseResponse {
+    return StreamResponseResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamResponseResponse>, I>>(object: I): StreamResponseResponse {
+    const message = createBaseStreamResponseResponse();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.done = object.done ?? false;
+    message.requestId = object.requestId ?? "";
+    message.event = object.event ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateEmbeddingRequest(): CreateEmbeddingRequest {
+  return { body: Buffer.alloc(0), runId: "" };
+}
+
+export const CreateEmbeddingRequest: MessageFns<CreateEmbeddingRequest> = {
+  encode(message: CreateEmbeddingRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.body.length !== 0) {
+      writer.uint32(10).bytes(message.body);
+    }
+    if (message.runId !== "") {
+      writer.uint32(18).string(message.runId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateEmbeddingRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateEmbeddingRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.body = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateEmbeddingRequest {
+    return {
+      body: isSet(object.body) ? Buffer.from(bytesFromBase64(object.body)) : Buffer.alloc(0),
+      runId: isSet(object.runId)
+        ? globalThis.String(object.runId)
+        : isSet(object.run_id)
+        ? globalThis.String(object.run_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateEmbeddingRequest): unknown {
+    const obj: any = {};
+    if (message.body.length !== 0) {
+      obj.body = base64FromBytes(message.body);
+    }
+    if (message.runId !== "") {
+      obj.runId = message.runId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateEmbeddingRequest>, I>>(base?: I): CreateEmbeddingRequest {
+    return CreateEmbeddingRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateEmbeddingRequest>, I>>(object: I): CreateEmbeddingRequest {
+    const message = createBaseCreateEmbeddingRequest();
+    message.body = object.body ?? Buffer.alloc(0);
+    message.runId = object.runId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateEmbeddingResponse(): CreateEmbeddingResponse {
+  return { status: 0, headers: {}, body: Buffer.alloc(0), requestId: "" };
+}
+
+export const CreateEmbeddingResponse: MessageFns<CreateEmbeddingResponse> = {
+  encode(message: CreateEmbeddingResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.status !== 0) {
+      writer.uint32(8).int32(message.status);
+    }
+    globalThis.Object.entries(message.headers).forEach(([key, value]: [string, string]) => {
+      CreateEmbeddingResponse_HeadersEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    if (message.body.length !== 0) {
+      writer.uint32(26).bytes(message.body);
+    }
+    if (message.requestId !== "") {
+      writer.uint32(34).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateEmbeddingResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateEmbeddingResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.status = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = CreateEmbeddingResponse_HeadersEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.headers[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.body = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateEmbeddingResponse {
+    return {
+      status: isSet(object.status) ? globalThis.Number(object.status) : 0,
+      headers: isObject(object.headers)
+        ? (globalThis.Object.entries(object.headers) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      body: isSet(object.body) ? Buffer.from(bytesFromBase64(object.body)) : Buffer.alloc(0),
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CreateEmbeddingResponse): unknown {
+    const obj: any = {};
+    if (message.status !== 0) {
+      obj.status = Math.round(message.status);
+    }
+    if (message.headers) {
+      const entries = globalThis.Object.entries(message.headers) as [string, string][];
+      if (entries.length > 0) {
+        obj.headers = {};
+        entries.forEach(([k, v]) => {
+          obj.headers[k] = v;
+        });
+      }
+    }
+    if (message.body.length !== 0) {
+      obj.body = base64FromBytes(message.body);
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateEmbeddingResponse>, I>>(base?: I): CreateEmbeddingResponse {
+    return CreateEmbeddingResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateEmbeddingResponse>, I>>(object: I): CreateEmbeddingResponse {
+    const message = createBaseCreateEmbeddingResponse();
+    message.status = object.status ?? 0;
+    message.headers = (globalThis.Object.entries(object.headers ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.body = object.body ?? Buffer.alloc(0);
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseCreateEmbeddingResponse_HeadersEntry(): CreateEmbeddingResponse_HeadersEntry {
+  return { key: "", value: "" };
+}
+
+export const CreateEmbeddingResponse_HeadersEntry: MessageFns<CreateEmbeddingResponse_HeadersEntry> = {
+  encode(message: CreateEmbeddingResponse_HeadersEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateEmbeddingResponse_HeadersEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCreateEmbeddingResponse_HeadersEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CreateEmbeddingResponse_HeadersEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: CreateEmbeddingResponse_HeadersEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateEmbeddingResponse_HeadersEntry>, I>>(
+    base?: I,
+  ): CreateEmbeddingResponse_HeadersEntry {
+    return CreateEmbeddingResponse_HeadersEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateEmbeddingResponse_HeadersEntry>, I>>(
+    object: I,
+  ): CreateEmbeddingResponse_HeadersEntry {
+    const message = createBaseCreateEmbeddingResponse_HeadersEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
 /**
  * LlmProxyService is the OpenAI-compatible LLM proxy. Bodies travel as the
  * exact JSON bytes so that the wire stays byte-compatible with the upstream.
@@ -766,6 +1693,42 @@ export const LlmProxyServiceService = {
     responseSerialize: (value: ListModelsResponse): Buffer => Buffer.from(ListModelsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListModelsResponse => ListModelsResponse.decode(value),
   },
+  /** CreateResponse forwards a non-streaming Responses API call (POST /v1/responses). */
+  createResponse: {
+    path: "/abc.orchestrator.v1.LlmProxyService/CreateResponse" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateResponseRequest): Buffer =>
+      Buffer.from(CreateResponseRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateResponseRequest => CreateResponseRequest.decode(value),
+    responseSerialize: (value: CreateResponseResponse): Buffer =>
+      Buffer.from(CreateResponseResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateResponseResponse => CreateResponseResponse.decode(value),
+  },
+  /** StreamResponse forwards a streaming Responses API call event by event. */
+  streamResponse: {
+    path: "/abc.orchestrator.v1.LlmProxyService/StreamResponse" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: StreamResponseRequest): Buffer =>
+      Buffer.from(StreamResponseRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StreamResponseRequest => StreamResponseRequest.decode(value),
+    responseSerialize: (value: StreamResponseResponse): Buffer =>
+      Buffer.from(StreamResponseResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StreamResponseResponse => StreamResponseResponse.decode(value),
+  },
+  /** CreateEmbedding forwards POST /v1/embeddings. */
+  createEmbedding: {
+    path: "/abc.orchestrator.v1.LlmProxyService/CreateEmbedding" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateEmbeddingRequest): Buffer =>
+      Buffer.from(CreateEmbeddingRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateEmbeddingRequest => CreateEmbeddingRequest.decode(value),
+    responseSerialize: (value: CreateEmbeddingResponse): Buffer =>
+      Buffer.from(CreateEmbeddingResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateEmbeddingResponse => CreateEmbeddingResponse.decode(value),
+  },
 } as const;
 
 export interface LlmProxyServiceServer extends UntypedServiceImplementation {
@@ -775,6 +1738,12 @@ export interface LlmProxyServiceServer extends UntypedServiceImplementation {
   streamChatCompletion: handleServerStreamingCall<StreamChatCompletionRequest, StreamChatCompletionResponse>;
   /** ListModels proxies GET /v1/models. */
   listModels: handleUnaryCall<ListModelsRequest, ListModelsResponse>;
+  /** CreateResponse forwards a non-streaming Responses API call (POST /v1/responses). */
+  createResponse: handleUnaryCall<CreateResponseRequest, CreateResponseResponse>;
+  /** StreamResponse forwards a streaming Responses API call event by event. */
+  streamResponse: handleServerStreamingCall<StreamResponseRequest, StreamResponseResponse>;
+  /** CreateEmbedding forwards POST /v1/embeddings. */
+  createEmbedding: handleUnaryCall<CreateEmbeddingRequest, CreateEmbeddingResponse>;
 }
 
 export interface LlmProxyServiceClient extends Client {
@@ -819,6 +1788,48 @@ export interface LlmProxyServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListModelsResponse) => void,
+  ): ClientUnaryCall;
+  /** CreateResponse forwards a non-streaming Responses API call (POST /v1/responses). */
+  createResponse(
+    request: CreateResponseRequest,
+    callback: (error: ServiceError | null, response: CreateResponseResponse) => void,
+  ): ClientUnaryCall;
+  createResponse(
+    request: CreateResponseRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateResponseResponse) => void,
+  ): ClientUnaryCall;
+  createResponse(
+    request: CreateResponseRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateResponseResponse) => void,
+  ): ClientUnaryCall;
+  /** StreamResponse forwards a streaming Responses API call event by event. */
+  streamResponse(
+    request: StreamResponseRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamResponseResponse>;
+  streamResponse(
+    request: StreamResponseRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<StreamResponseResponse>;
+  /** CreateEmbedding forwards POST /v1/embeddings. */
+  createEmbedding(
+    request: CreateEmbeddingRequest,
+    callback: (error: ServiceError | null, response: CreateEmbeddingResponse) => void,
+  ): ClientUnaryCall;
+  createEmbedding(
+    request: CreateEmbeddingRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateEmbeddingResponse) => void,
+  ): ClientUnaryCall;
+  createEmbedding(
+    request: CreateEmbeddingRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateEmbeddingResponse) => void,
   ): ClientUnaryCall;
 }
 
