@@ -168,6 +168,8 @@ describe('layering', () => {
       token_usage: ['src/store/token-usage.ts'],
       policies: ['src/store/policies.ts'],
       workflows: ['src/store/workflow-store.ts'],
+      workflow_sessions: ['src/store/workflow-sessions.ts'],
+      phase_transitions: ['src/store/workflow-sessions.ts'],
     };
     const bad: string[] = [];
     for (const file of sources(path.join(ROOT, 'src'))) {

@@ -13,7 +13,7 @@ import {
 } from './contracts.js';
 import { Agent, ClientConnection, ContextBlob, ContextBlobVersion, Event, Message, Run, Session } from './im.js';
 import { Approval, Policy, Tool, ToolCall } from './tools.js';
-import { WorkflowRow } from './workflows.js';
+import { PhaseTransition, WorkflowRow, WorkflowSession } from './workflows.js';
 
 export * from './access.js';
 export * from './contracts.js';
@@ -27,5 +27,5 @@ export const entities = [
   Tool, ToolCall, Approval, Policy,
   ContractVersionRow, Assembly, FrozenPlan, Ticket, ContractStep, TicketEvent, ExecutionContract, ExecutionTransition, Snapshot, Memory,
   IdempotencyKey, ApiKey, Tenant, TokenUsage, Secret,
-  WorkflowRow,
+  WorkflowRow, WorkflowSession, PhaseTransition,
 ];
