@@ -160,6 +160,7 @@ export function serverFrameJson(res: ConnectResponse): Record<string, unknown> {
         ...head,
         usage: { total_tokens: u?.totalTokens ?? 0, prompt_tokens: u?.promptTokens ?? 0, completion_tokens: u?.completionTokens ?? 0, duration_ms: u?.durationMs ?? 0 },
         ...(f.value.finalMessage && { final_message: f.value.finalMessage }),
+        ...(f.value.detail && Object.keys(f.value.detail).length > 0 && { detail: f.value.detail }),
       };
     }
     default:

@@ -99,7 +99,7 @@ export function agentRoutes(app: FastifyInstance, core: CoreClients): void {
         if (event.type === 'run_started') write('state', { state: 'started', detail: { run_id: event.runId } });
         else if (event.type === 'agent_stream_delta') write('delta', { text: p.text, run_id: event.runId });
         else if (event.type === 'agent_state') write('state', { state: p.state, detail: p.detail ?? {} });
-        else if (event.type === 'run_done') write('done', { usage: p.usage ?? {}, final_message: p.final_message ?? '', run_id: event.runId });
+        else if (event.type === 'run_done') write('done', { usage: p.usage ?? {}, final_message: p.final_message ?? '', run_id: event.runId, ...(p.detail && { detail: p.detail }) });
         else if (event.type === 'run_failed') write('error', { code: p.error?.code ?? 'agent_error', message: p.error?.message ?? '', run_id: event.runId });
         else if (event.type === 'run_cancelled') write('error', { code: 'cancelled', message: p.reason ?? 'cancelled', run_id: event.runId });
       });

@@ -5,11 +5,9 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import { DEFAULT_RETRY, type RetryPolicy } from '../domain/backoff.js';
 import { withRetry } from './retry.js';
 
-export type AgentEvent =
-  | { type: 'delta'; text: string }
-  | { type: 'state'; state: string; detail: Record<string, unknown> }
-  | { type: 'done'; usage: Record<string, unknown>; finalMessage?: string }
-  | { type: 'error'; code: string; message: string };
+import type { AgentEvent } from '../ports/builtin-agent.js';
+
+export type { AgentEvent };
 
 export type AgentFaultReason = 'http_status' | 'malformed_sse' | 'no_done' | 'connection' | 'timeout';
 

@@ -65,6 +65,7 @@ export function frameOf(event: StoredEvent): ConnectResponse | null {
             durationMs: num(usage.duration_ms),
           },
           finalMessage: str(p.final_message),
+          detail: p.detail as Record<string, unknown> | undefined,
         },
       };
       break;

@@ -46,6 +46,7 @@ import { Capabilities } from '../engine/pep.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
 import { Workflows } from '../workflow/registry.js';
+import { WorkflowExecutor } from '../workflow/executor.js';
 
 export interface Core {
   /** HOST:PORT the server is bound to (the real port when 0 was asked). */
@@ -84,7 +85,21 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // Connector credentials and agents' tokens: the secret store, sealed with the same key.
   const connectorSecrets = new Secrets(opts.orm, secrets, opts.secretGraceMs);
   const policy = await PolicyStore.open(opts.policyFile, log, { em: () => opts.orm.em.fork(), bus });
+  const workflows = new Workflows(() => opts.orm.em.fork());
+  // Phase workflows run their turns as runs of this built-in agent.
+  const workflowAgent = new WorkflowExecutor({
+    em: () => opts.orm.em.fork(),
+    workflows,
+    llm: () => llm,
+    tools: () => toolCalls,
+    defaultModel: opts.llm.model,
+    transcriptLimit: opts.agentTranscriptLimit,
+    secrets: connectorSecrets,
+    agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
+    log,
+  });
   const runs = new Runs({
+    builtins: workflowAgent,
     secrets: connectorSecrets,
     consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
     orm: opts.orm,
@@ -123,6 +138,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     idempotencyTtlMs: opts.idempotencyTtlMs,
     toolTimeoutMs: opts.toolTimeoutMs,
     secrets: connectorSecrets,
+    gate: (run, tool) => workflowAgent.refusal(run, tool),
     // A contract step's approval is its ticket's human request: the engine continues or rejects it.
     decideStep: async (ticket, decision, decidedBy, reason) => {
       await engine.submitHumanFeedback(ticket, { action: decision === 'approve' ? 'continue' : 'reject', feedback: reason, actor: decidedBy });
@@ -171,7 +187,6 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     settings: c.engine,
     policy: (tenantId: string) => policy.forTenant(tenantId),
   });
-  const workflows = new Workflows(() => opts.orm.em.fork());
   const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const streamTokens = new StreamTokens(secrets);

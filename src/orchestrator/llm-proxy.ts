@@ -1,6 +1,7 @@
 // The LLM proxy plane (seed 001 §4.2, §7.1): OpenAI-compatible (chat
 // completions, the Responses API, embeddings), byte-exact, recorded as
 // llm_call_started / llm_call_done on the calling run.
+import { Metadata } from '@grpc/grpc-js';
 import type { LlmProxyServiceService, StreamResponseResponse } from '../../gen/abc/orchestrator/v1/llm.js';
 import { CHAT, EMBEDDINGS, endpointOf, RESPONSES, type LlmEndpoint, type Usage } from './llm-endpoints.js';
 import { seesRun, type Principal } from '../access/principal.js';
@@ -139,6 +140,21 @@ export class LlmProxy {
       yield { data: Buffer.from(data), done: false, requestId: call.requestId, event: endpoint === RESPONSES ? 'error' : '' };
     } finally {
       this.#finish(call, writer, ctx.signal.aborted && !outcome ? new Error('aborted by the client') : outcome);
+    }
+  }
+
+  /**
+   * A streaming chat completion ABC makes for one of its runs (a workflow's
+   * turn): the run's tenant's policy and budgets, the proxy's retries and
+   * fallbacks, and the call recorded on the run, exactly as an agent's call
+   * with its run token. Yields each chunk's JSON; a failure after the first
+   * chunk ends with an `{"error": …}` chunk, one before it throws.
+   */
+  async *streamForRun(run: { runId: string; sessionId: string; agentId: string; tenantId: string }, body: Record<string, unknown>, signal: AbortSignal): AsyncGenerator<string> {
+    const principal: Principal = { kind: 'run', ...run };
+    const ctx = { principal, signal, metadata: new Metadata(), log: this.#log, accept: () => {} };
+    for await (const m of this.#stream(CHAT, { body: Buffer.from(JSON.stringify({ ...body, stream: true })), runId: run.runId }, ctx)) {
+      if (!m.done) yield Buffer.from(m.data).toString('utf8');
     }
   }
 

@@ -8,6 +8,7 @@ import type { RetryPolicy } from '../domain/backoff.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { AgentFault, invokeAgent } from '../execution/agent-client.js';
+import type { BuiltinAgents } from '../ports/builtin-agent.js';
 import { InFlight } from '../runtime/in-flight.js';
 import { newId } from '../runtime/new-id.js';
 import { traceIdFrom } from '../domain/ids.js';
@@ -66,7 +67,12 @@ export interface RunsOptions {
   maxRunsPerTenant: number;
   /** The session's execution consequences (seed 004), sent to the agent in `context`. */
   consequencesOf?: (tenantId: string, sessionId: string) => Promise<Record<string, unknown>>;
+  /** Agents served in-process (phase workflows): their runs are runs like any other. */
+  builtins?: BuiltinAgents;
 }
+
+/** The endpoint of an agent served in-process. */
+const BUILTIN_ENDPOINT = 'builtin:';
 
 export interface StartCommand {
   sessionId: string;
@@ -122,7 +128,7 @@ export class Runs {
       if (existing && existing.run.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
       if (existing) return existing;
     }
-    const agent = await invocableAgent(this.#em(), cmd.tenantId, cmd.agentId);
+    const agent = this.#opts.builtins?.serves(cmd.agentId) ? await this.#builtin(cmd.tenantId, cmd.agentId, true) : await invocableAgent(this.#em(), cmd.tenantId, cmd.agentId);
     await this.#admit(cmd.tenantId);
     const runId = newId('run');
     const token = newRunToken();
@@ -311,7 +317,7 @@ export class Runs {
         await this.#fail(run, { code: 'internal_error', message: 'the core executing this run stopped mid-stream', reason: 'executor_lost', retryable: true });
         continue;
       }
-      const agent = await getAgent(this.#em(), run.tenantId, run.rootAgentId);
+      const agent = this.#opts.builtins?.serves(run.rootAgentId) ? await this.#builtin(run.tenantId, run.rootAgentId, false) : await getAgent(this.#em(), run.tenantId, run.rootAgentId);
       if (!agent) {
         await this.#fail(run, { code: 'agent_error', message: `agent ${run.rootAgentId} is no longer registered`, reason: 'unknown_agent', retryable: false });
         continue;
@@ -329,6 +335,14 @@ export class Runs {
       this.#launch(run, agent, token, detached ? { resume: { reason, streamed_chars: sent.length } } : {}, sent);
     }
     return claimed.length;
+  }
+
+  /** An in-process agent as the run machinery sees an agent; `check` refuses an unknown one as an unregistered agent is. */
+  async #builtin(tenantId: string, agentId: string, check: boolean): Promise<AgentRow> {
+    if (check) await this.#opts.builtins!.check(tenantId, agentId);
+    return {
+      tenantId, agentId, name: agentId, endpoint: BUILTIN_ENDPOINT, capabilities: [], status: 'healthy', statusReason: null, lastHeartbeat: null, createdAt: new Date(0), authToken: null, ownerKeyId: null,
+    };
   }
 
   /** The text a run has already streamed to its clients. */
@@ -372,7 +386,10 @@ export class Runs {
       const consequences = await this.#opts.consequencesOf?.(run.tenantId, run.sessionId);
       const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
-      const events = invokeAgent({
+      const builtin = agent.endpoint === BUILTIN_ENDPOINT && this.#opts.builtins;
+      const events = builtin
+        ? builtin.invoke({ tenantId: run.tenantId, sessionId: run.sessionId, runId: run.runId, agentId: agent.agentId, userId: run.userId, input: input?.content ?? '', signal, alreadySent })
+        : invokeAgent({
         endpoint: agent.endpoint,
         authToken: agent.authToken && (await this.#opts.secrets.agentToken(run.tenantId, agent.authToken)),
         signal,
@@ -417,7 +434,7 @@ export class Runs {
         } else if (event.type === 'done') {
           await writer.flush();
           const finalMessage = event.finalMessage ?? texts.join('');
-          await this.#complete(run, event.usage, finalMessage, Date.now() - started);
+          await this.#complete(run, event.usage, finalMessage, Date.now() - started, event.detail, event.metadata);
           return;
         } else {
           await writer.flush();
@@ -442,7 +459,7 @@ export class Runs {
     }
   }
 
-  async #complete(run: RunRow, usage: Record<string, unknown>, finalMessage: string, durationMs: number): Promise<void> {
+  async #complete(run: RunRow, usage: Record<string, unknown>, finalMessage: string, durationMs: number, detail?: Record<string, unknown>, metadata?: Record<string, unknown>): Promise<void> {
     const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
     const prompt = num(usage.prompt_tokens);
     const completion = num(usage.completion_tokens);
@@ -457,10 +474,10 @@ export class Runs {
       this.#em().transactional(async (tx) => {
         const status = await lockRunStatus(tx, run.runId);
         if (status === 'PAUSED_WAITING_APPROVAL' || status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, status, usage, finalMessage);
-        await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId });
+        await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId, metadata });
         await transitionRun(tx, this.#log, run.runId, 'complete', [
           { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
-          { type: 'run_done', payload: { usage: normalized, final_message: finalMessage } },
+          { type: 'run_done', payload: { usage: normalized, final_message: finalMessage, ...(detail && { detail }) } },
         ]);
       }),
     ).catch((error) => ignoreIfEnded(error));

@@ -22,7 +22,7 @@ import type { Secrets } from '../access/secrets.js';
 import { requireRun, seesRun, speaksFor, type KeyPrincipal, type Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
-import { findRun, transitionRun } from '../store/run-store.js';
+import { findRun, transitionRun, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
@@ -81,6 +81,8 @@ export interface ToolCallsOptions {
   secrets: Secrets;
   /** Decides the approval of a contract's plan step (the engine continues or rejects its ticket). */
   decideStep?: (ticket: string, decision: 'approve' | 'reject', decidedBy: string, reason: string) => Promise<void>;
+  /** Refuses a tool its run may not call beyond the policy (a workflow phase's tools): the reason, or null. */
+  gate?: (run: RunRow, tool: string) => Promise<string | null>;
 }
 
 /** An approval an agent's tool call waits on. */
@@ -132,6 +134,7 @@ export class ToolCalls {
     const run = await findRun(this.#em(), req.runId);
     if (!run || !seesRun(principal, run)) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
     const tool = await getTool(this.#em(), run.tenantId, req.toolName);
+    await this.#gate(run, tool.name);
     const problem = schemaProblem(tool.inputSchema, req.args);
     if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');
     if (req.timeoutMs !== undefined && (!Number.isInteger(req.timeoutMs) || req.timeoutMs <= 0)) throw invalidRequest('timeout_ms must be a positive integer', 'timeout_ms');
@@ -145,6 +148,15 @@ export class ToolCalls {
     });
     if (created.fresh && created.call.status === 'DISPATCHED' && !this.kinds.clientSide(tool.kind)) await this.#execute(created.call.toolCallId, tool);
     return this.outcome((await this.get(created.call.toolCallId)));
+  }
+
+  /** A tool the run may not call is refused before any call exists, and the refusal recorded on the run. */
+  async #gate(run: RunRow, tool: string): Promise<void> {
+    const reason = await this.#opts.gate?.(run, tool);
+    if (!reason) return;
+    const details = { tool, rule_id: 'workflow_phase' };
+    await this.#em().transactional((tx) => appendEvents(tx, run.runId, [{ type: 'policy_decision', payload: { action: 'tool_call', decision: 'block', code: 'blocked', reason, ...details } }]));
+    throw new AbcError('PERMISSION_DENIED', { code: 'blocked', category: 'COMPLIANCE', message: reason, details });
   }
 
   /** The invoke answer for a call in its current state. */

@@ -19,6 +19,7 @@ export interface WorkflowSessionRow {
   phase: string;
   phase_turns: Record<string, number>;
   carryover: string | null;
+  turn_run_id: string | null;
 }
 
 export interface PhaseMove {
@@ -97,12 +98,20 @@ async function record(tx: EntityManager, row: WorkflowSessionRow, from: string, 
   );
 }
 
-/** Counts a turn in the session's current phase; answers the count. */
-export async function countTurn(tx: EntityManager, sessionId: string): Promise<number> {
+/** A session's workflow row, if the session is a workflow's. */
+export async function readWorkflowSession(em: EntityManager, sessionId: string): Promise<WorkflowSessionRow | undefined> {
+  const [row] = await em.execute<WorkflowSessionRow[]>('SELECT * FROM workflow_sessions WHERE session_id = ?', [sessionId]);
+  return row;
+}
+
+/** Counts the run's turn in the session's current phase, once: a resumed turn is not counted again. Answers the count. */
+export async function countTurn(tx: EntityManager, sessionId: string, runId: string): Promise<number> {
   const [row] = await tx.execute<{ turns: number }[]>(
-    `UPDATE workflow_sessions SET phase_turns = jsonb_set(phase_turns, ARRAY[phase], to_jsonb(coalesce((phase_turns->>phase)::int, 0) + 1)), updated_at = now()
-     WHERE session_id = ? RETURNING (phase_turns->>phase)::int AS turns`,
-    [sessionId],
+    `UPDATE workflow_sessions SET
+       phase_turns = CASE WHEN turn_run_id IS DISTINCT FROM ? THEN jsonb_set(phase_turns, ARRAY[phase], to_jsonb(coalesce((phase_turns->>phase)::int, 0) + 1)) ELSE phase_turns END,
+       turn_run_id = ?, updated_at = now()
+     WHERE session_id = ? RETURNING coalesce((phase_turns->>phase)::int, 0) AS turns`,
+    [runId, runId, sessionId],
   );
   return row!.turns;
 }

@@ -71,10 +71,13 @@ describe('a workflow session', () => {
     expect(await phaseTransitions(orm.em.fork(), id)).toEqual([]);
   });
 
-  it('counts turns per phase', async () => {
+  it('counts turns per phase, a run once', async () => {
     const id = await session();
-    const count = () => orm.em.fork().transactional((tx) => countTurn(tx, id));
+    let turn = 0;
+    const count = (runId = `run_${++turn}`) => orm.em.fork().transactional((tx) => countTurn(tx, id, runId));
     expect([await count(), await count()]).toEqual([1, 2]);
+    // A resumed turn (the same run) is not counted again.
+    expect(await count('run_2')).toBe(2);
     await orm.em.fork().transactional((tx) => movePhase(tx, machine, { sessionId: id, to: 'pre_strategy', trigger: 'handler_completed', actor: 'handler', reason: 'done' }));
     expect(await count()).toBe(1);
     const [row] = await orm.em.fork().execute<{ phase_turns: Record<string, number> }[]>('SELECT phase_turns FROM workflow_sessions WHERE session_id = ?', [id]);

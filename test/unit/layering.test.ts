@@ -49,7 +49,7 @@ const PLANES: Record<string, string[]> = {
   orchestrator: ['execution', 'access', 'grpc'],
   ingress: ['orchestrator', 'access', 'grpc'],
   observer: ['access', 'grpc'],
-  workflow: ['access', 'grpc'],
+  workflow: ['orchestrator', 'execution', 'access', 'grpc'],
 };
 /** What the kernel's parts may use. */
 const KERNEL_RULES: Record<string, string[]> = { domain: [], ports: ['domain'], runtime: ['domain', 'config.ts'], store: ['domain', 'ports', 'runtime', 'config.ts'] };

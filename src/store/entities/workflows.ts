@@ -30,6 +30,8 @@ export const WorkflowSession = defineEntity({
     phaseTurns: p.json<Record<string, number>>().default('{}'),
     /** The block the next turn receives, written with the move that made it. */
     carryover: p.text().nullable(),
+    /** The run of the turn counted last: a resumed turn is not counted twice. */
+    turnRunId: p.string().length(64).nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),
   },

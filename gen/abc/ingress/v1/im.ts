@@ -161,6 +161,11 @@ export interface ErrorFrame {
 export interface Done {
   usage?: Usage | undefined;
   finalMessage: string;
+  /**
+   * What the agent adds to its done: a phase workflow's turn puts workflow_id,
+   * phase, status, missing_fields and stream_error here. Empty otherwise.
+   */
+  detail?: { [key: string]: any } | undefined;
 }
 
 function createBaseHello(): Hello {
@@ -1472,7 +1477,7 @@ export const ErrorFrame: MessageFns<ErrorFrame> = {
 };
 
 function createBaseDone(): Done {
-  return { usage: undefined, finalMessage: "" };
+  return { usage: undefined, finalMessage: "", detail: undefined };
 }
 
 export const Done: MessageFns<Done> = {
@@ -1482,6 +1487,9 @@ export const Done: MessageFns<Done> = {
     }
     if (message.finalMessage !== "") {
       writer.uint32(18).string(message.finalMessage);
+    }
+    if (message.detail !== undefined) {
+      Struct.encode(Struct.wrap(message.detail), writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -1515,6 +1523,14 @@ export const Done: MessageFns<Done> = {
             message.finalMessage = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.detail = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1535,6 +1551,7 @@ export const Done: MessageFns<Done> = {
         : isSet(object.final_message)
         ? globalThis.String(object.final_message)
         : "",
+      detail: isObject(object.detail) ? object.detail : undefined,
     };
   },
 
@@ -1546,6 +1563,9 @@ export const Done: MessageFns<Done> = {
     if (message.finalMessage !== "") {
       obj.finalMessage = message.finalMessage;
     }
+    if (message.detail !== undefined) {
+      obj.detail = message.detail;
+    }
     return obj;
   },
 
@@ -1556,6 +1576,7 @@ export const Done: MessageFns<Done> = {
     const message = createBaseDone();
     message.usage = (object.usage !== undefined && object.usage !== null) ? Usage.fromPartial(object.usage) : undefined;
     message.finalMessage = object.finalMessage ?? "";
+    message.detail = object.detail ?? undefined;
     return message;
   },
 };
