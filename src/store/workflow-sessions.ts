@@ -20,6 +20,7 @@ export interface WorkflowSessionRow {
   phase_turns: Record<string, number>;
   carryover: string | null;
   turn_run_id: string | null;
+  turn_carryover: string | null;
 }
 
 export interface PhaseMove {
@@ -104,25 +105,23 @@ export async function readWorkflowSession(em: EntityManager, sessionId: string):
   return row;
 }
 
-/** Counts the run's turn in the session's current phase, once: a resumed turn is not counted again. Answers the count. */
-export async function countTurn(tx: EntityManager, sessionId: string, runId: string): Promise<number> {
-  const [row] = await tx.execute<{ turns: number }[]>(
+/**
+ * Starts the run's turn in the session's current phase: counts it and takes
+ * the carryover, once. The same run again (a turn resumed after its core
+ * stopped) is not counted twice and gets the same carryover.
+ */
+export async function startTurn(tx: EntityManager, sessionId: string, runId: string): Promise<{ turn: number; carryover: string | null }> {
+  // On the right of SET every column is its value before the update.
+  const [row] = await tx.execute<{ turn: number; carryover: string | null }[]>(
     `UPDATE workflow_sessions SET
        phase_turns = CASE WHEN turn_run_id IS DISTINCT FROM ? THEN jsonb_set(phase_turns, ARRAY[phase], to_jsonb(coalesce((phase_turns->>phase)::int, 0) + 1)) ELSE phase_turns END,
+       turn_carryover = CASE WHEN turn_run_id IS DISTINCT FROM ? THEN carryover ELSE turn_carryover END,
+       carryover = CASE WHEN turn_run_id IS DISTINCT FROM ? THEN NULL ELSE carryover END,
        turn_run_id = ?, updated_at = now()
-     WHERE session_id = ? RETURNING coalesce((phase_turns->>phase)::int, 0) AS turns`,
-    [runId, runId, sessionId],
+     WHERE session_id = ? RETURNING coalesce((phase_turns->>phase)::int, 0) AS turn, turn_carryover AS carryover`,
+    [runId, runId, runId, runId, sessionId],
   );
-  return row!.turns;
-}
-
-/** Takes the carryover for this turn: it is given once. */
-export async function takeCarryover(tx: EntityManager, sessionId: string): Promise<string | null> {
-  const [row] = await tx.execute<{ carryover: string | null }[]>(
-    'UPDATE workflow_sessions w SET carryover = NULL FROM (SELECT carryover FROM workflow_sessions WHERE session_id = ? FOR UPDATE) old WHERE w.session_id = ? RETURNING old.carryover',
-    [sessionId, sessionId],
-  );
-  return row?.carryover ?? null;
+  return row!;
 }
 
 /** The session's phase moves, made and refused, oldest first. */

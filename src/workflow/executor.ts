@@ -19,7 +19,7 @@ import { getContext, putContext } from '../store/context-store.js';
 import { findRun, type RunRow } from '../store/run-store.js';
 import { listMessages } from '../store/session-store.js';
 import { getTool, listTools } from '../store/tool-store.js';
-import { countTurn, movePhase, openWorkflowSession, readWorkflowSession, takeCarryover } from '../store/workflow-sessions.js';
+import { movePhase, openWorkflowSession, readWorkflowSession, startTurn } from '../store/workflow-sessions.js';
 import type { Workflows } from './registry.js';
 import type { Secrets } from '../access/secrets.js';
 import { invokeAgent } from '../execution/agent-client.js';
@@ -104,14 +104,14 @@ export class WorkflowExecutor implements BuiltinAgents {
       const moves: { from: string; to: string; reason: string; trigger: string }[] = [];
       const boundary = boundaryMove(def, phase, states[phase] ?? {});
       if (boundary) {
-        const moved = await movePhase(tx, phaseMachine(def), { sessionId: inv.sessionId, to: boundary.to, trigger: 'boundary', actor: 'system', reason: boundary.reason, runId: inv.runId });
+        const carryover = carryoverOf(phaseOf(def, phase), { from: phase, ...boundary }, states);
+        const moved = await movePhase(tx, phaseMachine(def), { sessionId: inv.sessionId, to: boundary.to, trigger: 'boundary', actor: 'system', reason: boundary.reason, carryover, runId: inv.runId });
         if (moved.ok) {
           moves.push({ from: phase, to: boundary.to, reason: boundary.reason, trigger: 'boundary' });
           phase = boundary.to;
         }
       }
-      const carryover = await takeCarryover(tx, inv.sessionId);
-      const turn = await countTurn(tx, inv.sessionId, inv.runId);
+      const { turn, carryover } = await startTurn(tx, inv.sessionId, inv.runId);
       return { def, states, phase, moves, carryover, turn };
     });
     const { def, states, moves, carryover, turn } = start;
@@ -209,6 +209,8 @@ export class WorkflowExecutor implements BuiltinAgents {
     const messages = await this.#prompt(inv, def, phase, states, carryover);
     const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
     const records: ToolRecord[] = [];
+    /** Calls of each tool and arguments so far in the turn. */
+    const occurrences = new Map<string, number>();
     const filter = new TagFilter();
     let text = '';
     let visible = '';
@@ -258,7 +260,7 @@ export class WorkflowExecutor implements BuiltinAgents {
         if (!calls.length || finish !== 'tool_calls') break;
         messages.push({ role: 'assistant', content: null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) });
         for (const c of calls) {
-          const record = await this.#callTool(inv, await this.#toolName(inv.tenantId, c.name, tools.names), c.id, c.arguments, signal);
+          const record = await this.#callTool(inv, await this.#toolName(inv.tenantId, c.name, tools.names), c.arguments, occurrences, signal);
           records.push(record);
           messages.push({ role: 'tool', tool_call_id: c.id, content: JSON.stringify(record.status === 'succeeded' ? record.result ?? null : { error: record.error }) });
         }
@@ -310,7 +312,7 @@ export class WorkflowExecutor implements BuiltinAgents {
   }
 
   /** One tool call of the turn through the tool service, as the run; waits through an approval or a client tool. */
-  async #callTool(inv: BuiltinInvocation, tool: string, callId: string, rawArgs: string, signal: AbortSignal): Promise<ToolRecord> {
+  async #callTool(inv: BuiltinInvocation, tool: string, rawArgs: string, occurrences: Map<string, number>, signal: AbortSignal): Promise<ToolRecord> {
     const service = this.opts.tools();
     const run = (await findRun(this.opts.em(), inv.runId))!;
     const principal = { kind: 'run' as const, runId: run.runId, sessionId: run.sessionId, agentId: run.rootAgentId, tenantId: run.tenantId };
@@ -322,9 +324,12 @@ export class WorkflowExecutor implements BuiltinAgents {
       return { tool_call_id: '', tool, args_hash: canonicalHash(rawArgs), status: 'failed', error: { code: 'invalid_args', message: 'the arguments are not JSON' } };
     }
     const hash = canonicalHash({ tool, args });
+    // The n-th call of a tool with these arguments in the turn: a retry the model asks for is a new call,
+    // and a turn resumed after its core stopped finds each of its calls again (an approval is asked once).
+    const n = (occurrences.get(hash) ?? 0) + 1;
+    occurrences.set(hash, n);
     try {
-      // Keyed by the model's call id: a retry the model asks for is a new call, a resumed turn finds its call again.
-      let outcome = await service.invoke(principal, { toolName: tool, runId: run.runId, args, idempotencyKey: `${run.runId}:${callId || hash}` });
+      let outcome = await service.invoke(principal, { toolName: tool, runId: run.runId, args, idempotencyKey: `${run.runId}:${hash}:${n}` });
       if (outcome.status === 'pending') outcome = service.outcome(await service.wait(outcome.toolCallId, TOOL_WAIT_MS, signal));
       return outcome.status === 'succeeded'
         ? { tool_call_id: outcome.toolCallId, tool, args_hash: hash, status: 'succeeded', result: outcome.result }

@@ -249,7 +249,7 @@ describe('phase moves', () => {
 
   beforeAll(async () => {
     judge = await startFakeAgent();
-    judge.behave((inv, res) => {
+    judge.behave((_inv, res) => {
       sse(res, 'done', { usage: {}, final_message: JSON.stringify(verdicts.shift()) });
       res.end();
     });

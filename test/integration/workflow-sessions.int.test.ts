@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { phaseMachine, type WorkflowDefinition } from '../../src/domain/workflow.js';
-import { countTurn, movePhase, openWorkflowSession, phaseTransitions, takeCarryover } from '../../src/store/workflow-sessions.js';
+import { movePhase, openWorkflowSession, phaseTransitions, startTurn } from '../../src/store/workflow-sessions.js';
 import type { Orm } from '../../src/store/orm.js';
 import { migratedOrm } from '../support/db.js';
 
@@ -44,9 +44,11 @@ describe('a workflow session', () => {
     expect(await phaseTransitions(orm.em.fork(), id)).toEqual([
       expect.objectContaining({ from_phase: 'kyc', to_phase: 'pre_strategy', trigger: 'handler_completed', actor: 'handler', reason: 'the client profile is complete', accepted: true, run_id: 'run_1', metadata: { missing_fields: [] } }),
     ]);
-    // The carryover is given once, to the next turn.
-    expect(await orm.em.fork().transactional((tx) => takeCarryover(tx, id))).toBe('risk: medium');
-    expect(await orm.em.fork().transactional((tx) => takeCarryover(tx, id))).toBeNull();
+    // The carryover is given to the next turn, again if that turn resumes, and to no later turn.
+    const start = (runId: string) => orm.em.fork().transactional((tx) => startTurn(tx, id, runId));
+    expect(await start('run_2')).toEqual({ turn: 1, carryover: 'risk: medium' });
+    expect(await start('run_2')).toEqual({ turn: 1, carryover: 'risk: medium' });
+    expect(await start('run_3')).toEqual({ turn: 2, carryover: null });
   });
 
   it('refuses a move its table does not allow, changes nothing, and records the refusal', async () => {
@@ -74,7 +76,7 @@ describe('a workflow session', () => {
   it('counts turns per phase, a run once', async () => {
     const id = await session();
     let turn = 0;
-    const count = (runId = `run_${++turn}`) => orm.em.fork().transactional((tx) => countTurn(tx, id, runId));
+    const count = async (runId = `run_${++turn}`) => (await orm.em.fork().transactional((tx) => startTurn(tx, id, runId))).turn;
     expect([await count(), await count()]).toEqual([1, 2]);
     // A resumed turn (the same run) is not counted again.
     expect(await count('run_2')).toBe(2);

@@ -30,8 +30,10 @@ export const WorkflowSession = defineEntity({
     phaseTurns: p.json<Record<string, number>>().default('{}'),
     /** The block the next turn receives, written with the move that made it. */
     carryover: p.text().nullable(),
-    /** The run of the turn counted last: a resumed turn is not counted twice. */
+    /** The run of the turn counted last: a resumed turn is not counted twice, and gets its carryover again. */
     turnRunId: p.string().length(64).nullable(),
+    /** The carryover the turn of `turnRunId` took. */
+    turnCarryover: p.text().nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
     updatedAt: p.datetime().defaultRaw('now()'),
   },

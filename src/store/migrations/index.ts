@@ -9,7 +9,7 @@ import { Migration20261123120000 } from './Migration20261123120000_tickets_and_c
 import { Migration20261123141011 } from './Migration20261123141011_tenants.js';
 import { Migration20261123144057 } from './Migration20261123144057_budgets_approvals_secrets.js';
 import { Migration20261123161035 } from './Migration20261123161035_tenant_catalogues.js';
-import { Migration20261123164523 } from './Migration20261123164523_workflows.js';
+import { Migration20261123165227 } from './Migration20261123165227_workflows.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -22,5 +22,5 @@ export const migrations = [
   { name: 'Migration20261123141011_tenants', class: Migration20261123141011 },
   { name: 'Migration20261123144057_budgets_approvals_secrets', class: Migration20261123144057 },
   { name: 'Migration20261123161035_tenant_catalogues', class: Migration20261123161035 },
-  { name: 'Migration20261123164523_workflows', class: Migration20261123164523 },
+  { name: 'Migration20261123165227_workflows', class: Migration20261123165227 },
 ];
