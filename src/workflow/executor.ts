@@ -177,7 +177,7 @@ export class WorkflowExecutor implements BuiltinAgents {
     }
     // A final delta only for text not streamed: the fallback.
     if (ending.added) yield { type: 'delta', text: streamed.visible.trim() ? `\n\n${ending.added}` : ending.added };
-    const status = streamed.error ? 'stream_error' : change ? 'phase_completed' : outcome.completed ? 'completed' : ending.fallback === 'turn_limit' ? 'turn_limit' : 'in_progress';
+    const status = streamed.error ? 'stream_error' : change ? 'phase_completed' : outcome.next ? 'move_refused' : outcome.completed ? 'completed' : ending.fallback === 'turn_limit' ? 'turn_limit' : 'in_progress';
     yield {
       type: 'done',
       usage: streamed.usage,
@@ -321,7 +321,7 @@ export class WorkflowExecutor implements BuiltinAgents {
       const parsed = JSON.parse(rawArgs || '{}') as unknown;
       args = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
     } catch {
-      return { tool_call_id: '', tool, args_hash: canonicalHash(rawArgs), status: 'failed', error: { code: 'invalid_args', message: 'the arguments are not JSON' } };
+      return { tool_call_id: '', tool, args_hash: canonicalHash(rawArgs), status: 'failed', error: { code: 'invalid_request', message: `the arguments of ${tool} are not JSON` } };
     }
     const hash = canonicalHash({ tool, args });
     // The n-th call of a tool with these arguments in the turn: a retry the model asks for is a new call,

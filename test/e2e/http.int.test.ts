@@ -140,7 +140,8 @@ describe('replay and live events', () => {
 describe('observer topology', () => {
   it('serves the machines derived from their tables', async () => {
     const body = await (await s.http('/api/execution/topology')).json();
-    expect(body.machines.map((m: { machine: string }) => m.machine)).toEqual(['run', 'tool_call', 'approval', 'execution_contract', 'contract_lifecycle', 'contract_step']);
+    // ABC's own machines, then the phase table of each workflow the tenant sees.
+    expect(body.machines.map((m: { machine: string }) => m.machine)).toEqual(['run', 'tool_call', 'approval', 'execution_contract', 'contract_lifecycle', 'contract_step', 'workflow:wealth-onboarding@1.0.0']);
     const run = body.machines[0];
     expect(run).toMatchObject({ initial_status: 'CREATED', resumable_statuses: ['PAUSED_WAITING_TOOL', 'PAUSED_WAITING_APPROVAL'] });
     expect(run.edges).toContainEqual({ from_status: 'RUNNING', to_status: 'DONE', trigger: 'complete', allowed_actors: ['agent'] });

@@ -268,7 +268,7 @@ describe('phase moves', () => {
     script.push({ text: 'First answer.' });
     const refused = await turn(ws, session, 'one', agent);
     expect(states(refused, 'phase_change')).toEqual([]);
-    expect(done(refused).detail).toMatchObject({ phase: 'a', handler_error: expect.stringContaining('not allowed') });
+    expect(done(refused).detail).toMatchObject({ phase: 'a', status: 'move_refused', handler_error: expect.stringContaining('not allowed') });
     const input = JSON.parse(judge.invocations.at(-1)!.body.input_message.content);
     expect(input).toMatchObject({ workflow_id: 'gates', phase: 'a', reply: 'First answer.', state: {} });
 
