@@ -1,4 +1,5 @@
 // The core: one gRPC server hosting every plane, plus the standard health service.
+import { setMaxListeners } from 'node:events';
 import { Server, ServerCredentials, type Metadata } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ApiKeys } from '../access/api-keys.js';
@@ -79,6 +80,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
   bus.onRunEnded((runId) => runTokens.ended(runId));
   const shutdown = new AbortController();
+  // Every service binds one listener to it.
+  setMaxListeners(64, shutdown.signal);
   const coreId = newId('core');
   const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
   const secrets = opts.secrets;
