@@ -100,6 +100,8 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
   [`${WORKFLOW}RegisterWorkflow`]: { scope: 'operator' },
   [`${WORKFLOW}ListWorkflows`]: { scope: 'operator' },
   [`${WORKFLOW}GetWorkflow`]: { scope: 'operator' },
+  [`${WORKFLOW}GetWorkflowSession`]: { scope: 'client' },
+  [`${WORKFLOW}AdvanceSession`]: { scope: 'client' },
   [`${OBSERVER}GetRunMetrics`]: { scope: 'operator' },
   [`${OBSERVER}GetToolMetrics`]: { scope: 'operator' },
   [`${OBSERVER}GetExecutionContext`]: { scope: 'operator' },

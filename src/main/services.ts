@@ -14,6 +14,7 @@ import { ToolServiceService } from '../../gen/abc/orchestrator/v1/tool.js';
 import { WorkflowServiceService } from '../../gen/abc/workflow/v1/workflow.js';
 import { workflowHandlers } from '../workflow/handlers.js';
 import type { Workflows } from '../workflow/registry.js';
+import { WorkflowSessions } from '../workflow/sessions.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { contractHandlers } from '../contracts/handlers.js';
 import type { ContractService } from '../contracts/service.js';
@@ -79,6 +80,6 @@ export function services(deps: ServiceDeps): ServiceEntry[] {
     entry('abc.orchestrator.v1.ContextStoreService', ContextStoreServiceService, contextHandlers(deps.orm)),
     entry('abc.decision.v1.DecisionService', DecisionServiceService, decisionHandlers(deps.decision)),
     entry('abc.observer.v1.ObserverService', ObserverServiceService, observerHandlers(deps.orm, deps.bus, deps.readOnly, deps.streamTokens, (tenantId) => deps.workflows.topology(tenantId))),
-    entry('abc.workflow.v1.WorkflowService', WorkflowServiceService, workflowHandlers(deps.workflows)),
+    entry('abc.workflow.v1.WorkflowService', WorkflowServiceService, workflowHandlers(deps.workflows, new WorkflowSessions(() => deps.orm.em.fork(), deps.workflows))),
   ];
 }

@@ -126,5 +126,6 @@ export async function startTurn(tx: EntityManager, sessionId: string, runId: str
 
 /** The session's phase moves, made and refused, oldest first. */
 export async function phaseTransitions(em: EntityManager, sessionId: string): Promise<PhaseTransitionRow[]> {
-  return em.execute<PhaseTransitionRow[]>('SELECT * FROM phase_transitions WHERE session_id = ? ORDER BY created_at, transition_id', [sessionId]);
+  const rows = await em.execute<PhaseTransitionRow[]>('SELECT * FROM phase_transitions WHERE session_id = ? ORDER BY created_at, transition_id', [sessionId]);
+  return rows.map((r) => ({ ...r, created_at: new Date(r.created_at) }));
 }

@@ -15,12 +15,13 @@ import type { AgentEvent, BuiltinAgents, BuiltinInvocation } from '../ports/buil
 import type { Logger } from '../runtime/log.js';
 import type { LlmProxy } from '../orchestrator/llm-proxy.js';
 import type { ToolCalls } from '../orchestrator/tool-calls.js';
-import { getContext, putContext } from '../store/context-store.js';
+import { putContext } from '../store/context-store.js';
 import { findRun, type RunRow } from '../store/run-store.js';
 import { listMessages } from '../store/session-store.js';
 import { getTool, listTools } from '../store/tool-store.js';
 import { movePhase, openWorkflowSession, readWorkflowSession, startTurn } from '../store/workflow-sessions.js';
 import type { Workflows } from './registry.js';
+import { phaseOf, readStates, stateKey, type PhaseStates } from './state.js';
 import type { Secrets } from '../access/secrets.js';
 import { invokeAgent } from '../execution/agent-client.js';
 import { invocableAgent } from '../store/agent-store.js';
@@ -49,11 +50,8 @@ export interface ExecutorOptions {
   log: Logger;
 }
 
-type PhaseStates = Record<string, Record<string, unknown>>;
 type ChatMessage = Record<string, unknown>;
 
-/** The context blob holding a session's phase states, phase-keyed and versioned. */
-const stateKey = (sessionId: string) => `workflow-state:${sessionId}`.slice(0, 128);
 
 export class WorkflowExecutor implements BuiltinAgents {
   readonly #log: Logger;
@@ -440,16 +438,7 @@ function parseAgent(agentId: string): { workflowId: string; version?: string } {
   return { workflowId: workflowId!, ...(version && { version }) };
 }
 
-function phaseOf(def: WorkflowDefinition, id: string): PhaseDef {
-  return def.phases.find((p) => p.id === id) ?? def.phases.find((p) => p.id === def.initial_phase)!;
-}
 
-async function readStates(em: EntityManager, tenantId: string, sessionId: string, def: WorkflowDefinition): Promise<PhaseStates> {
-  const blob = await getContext(em, tenantId, stateKey(sessionId));
-  const stored = (blob?.data ?? {}) as PhaseStates;
-  // Every phase has its block, empty until the model patches it.
-  return Object.fromEntries(def.phases.map((p) => [p.id, stored[p.id] ?? {}]));
-}
 
 const state = (name: string, detail: Record<string, unknown>): AgentEvent => ({ type: 'state', state: name, detail });
 const phaseChange = (m: { from: string; to: string; reason: string; trigger: string }): AgentEvent => state('phase_change', m);

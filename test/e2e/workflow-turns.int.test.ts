@@ -298,6 +298,34 @@ describe('phase moves', () => {
     ]);
     ws.close();
   });
+
+  it('takes a route transition of the table, refuses and records any other, and shows the session', async () => {
+    const ws = await client('gina');
+    const session = `sess_route_${Date.now()}`;
+    verdicts.push({ completed: true, next_phase: 'b', state_patch: { score: 7 } });
+    script.push({ text: 'Done with a.' });
+    expect(done(await turn(ws, session, 'go', 'workflow:gates')).detail).toMatchObject({ phase: 'b' });
+
+    const advance = (to_phase: string) => s.http(`/v1/workflow-sessions/${session}:advance`, { method: 'POST', json: { to_phase, reason: 'the user pressed continue' } });
+    const refused = await advance('a');
+    expect(refused.status).toBe(412);
+    expect((await refused.json()).error).toMatchObject({ code: 'illegal_transition', details: { from: 'b', trigger: 'route:a' } });
+    const moved = await advance('c');
+    expect(moved.status).toBe(200);
+    const view = (await moved.json()).session;
+    expect(view).toMatchObject({ session_id: session, workflow_id: 'gates', version: '1.0.0', phase: 'c', phase_turns: { a: 1 }, states: { a: { score: 7 }, b: {}, c: {} } });
+    expect(view.moves.map((m: Json) => [m.from_phase, m.to_phase, m.trigger, m.actor, m.accepted])).toEqual([
+      ['a', 'b', 'handler_completed', 'handler', true],
+      ['b', 'a', 'route', 'client:gina', false],
+      ['b', 'c', 'route', 'client:gina', true],
+    ]);
+    script.push({ text: 'In c now.' });
+    expect(states(await turn(ws, session, 'next', 'workflow:gates'), 'stream_start')[0]).toMatchObject({ phase: 'c' });
+
+    // Nobody else's session, and no session a workflow does not lead.
+    expect((await s.http('/v1/workflow-sessions/sess_nobody')).status).toBe(404);
+    ws.close();
+  });
 });
 
 describe('fallbacks', () => {

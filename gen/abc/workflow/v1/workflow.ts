@@ -74,6 +74,65 @@ export interface GetWorkflowResponse {
   workflow?: Workflow | undefined;
 }
 
+/** PhaseMove is one phase move of a session, made or refused. */
+export interface PhaseMove {
+  fromPhase: string;
+  toPhase: string;
+  /** handler_completed, route or boundary. */
+  trigger: string;
+  /** handler, client:<user> or system. */
+  actor: string;
+  reason: string;
+  metadata?:
+    | { [key: string]: any }
+    | undefined;
+  /** False for a move the table does not allow: refused, and recorded. */
+  accepted: boolean;
+  /** The run of the turn that moved it, if a turn did. */
+  runId: string;
+  createdAt: number;
+}
+
+/** WorkflowSession is a session led by a workflow. */
+export interface WorkflowSession {
+  sessionId: string;
+  workflowId: string;
+  version: string;
+  phase: string;
+  /** Turns taken in each phase. */
+  phaseTurns: { [key: string]: number };
+  /** The phase states, phase-keyed (the context blob workflow-state:<session_id>). */
+  states?: { [key: string]: any } | undefined;
+  moves: PhaseMove[];
+}
+
+export interface WorkflowSession_PhaseTurnsEntry {
+  key: string;
+  value: number;
+}
+
+/** GetWorkflowSessionRequest names a session. */
+export interface GetWorkflowSessionRequest {
+  sessionId: string;
+}
+
+/** GetWorkflowSessionResponse holds it. */
+export interface GetWorkflowSessionResponse {
+  session?: WorkflowSession | undefined;
+}
+
+/** AdvanceSessionRequest asks to move a session to another phase. */
+export interface AdvanceSessionRequest {
+  sessionId: string;
+  toPhase: string;
+  reason: string;
+}
+
+/** AdvanceSessionResponse is the session after the move. */
+export interface AdvanceSessionResponse {
+  session?: WorkflowSession | undefined;
+}
+
 function createBaseWorkflow(): Workflow {
   return { workflowId: "", version: "", definition: undefined, platform: false };
 }
@@ -669,6 +728,854 @@ export const GetWorkflowResponse: MessageFns<GetWorkflowResponse> = {
   },
 };
 
+function createBasePhaseMove(): PhaseMove {
+  return {
+    fromPhase: "",
+    toPhase: "",
+    trigger: "",
+    actor: "",
+    reason: "",
+    metadata: undefined,
+    accepted: false,
+    runId: "",
+    createdAt: 0,
+  };
+}
+
+export const PhaseMove: MessageFns<PhaseMove> = {
+  encode(message: PhaseMove, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fromPhase !== "") {
+      writer.uint32(10).string(message.fromPhase);
+    }
+    if (message.toPhase !== "") {
+      writer.uint32(18).string(message.toPhase);
+    }
+    if (message.trigger !== "") {
+      writer.uint32(26).string(message.trigger);
+    }
+    if (message.actor !== "") {
+      writer.uint32(34).string(message.actor);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    if (message.metadata !== undefined) {
+      Struct.encode(Struct.wrap(message.metadata), writer.uint32(50).fork()).join();
+    }
+    if (message.accepted !== false) {
+      writer.uint32(56).bool(message.accepted);
+    }
+    if (message.runId !== "") {
+      writer.uint32(66).string(message.runId);
+    }
+    if (message.createdAt !== 0) {
+      writer.uint32(72).int64(message.createdAt);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PhaseMove {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePhaseMove();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fromPhase = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toPhase = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.trigger = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.actor = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.accepted = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.runId = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.createdAt = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PhaseMove {
+    return {
+      fromPhase: isSet(object.fromPhase)
+        ? globalThis.String(object.fromPhase)
+        : isSet(object.from_phase)
+        ? globalThis.String(object.from_phase)
+        : "",
+      toPhase: isSet(object.toPhase)
+        ? globalThis.String(object.toPhase)
+        : isSet(object.to_phase)
+        ? globalThis.String(object.to_phase)
+        : "",
+      trigger: isSet(object.trigger) ? globalThis.String(object.trigger) : "",
+      actor: isSet(object.actor) ? globalThis.String(object.actor) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      metadata: isObject(object.metadata) ? object.metadata : undefined,
+      accepted: isSet(object.accepted) ? globalThis.Boolean(object.accepted) : false,
+      runId: isSet(object.runId)
+        ? globalThis.String(object.runId)
+        : isSet(object.run_id)
+        ? globalThis.String(object.run_id)
+        : "",
+      createdAt: isSet(object.createdAt)
+        ? globalThis.Number(object.createdAt)
+        : isSet(object.created_at)
+        ? globalThis.Number(object.created_at)
+        : 0,
+    };
+  },
+
+  toJSON(message: PhaseMove): unknown {
+    const obj: any = {};
+    if (message.fromPhase !== "") {
+      obj.fromPhase = message.fromPhase;
+    }
+    if (message.toPhase !== "") {
+      obj.toPhase = message.toPhase;
+    }
+    if (message.trigger !== "") {
+      obj.trigger = message.trigger;
+    }
+    if (message.actor !== "") {
+      obj.actor = message.actor;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.metadata !== undefined) {
+      obj.metadata = message.metadata;
+    }
+    if (message.accepted !== false) {
+      obj.accepted = message.accepted;
+    }
+    if (message.runId !== "") {
+      obj.runId = message.runId;
+    }
+    if (message.createdAt !== 0) {
+      obj.createdAt = Math.round(message.createdAt);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PhaseMove>, I>>(base?: I): PhaseMove {
+    return PhaseMove.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PhaseMove>, I>>(object: I): PhaseMove {
+    const message = createBasePhaseMove();
+    message.fromPhase = object.fromPhase ?? "";
+    message.toPhase = object.toPhase ?? "";
+    message.trigger = object.trigger ?? "";
+    message.actor = object.actor ?? "";
+    message.reason = object.reason ?? "";
+    message.metadata = object.metadata ?? undefined;
+    message.accepted = object.accepted ?? false;
+    message.runId = object.runId ?? "";
+    message.createdAt = object.createdAt ?? 0;
+    return message;
+  },
+};
+
+function createBaseWorkflowSession(): WorkflowSession {
+  return { sessionId: "", workflowId: "", version: "", phase: "", phaseTurns: {}, states: undefined, moves: [] };
+}
+
+export const WorkflowSession: MessageFns<WorkflowSession> = {
+  encode(message: WorkflowSession, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.workflowId !== "") {
+      writer.uint32(18).string(message.workflowId);
+    }
+    if (message.version !== "") {
+      writer.uint32(26).string(message.version);
+    }
+    if (message.phase !== "") {
+      writer.uint32(34).string(message.phase);
+    }
+    globalThis.Object.entries(message.phaseTurns).forEach(([key, value]: [string, number]) => {
+      WorkflowSession_PhaseTurnsEntry.encode({ key: key as any, value }, writer.uint32(42).fork()).join();
+    });
+    if (message.states !== undefined) {
+      Struct.encode(Struct.wrap(message.states), writer.uint32(50).fork()).join();
+    }
+    for (const v of message.moves) {
+      PhaseMove.encode(v!, writer.uint32(58).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkflowSession {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkflowSession();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.workflowId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.version = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.phase = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            const entry5 = WorkflowSession_PhaseTurnsEntry.decode(reader, reader.uint32());
+            if (entry5.value !== undefined) {
+              message.phaseTurns[entry5.key] = entry5.value;
+            }
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.states = Struct.unwrap(Struct.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.moves.push(PhaseMove.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkflowSession {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      workflowId: isSet(object.workflowId)
+        ? globalThis.String(object.workflowId)
+        : isSet(object.workflow_id)
+        ? globalThis.String(object.workflow_id)
+        : "",
+      version: isSet(object.version) ? globalThis.String(object.version) : "",
+      phase: isSet(object.phase) ? globalThis.String(object.phase) : "",
+      phaseTurns: isObject(object.phaseTurns)
+        ? (globalThis.Object.entries(object.phaseTurns) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.phase_turns)
+        ? (globalThis.Object.entries(object.phase_turns) as [string, any][]).reduce(
+          (acc: { [key: string]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      states: isObject(object.states) ? object.states : undefined,
+      moves: globalThis.Array.isArray(object?.moves)
+        ? object.moves.map((e: any) => PhaseMove.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: WorkflowSession): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.workflowId !== "") {
+      obj.workflowId = message.workflowId;
+    }
+    if (message.version !== "") {
+      obj.version = message.version;
+    }
+    if (message.phase !== "") {
+      obj.phase = message.phase;
+    }
+    if (message.phaseTurns) {
+      const entries = globalThis.Object.entries(message.phaseTurns) as [string, number][];
+      if (entries.length > 0) {
+        obj.phaseTurns = {};
+        entries.forEach(([k, v]) => {
+          obj.phaseTurns[k] = Math.round(v);
+        });
+      }
+    }
+    if (message.states !== undefined) {
+      obj.states = message.states;
+    }
+    if (message.moves?.length) {
+      obj.moves = message.moves.map((e) => PhaseMove.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkflowSession>, I>>(base?: I): WorkflowSession {
+    return WorkflowSession.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkflowSession>, I>>(object: I): WorkflowSession {
+    const message = createBaseWorkflowSession();
+    message.sessionId = object.sessionId ?? "";
+    message.workflowId = object.workflowId ?? "";
+    message.version = object.version ?? "";
+    message.phase = object.phase ?? "";
+    message.phaseTurns = (globalThis.Object.entries(object.phaseTurns ?? {}) as [string, number][]).reduce(
+      (acc: { [key: string]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.states = object.states ?? undefined;
+    message.moves = object.moves?.map((e) => PhaseMove.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseWorkflowSession_PhaseTurnsEntry(): WorkflowSession_PhaseTurnsEntry {
+  return { key: "", value: 0 };
+}
+
+export const WorkflowSession_PhaseTurnsEntry: MessageFns<WorkflowSession_PhaseTurnsEntry> = {
+  encode(message: WorkflowSession_PhaseTurnsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).int32(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WorkflowSession_PhaseTurnsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWorkflowSession_PhaseTurnsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WorkflowSession_PhaseTurnsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: WorkflowSession_PhaseTurnsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WorkflowSession_PhaseTurnsEntry>, I>>(base?: I): WorkflowSession_PhaseTurnsEntry {
+    return WorkflowSession_PhaseTurnsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WorkflowSession_PhaseTurnsEntry>, I>>(
+    object: I,
+  ): WorkflowSession_PhaseTurnsEntry {
+    const message = createBaseWorkflowSession_PhaseTurnsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetWorkflowSessionRequest(): GetWorkflowSessionRequest {
+  return { sessionId: "" };
+}
+
+export const GetWorkflowSessionRequest: MessageFns<GetWorkflowSessionRequest> = {
+  encode(message: GetWorkflowSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetWorkflowSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetWorkflowSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetWorkflowSessionRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetWorkflowSessionRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetWorkflowSessionRequest>, I>>(base?: I): GetWorkflowSessionRequest {
+    return GetWorkflowSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetWorkflowSessionRequest>, I>>(object: I): GetWorkflowSessionRequest {
+    const message = createBaseGetWorkflowSessionRequest();
+    message.sessionId = object.sessionId ?? "";
+    return message;
+  },
+};
+
+function createBaseGetWorkflowSessionResponse(): GetWorkflowSessionResponse {
+  return { session: undefined };
+}
+
+export const GetWorkflowSessionResponse: MessageFns<GetWorkflowSessionResponse> = {
+  encode(message: GetWorkflowSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.session !== undefined) {
+      WorkflowSession.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetWorkflowSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetWorkflowSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.session = WorkflowSession.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetWorkflowSessionResponse {
+    return { session: isSet(object.session) ? WorkflowSession.fromJSON(object.session) : undefined };
+  },
+
+  toJSON(message: GetWorkflowSessionResponse): unknown {
+    const obj: any = {};
+    if (message.session !== undefined) {
+      obj.session = WorkflowSession.toJSON(message.session);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetWorkflowSessionResponse>, I>>(base?: I): GetWorkflowSessionResponse {
+    return GetWorkflowSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetWorkflowSessionResponse>, I>>(object: I): GetWorkflowSessionResponse {
+    const message = createBaseGetWorkflowSessionResponse();
+    message.session = (object.session !== undefined && object.session !== null)
+      ? WorkflowSession.fromPartial(object.session)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAdvanceSessionRequest(): AdvanceSessionRequest {
+  return { sessionId: "", toPhase: "", reason: "" };
+}
+
+export const AdvanceSessionRequest: MessageFns<AdvanceSessionRequest> = {
+  encode(message: AdvanceSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.toPhase !== "") {
+      writer.uint32(18).string(message.toPhase);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdvanceSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdvanceSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toPhase = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdvanceSessionRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      toPhase: isSet(object.toPhase)
+        ? globalThis.String(object.toPhase)
+        : isSet(object.to_phase)
+        ? globalThis.String(object.to_phase)
+        : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: AdvanceSessionRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.toPhase !== "") {
+      obj.toPhase = message.toPhase;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdvanceSessionRequest>, I>>(base?: I): AdvanceSessionRequest {
+    return AdvanceSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdvanceSessionRequest>, I>>(object: I): AdvanceSessionRequest {
+    const message = createBaseAdvanceSessionRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.toPhase = object.toPhase ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseAdvanceSessionResponse(): AdvanceSessionResponse {
+  return { session: undefined };
+}
+
+export const AdvanceSessionResponse: MessageFns<AdvanceSessionResponse> = {
+  encode(message: AdvanceSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.session !== undefined) {
+      WorkflowSession.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdvanceSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdvanceSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.session = WorkflowSession.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AdvanceSessionResponse {
+    return { session: isSet(object.session) ? WorkflowSession.fromJSON(object.session) : undefined };
+  },
+
+  toJSON(message: AdvanceSessionResponse): unknown {
+    const obj: any = {};
+    if (message.session !== undefined) {
+      obj.session = WorkflowSession.toJSON(message.session);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AdvanceSessionResponse>, I>>(base?: I): AdvanceSessionResponse {
+    return AdvanceSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdvanceSessionResponse>, I>>(object: I): AdvanceSessionResponse {
+    const message = createBaseAdvanceSessionResponse();
+    message.session = (object.session !== undefined && object.session !== null)
+      ? WorkflowSession.fromPartial(object.session)
+      : undefined;
+    return message;
+  },
+};
+
 /**
  * WorkflowService registers and reads phase workflows (seed 003): phases with
  * their prompts, tools and rules, and the transition table between them.
@@ -714,6 +1621,37 @@ export const WorkflowServiceService = {
     responseSerialize: (value: GetWorkflowResponse): Buffer => Buffer.from(GetWorkflowResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetWorkflowResponse => GetWorkflowResponse.decode(value),
   },
+  /**
+   * GetWorkflowSession returns a session's phase, turns per phase, phase
+   * states and every phase move, made or refused.
+   */
+  getWorkflowSession: {
+    path: "/abc.workflow.v1.WorkflowService/GetWorkflowSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetWorkflowSessionRequest): Buffer =>
+      Buffer.from(GetWorkflowSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetWorkflowSessionRequest => GetWorkflowSessionRequest.decode(value),
+    responseSerialize: (value: GetWorkflowSessionResponse): Buffer =>
+      Buffer.from(GetWorkflowSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetWorkflowSessionResponse => GetWorkflowSessionResponse.decode(value),
+  },
+  /**
+   * AdvanceSession moves a session's phase on a client's request: a `route`
+   * transition of its table (seed 003's "advance to stress test"). A move the
+   * table does not allow is refused, and recorded as refused.
+   */
+  advanceSession: {
+    path: "/abc.workflow.v1.WorkflowService/AdvanceSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AdvanceSessionRequest): Buffer =>
+      Buffer.from(AdvanceSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AdvanceSessionRequest => AdvanceSessionRequest.decode(value),
+    responseSerialize: (value: AdvanceSessionResponse): Buffer =>
+      Buffer.from(AdvanceSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdvanceSessionResponse => AdvanceSessionResponse.decode(value),
+  },
 } as const;
 
 export interface WorkflowServiceServer extends UntypedServiceImplementation {
@@ -727,6 +1665,17 @@ export interface WorkflowServiceServer extends UntypedServiceImplementation {
   listWorkflows: handleUnaryCall<ListWorkflowsRequest, ListWorkflowsResponse>;
   /** GetWorkflow returns one version, or the latest. */
   getWorkflow: handleUnaryCall<GetWorkflowRequest, GetWorkflowResponse>;
+  /**
+   * GetWorkflowSession returns a session's phase, turns per phase, phase
+   * states and every phase move, made or refused.
+   */
+  getWorkflowSession: handleUnaryCall<GetWorkflowSessionRequest, GetWorkflowSessionResponse>;
+  /**
+   * AdvanceSession moves a session's phase on a client's request: a `route`
+   * transition of its table (seed 003's "advance to stress test"). A move the
+   * table does not allow is refused, and recorded as refused.
+   */
+  advanceSession: handleUnaryCall<AdvanceSessionRequest, AdvanceSessionResponse>;
 }
 
 export interface WorkflowServiceClient extends Client {
@@ -782,6 +1731,45 @@ export interface WorkflowServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetWorkflowResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * GetWorkflowSession returns a session's phase, turns per phase, phase
+   * states and every phase move, made or refused.
+   */
+  getWorkflowSession(
+    request: GetWorkflowSessionRequest,
+    callback: (error: ServiceError | null, response: GetWorkflowSessionResponse) => void,
+  ): ClientUnaryCall;
+  getWorkflowSession(
+    request: GetWorkflowSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetWorkflowSessionResponse) => void,
+  ): ClientUnaryCall;
+  getWorkflowSession(
+    request: GetWorkflowSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetWorkflowSessionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * AdvanceSession moves a session's phase on a client's request: a `route`
+   * transition of its table (seed 003's "advance to stress test"). A move the
+   * table does not allow is refused, and recorded as refused.
+   */
+  advanceSession(
+    request: AdvanceSessionRequest,
+    callback: (error: ServiceError | null, response: AdvanceSessionResponse) => void,
+  ): ClientUnaryCall;
+  advanceSession(
+    request: AdvanceSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdvanceSessionResponse) => void,
+  ): ClientUnaryCall;
+  advanceSession(
+    request: AdvanceSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdvanceSessionResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const WorkflowServiceClient = makeGenericClientConstructor(
@@ -805,6 +1793,17 @@ type DeepPartial<T> = T extends Builtin ? T
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isObject(value: any): boolean {
   return typeof value === "object" && value !== null;
