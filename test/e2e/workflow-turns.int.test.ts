@@ -3,6 +3,7 @@
 // phases, tagged payloads cut across chunks, a malformed payload, a tool
 // outside the phase refused, retry noise kept out of the message, and each
 // fallback with the hard stream deadline.
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ServerResponse } from 'node:http';
@@ -12,6 +13,7 @@ import { phaseTransitions } from '../../src/store/workflow-sessions.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { chunk, startFakeLlm, type FakeLlm, type LlmRequest } from '../support/fake-llm.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { TOOLS } from '../../examples/wealth-onboarding/tools.js';
 
 type Json = Record<string, any>;
 
@@ -60,15 +62,16 @@ beforeAll(async () => {
     const body = JSON.parse(raw) as Json;
     toolCalls.push(body);
     const send = (status: number, doc: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(doc));
+    // The example's tools (examples/wealth-onboarding), and a quote service that fails once for FLAKY.
     if (body.args.symbol === 'FLAKY' && flaky++ === 0) return send(503, { error: { code: 'QUOTES_BUSY', message: 'try again', retryable: false } });
-    send(200, { symbol: body.args.symbol, price: 250.5, series: [248, 249.5, 250.5] });
+    send(200, TOOLS[body.tool]!(body.args));
   });
   await new Promise<void>((r) => tools.listen(0, '127.0.0.1', r));
   toolUrl = `http://127.0.0.1:${(tools.address() as AddressInfo).port}/tools`;
   s = await startTestStack({ llm: { routerUrl: model.url, timeoutMs: 5000, model: 'gpt-4o-mini' }, agentIdleTimeoutMs: 30_000 });
-  for (const name of ['market.quote', 'strategy.validate', 'strategy.backtest', 'stress.scenarios', 'stress.run', 'deploy.check_risk_guard', 'deploy.execute']) {
-    const res = await s.http('/v1/tools/register', { method: 'POST', json: { name, kind: 'http', endpoint: toolUrl, description: `${name} (test)`, input_schema: { type: 'object' } } });
-    expect(res.status).toBe(200);
+  // The example's tool definitions, pointed at this test's server.
+  for (const tool of JSON.parse(readFileSync('examples/wealth-onboarding/tools.json', 'utf8')) as Json[]) {
+    expect((await s.http('/v1/tools/register', { method: 'POST', json: { ...tool, endpoint: toolUrl } })).status).toBe(200);
   }
 });
 afterAll(async () => {
@@ -124,14 +127,15 @@ describe('the reference workflow, walked over IM', () => {
     const t3 = await turn(ws, session, 'Something broad, for growth.');
     const sent = model.requests[before]!.json;
     expect(sent.messages.at(-1).content).toBe('Client profile from KYC: risk tolerance medium, horizon 10 years, amount 50000.\n\nSomething broad, for growth.');
-    expect(sent.tools.map((t: Json) => t.function.name)).toEqual(['market_quote']);
+    expect(sent.tools).toEqual([{ type: 'function', function: { name: 'market_quote', description: 'A quote for a symbol, with 30 days of closes.', parameters: expect.objectContaining({ required: ['symbol'] }) } }]);
     expect(sent.tool_choice).toBe('auto');
     expect(sent.messages[0].content).toContain('You are in phase pre_strategy');
     expect(toolCalls.at(-1)).toMatchObject({ args: { symbol: 'VTI' } });
+    const quote = TOOLS['market.quote']!({ symbol: 'VTI' });
     const toolMessage = model.requests[before + 1]!.json.messages.at(-1);
     expect(toolMessage.role).toBe('tool');
-    expect(JSON.parse(toolMessage.content)).toEqual({ symbol: 'VTI', price: 250.5, series: [248, 249.5, 250.5] });
-    expect(states(t3, 'genui')).toEqual([{ type: 'instrument_chart', payload: { symbol: 'VTI', price: 250.5, series: [248, 249.5, 250.5] }, source: 'market.quote' }]);
+    expect(JSON.parse(toolMessage.content)).toEqual(quote);
+    expect(states(t3, 'genui')).toEqual([{ type: 'instrument_chart', payload: quote, source: 'market.quote' }]);
     expect(states(t3, 'phase_change')[0]).toMatchObject({ from: 'pre_strategy', to: 'strategy' });
     // The strategy phase's first turn gets pre_strategy's carryover; its next turn none.
     script.push({ text: 'Here is a draft: buy VTI monthly. <AGENT_UI_JSON>{"type": "strategy_ref", "payload": {"strategy_id": "s-1"}}</AGENT_UI_JSON><AGENT_STATE_PATCH>{"strategy_id": "s-1"}</AGENT_STATE_PATCH>' });
@@ -167,7 +171,7 @@ describe('the reference workflow, walked over IM', () => {
       'The report is in.',
       'Deployed and running.',
     ]);
-    expect(assistant[2]!.metadata.tool_calls).toEqual([expect.objectContaining({ tool: 'market.quote', status: 'succeeded', result: { symbol: 'VTI', price: 250.5, series: [248, 249.5, 250.5] } })]);
+    expect(assistant[2]!.metadata.tool_calls).toEqual([expect.objectContaining({ tool: 'market.quote', status: 'succeeded', result: quote })]);
     const moves = await phaseTransitions(s.orm.em.fork(), session);
     expect(moves.map((m) => `${m.from_phase}->${m.to_phase}:${m.trigger}:${m.accepted}`)).toEqual([
       'kyc->pre_strategy:handler_completed:true',
