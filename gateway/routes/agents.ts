@@ -123,4 +123,9 @@ export function agentRoutes(app: FastifyInstance, core: CoreClients): void {
     const res = await call(core.agents.heartbeat.bind(core.agents), { agentId: req.params.agent_id }, req);
     return { agent: agentJson(res.agent!) };
   });
+
+  app.delete<{ Params: { agent_id: string } }>('/v1/agents/:agent_id', async (req) => {
+    const res = await call(core.agents.deregisterAgent.bind(core.agents), { agentId: req.params.agent_id }, req);
+    return { agent: agentJson(res.agent!) };
+  });
 }

@@ -52,6 +52,7 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
 
   [`${AGENT}RegisterAgent`]: { scope: 'agent' },
   [`${AGENT}Heartbeat`]: { scope: 'agent' },
+  [`${AGENT}DeregisterAgent`]: { scope: 'agent' },
   [`${AGENT}ListAgents`]: { scope: 'operator' },
   [`${AGENT}CheckAgentHealth`]: { scope: 'operator' },
   [`${AGENT}InvokeAgent`]: { scope: 'client', runToken: 'live' },

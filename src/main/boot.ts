@@ -1,4 +1,6 @@
 // Shared boot steps of the composition roots.
+import { format } from 'node:util';
+import { logVerbosity, setLogger, setLogVerbosity } from '@grpc/grpc-js';
 import { ApiKeys, loadOrMintDevKey } from '../access/api-keys.js';
 import { loadOrMintSecretKey, SecretBox } from '../access/secret-box.js';
 import { formatProblems, loadConfig, type Config } from '../config.js';
@@ -15,7 +17,19 @@ export function configOrExit(env: NodeJS.ProcessEnv = process.env): Config {
   process.exit(2);
 }
 
-export const rootLogger = (config: Config): Logger => createLogger(config.logLevel);
+/** The process's logger; grpc-js's own messages go through it too, so every line is one JSON object. */
+export function rootLogger(config: Config): Logger {
+  const log = createLogger(config.logLevel);
+  const grpc = log.child({ component: 'grpc' });
+  setLogger({
+    error: (...args: unknown[]) => grpc.error(format(...args)),
+    info: (...args: unknown[]) => grpc.info(format(...args)),
+    debug: (...args: unknown[]) => grpc.debug(format(...args)),
+  });
+  // grpc-js filters by its own verbosity before it calls the logger: its errors, and everything at debug.
+  setLogVerbosity(config.logLevel === 'debug' || config.logLevel === 'trace' ? logVerbosity.DEBUG : logVerbosity.ERROR);
+  return log;
+}
 
 /** Opens the database (embedded when DATABASE_URL is unset) and the ORM, registering both for shutdown. */
 export async function openStore(config: Config, log: Logger, lifecycle: Lifecycle): Promise<Orm> {

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// The `abc` command: serve (all-in-one), core, gateway, migrate, tenants, keys.
+// The `abc` command: serve (all-in-one), core, gateway, migrate, tenants, keys, agents.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { startGateway } from '../../gateway/server.js';
 import { ApiKeys } from '../access/api-keys.js';
 import { parseScopes, type Scope } from '../access/scopes.js';
-import { coreSettings, gatewaySettings, parseHostPort } from '../config.js';
+import { coreSettings, gatewaySettings, loadConfig, parseHostPort } from '../config.js';
 import { bootstrapKeys, configOrExit, openStore, rootLogger, secretBox } from './boot.js';
 import { startCore } from './core.js';
 import { startGatewayThread } from './gateway-thread.js';
@@ -13,25 +14,48 @@ import { readTls } from './tls.js';
 import { loadPacks } from './packs.js';
 import { DEFAULT_TOOL_KINDS } from '../execution/tool-kinds.js';
 import { migrate } from '../store/orm.js';
+import { deleteAgent } from '../store/agent-store.js';
+import { DEFAULT_TENANT } from '../access/principal.js';
 import { migratePacks, packDb } from '../store/pack-db.js';
 
-const USAGE = `usage: abc <command>
-
-  serve                     run everything: embedded or external PostgreSQL, core and gateway
-  core                      run the core gRPC server on ABC_GRPC_ADDR
-  gateway [--core H:P]      run the HTTP/WebSocket gateway on ABC_HTTP_ADDR against a core
-  migrate                   apply pending database migrations
-  tenants create ID [--name NAME]
-                            create a tenant (the boundary no resource crosses)
-  tenants list              list the tenants
-  keys create --name NAME [--tenant ID] [--scopes client,agent,operator,admin] [--users U1,U2]
-                            mint an API key and print it once; by default an admin key
-                            of the default tenant; --users pins the IM users it speaks for
-`;
+/** Every command: its synopsis, one line, and what `abc help CMD` adds. */
+const COMMANDS: Record<string, { usage: string; summary: string; more?: string }> = {
+  serve: {
+    usage: 'serve',
+    summary: 'run everything: embedded or external PostgreSQL, core and gateway',
+    more: 'With no DATABASE_URL it runs an embedded PostgreSQL with its data in ABC_DATA_DIR (./.abc).\nThe gateway listens on ABC_HTTP_ADDR (127.0.0.1:8080), the core on ABC_GRPC_ADDR (127.0.0.1:50051).\nEvery variable: docs/configuration.md.',
+  },
+  core: { usage: 'core', summary: 'run the core gRPC server on ABC_GRPC_ADDR' },
+  gateway: { usage: 'gateway [--core HOST:PORT]', summary: 'run the HTTP/WebSocket gateway on ABC_HTTP_ADDR against a core (ORCHESTRATOR_URL, else ABC_GRPC_ADDR, by default)' },
+  migrate: { usage: 'migrate', summary: 'apply pending database migrations' },
+  tenants: { usage: 'tenants create ID [--name NAME] | tenants list', summary: 'create or list tenants (the boundary no resource crosses)' },
+  keys: {
+    usage: 'keys create --name NAME [--tenant ID] [--scopes client,agent,operator,admin] [--users U1,U2]',
+    summary: 'mint an API key and print it once',
+    more: 'By default an admin key of the default tenant; --users pins the IM users it speaks for.',
+  },
+  agents: { usage: 'agents rm AGENT_ID [--tenant ID]', summary: "deregister an agent: it is no longer invoked or health-checked; its runs stay" },
+};
 
 class UsageError extends Error {}
 
 const [command, ...rest] = process.argv.slice(2);
+const HELP = new Set(['--help', '-h']);
+
+/** `abc`, `abc --help`, `abc help [CMD]`, `abc CMD --help`, `abc --version`: answered before anything starts. */
+if (command === undefined || HELP.has(command) || command === 'help') {
+  process.stdout.write(await helpText(command === 'help' ? rest[0] : undefined));
+  process.exit(command === undefined ? 2 : 0);
+}
+if (command === '--version' || command === '-v' || command === 'version') {
+  process.stdout.write(`abc ${packageVersion()}\n`);
+  process.exit(0);
+}
+if (rest.some((a) => HELP.has(a))) {
+  process.stdout.write(await helpText(command));
+  process.exit(0);
+}
+
 const config = configOrExit();
 const log = rootLogger(config);
 const packs = await loadPacks(config.packsDir).catch((error: Error) => {
@@ -39,7 +63,6 @@ const packs = await loadPacks(config.packsDir).catch((error: Error) => {
   process.exit(2);
 });
 const packCommands = new Map(packs.flatMap((p) => Object.entries(p.commands ?? {})));
-const usage = () => USAGE + [...packCommands.values()].map((c) => `  ${c.usage}\n`).join('');
 const lifecycle = new Lifecycle(log);
 lifecycle.exitOnSignals();
 
@@ -134,9 +157,21 @@ try {
       await lifecycle.stop();
       break;
     }
+    case 'agents': {
+      const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { tenant: { type: 'string' } } });
+      const [action, agentId] = positionals;
+      if (action !== 'rm' || !agentId || positionals.length > 2) throw new UsageError('name the agent to remove');
+      const orm = await openStore(config, log, lifecycle);
+      await migrate(orm);
+      const removed = await deleteAgent(orm.em.fork(), values.tenant ?? DEFAULT_TENANT, agentId);
+      if (!removed) throw new UsageError(`no agent ${agentId} in tenant ${values.tenant ?? DEFAULT_TENANT}`);
+      process.stdout.write(`removed agent ${agentId}\n`);
+      await lifecycle.stop();
+      break;
+    }
     default: {
       const packCommand = command ? packCommands.get(command) : undefined;
-      if (!packCommand) throw new UsageError(command ? `unknown command "${command}"` : 'no command given');
+      if (!packCommand) throw new UsageError(`unknown command "${command}"; abc --help lists them`);
       const orm = await openStore(config, log, lifecycle);
       await migrate(orm);
       await migratePacks(orm, packs);
@@ -148,12 +183,51 @@ try {
     }
   }
 } catch (error) {
-  if (error instanceof UsageError) {
-    process.stderr.write(`${error.message}\n\n${usage()}`);
-  } else {
-    log.fatal({ err: error }, 'failed to start');
-  }
+  const problem = userProblem(error);
+  if (problem) process.stderr.write(`abc ${command}: ${problem}\n`);
+  else log.fatal({ err: error }, 'failed to start');
   await lifecycle.stop();
-  process.exit(error instanceof UsageError ? 2 : 1);
+  process.exit(error instanceof UsageError || isParseError(error) ? 2 : 1);
 }
 
+/** A user's mistake as one line (no stack): bad usage, an unknown flag, an address in use, a data directory in use. */
+function userProblem(error: unknown): string | undefined {
+  if (error instanceof UsageError) return `${error.message}\nusage: abc ${COMMANDS[command!]?.usage ?? '<command>'}   (abc help ${command} for more)`;
+  if (isParseError(error)) return `${(error as Error).message}\nusage: abc ${COMMANDS[command!]?.usage ?? command}`;
+  const e = error as NodeJS.ErrnoException & { address?: string; port?: number };
+  const text = String(e?.message ?? '');
+  if (e?.code === 'EADDRINUSE' || /EADDRINUSE|address already in use/i.test(text)) {
+    const where = e.address ? `${e.address}:${e.port}` : (/(\d{1,3}(?:\.\d{1,3}){3}:\d+)/.exec(text)?.[1] ?? 'its address');
+    return `cannot listen on ${where}: the address is in use (set ABC_HTTP_ADDR or ABC_GRPC_ADDR to another port)`;
+  }
+  if (/is in use by ABC process \d+/.test(text)) return text;
+  return undefined;
+}
+
+function isParseError(error: unknown): boolean {
+  return typeof (error as { code?: unknown })?.code === 'string' && (error as { code: string }).code.startsWith('ERR_PARSE_ARGS');
+}
+
+/** The general help, or one command's. Pack commands are listed when the packs load. */
+async function helpText(name?: string): Promise<string> {
+  const packs = await packUsages();
+  if (name) {
+    const c = COMMANDS[name];
+    const packUsage = packs.find((u) => u.startsWith(`${name} `) || u === name);
+    if (!c && !packUsage) return `abc: unknown command "${name}"\n\n${await helpText()}`;
+    return c ? `usage: abc ${c.usage}\n\n${c.summary}.\n${c.more ? `\n${c.more}\n` : ''}` : `usage: abc ${packUsage}\n`;
+  }
+  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage}\n      ${c.summary}`);
+  return `abc ${packageVersion()}: the control plane for AI agents\n\nusage: abc <command> [options]\n\n${lines.join('\n')}\n${packs.map((u) => `  ${u}`).join('\n')}${packs.length ? '\n' : ''}\n  help [COMMAND]  this help, or a command's\n  --version       the version\n`;
+}
+
+async function packUsages(): Promise<string[]> {
+  const result = loadConfig(process.env);
+  if (!result.ok) return [];
+  const loaded = await loadPacks(result.config.packsDir).catch(() => []);
+  return loaded.flatMap((p) => Object.values(p.commands ?? {}).map((c) => c.usage));
+}
+
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}

@@ -74,10 +74,12 @@ export interface CoreOptions extends CoreSettings {
  * ahead of `abc migrate`.
  */
 export async function startCore(opts: CoreOptions): Promise<Core> {
+  // The core's own lines say so; each part it runs names its own component.
   const log = opts.log.child({ component: 'core' });
+  const root = opts.log;
   const keys = new ApiKeys(opts.orm);
   const runTokens = new RunTokens(opts.orm);
-  const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, log);
+  const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, root);
   bus.onRunEnded((runId) => runTokens.ended(runId));
   const shutdown = new AbortController();
   // Every service binds one listener to it.
@@ -87,7 +89,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const secrets = opts.secrets;
   // Connector credentials and agents' tokens: the secret store, sealed with the same key.
   const connectorSecrets = new Secrets(opts.orm, secrets, opts.secretGraceMs);
-  const policy = await PolicyStore.open(opts.policyFile, log, { em: () => opts.orm.em.fork(), bus });
+  const policy = await PolicyStore.open(opts.policyFile, root, { em: () => opts.orm.em.fork(), bus });
   const workflows = new Workflows(() => opts.orm.em.fork());
   // Phase workflows run their turns as runs of this built-in agent.
   const workflowAgent = new WorkflowExecutor({
@@ -99,7 +101,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     transcriptLimit: opts.agentTranscriptLimit,
     secrets: connectorSecrets,
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
-    log,
+    log: root,
   });
   const runs = new Runs({
     builtins: workflowAgent,
@@ -107,7 +109,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
     orm: opts.orm,
     bus,
-    log,
+    log: root,
     publicBaseUrl: opts.publicBaseUrl,
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
     retry: opts.retry,
@@ -121,7 +123,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const retry = opts.retry;
   const llm = new LlmProxy({
     orm: opts.orm,
-    log,
+    log: root,
     policy: (tenantId: string) => policy.forTenant(tenantId),
     upstream: opts.llm.routerUrl
       ? new LlmUpstream({ baseUrl: opts.llm.routerUrl, apiKey: opts.llm.apiKey, timeoutMs: opts.llm.timeoutMs, retry, fallbacks: opts.llm.fallbacks })
@@ -133,7 +135,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const toolCalls = new ToolCalls({
     orm: opts.orm,
     bus,
-    log,
+    log: root,
     policy,
     presence,
     kinds: toolKinds,
@@ -149,7 +151,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   });
   const health = {
     em: () => opts.orm.em.fork(),
-    log,
+    log: root.child({ component: 'agents' }),
     intervalMs: opts.agentHeartbeatIntervalMs,
     unhealthyAfterMs: opts.agentUnhealthyAfterMs,
     secrets: connectorSecrets,
@@ -174,7 +176,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const engine = new ContractEngine({
     orm: opts.orm,
     bus,
-    log,
+    log: root,
     decision,
     contracts,
     capabilities,
@@ -190,11 +192,11 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     settings: c.engine,
     policy: (tenantId: string) => policy.forTenant(tenantId),
   });
-  const contractService = new ContractService({ orm: opts.orm, bus, log, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
+  const contractService = new ContractService({ orm: opts.orm, bus, log: root, contracts, decision, engine, readOnly, ticketRetentionMs: c.ticketRetentionMs });
   const server = new Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024 });
   const streamTokens = new StreamTokens(secrets);
   const all = services({
-    orm: opts.orm, bus, runs, keys, log, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly, streamTokens, workflows,
+    orm: opts.orm, bus, runs, keys, log: root, health, llm, toolCalls, presence, toolTimeoutMs: opts.toolTimeoutMs, helloTimeoutMs: opts.imHelloTimeoutMs, contracts: contractService, decision, readOnly, streamTokens, workflows,
   });
   const healthService = new HealthImplementation({ '': 'NOT_SERVING', ...Object.fromEntries(all.map((s) => [s.name, 'NOT_SERVING' as const])) });
   healthService.addToServer(server);

@@ -37,9 +37,13 @@ export async function checkAgent(opts: HealthOptions, agent: Pick<AgentRow, 'ten
   } catch (error) {
     failure = `GET /health failed: ${(error as Error).message}`;
   }
-  const row = failure ? await recordCheckFailure(opts.em(), agent, failure, opts.unhealthyAfterMs) : await recordCheckSuccess(opts.em(), agent);
-  if (row && row.status === 'unhealthy' && failure) opts.log.warn({ tenantId: agent.tenantId, agentId: agent.agentId, failure }, 'agent unhealthy');
-  return row;
+  const checked = failure ? await recordCheckFailure(opts.em(), agent, failure, opts.unhealthyAfterMs) : await recordCheckSuccess(opts.em(), agent);
+  if (!checked) return null;
+  // Logged once per change, not at every check.
+  const who = { tenantId: agent.tenantId, agentId: agent.agentId };
+  if (checked.was === 'healthy' && checked.agent.status === 'unhealthy') opts.log.warn({ ...who, failure }, 'agent unhealthy');
+  if (checked.was === 'unhealthy' && checked.agent.status === 'healthy') opts.log.info(who, 'agent healthy again');
+  return checked.agent;
 }
 
 /** Claims agents whose check is due (SKIP LOCKED), pushes their deadline, checks them. */

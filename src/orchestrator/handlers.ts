@@ -10,7 +10,7 @@ import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
-import { checkAgent, checkRegistration, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
+import { checkAgent, checkRegistration, deleteAgent, getAgent, heartbeat, listAgents, registerAgent, type AgentRow, type HealthOptions } from './agents.js';
 import { getContext, getContextOrFail, putContext, type ContextBlobRow } from '../store/context-store.js';
 import type { RunRow } from '../store/run-store.js';
 import { Runs } from './runs.js';
@@ -152,6 +152,15 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
       const principal = requireKey(ctx.principal);
       await requireAgentOwner(principal, req.agentId, false);
       return { agent: toAgentMessage(await heartbeat(em(), principal.tenantId, req.agentId)) };
+    },
+    async deregisterAgent(req, ctx) {
+      const principal = requireKey(ctx.principal);
+      if (!req.agentId) throw invalidRequest('agent_id is required', 'agent_id');
+      await requireAgentOwner(principal, req.agentId, false);
+      const removed = await deleteAgent(em(), principal.tenantId, req.agentId);
+      if (!removed) throw notFound('agent', req.agentId);
+      ctx.log.info({ agentId: req.agentId, tenantId: principal.tenantId }, 'agent deregistered');
+      return { agent: toAgentMessage(removed) };
     },
     async checkAgentHealth(req, ctx) {
       const agent = await getAgent(em(), requireKey(ctx.principal).tenantId, req.agentId);

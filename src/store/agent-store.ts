@@ -96,6 +96,12 @@ export async function getAgent(em: EntityManager, tenantId: string, agentId: str
   return row ? toAgent(row) : null;
 }
 
+/** Removes an agent of the tenant; its runs keep its id. Null when there was none. */
+export async function deleteAgent(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow | null> {
+  const [row] = await em.execute<RawAgent[]>('DELETE FROM agents WHERE tenant_id = ? AND agent_id = ? RETURNING *', [tenantId, agentId]);
+  return row ? toAgent(row) : null;
+}
+
 /** Records a successful contact with the agent. */
 export async function heartbeat(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow> {
   const [row] = await em.execute<RawAgent[]>(
@@ -124,23 +130,28 @@ export async function invocableAgent(em: EntityManager, tenantId: string, agentI
 }
 
 
-/** A failed health check: the agent turns unhealthy once it has been silent for `unhealthyAfterMs`. */
-export async function recordCheckFailure(em: EntityManager, agent: AgentKey, failure: string, unhealthyAfterMs: number): Promise<AgentRow | null> {
-  const [row] = await em.execute<RawAgent[]>(
-    `UPDATE agents SET status_reason = ?,
-       status = CASE WHEN coalesce(last_heartbeat, created_at) < now() - (? * interval '1 millisecond') THEN 'unhealthy' ELSE status END
-     WHERE tenant_id = ? AND agent_id = ? RETURNING *`,
-    [failure, unhealthyAfterMs, agent.tenantId, agent.agentId],
-  );
-  return row ? toAgent(row) : null;
+/** An agent after a health check, and its status before it. */
+export interface CheckedAgent {
+  agent: AgentRow;
+  was: AgentRow['status'];
 }
 
-export async function recordCheckSuccess(em: EntityManager, agent: AgentKey): Promise<AgentRow | null> {
-  const [row] = await em.execute<RawAgent[]>(
-    "UPDATE agents SET last_heartbeat = now(), status = 'healthy', status_reason = NULL WHERE tenant_id = ? AND agent_id = ? RETURNING *",
-    [agent.tenantId, agent.agentId],
+/** A failed health check: the agent turns unhealthy once it has been silent for `unhealthyAfterMs`. */
+export async function recordCheckFailure(em: EntityManager, agent: AgentKey, failure: string, unhealthyAfterMs: number): Promise<CheckedAgent | null> {
+  return checked(em, `status_reason = ?, status = CASE WHEN coalesce(a.last_heartbeat, a.created_at) < now() - (? * interval '1 millisecond') THEN 'unhealthy' ELSE a.status END`, [failure, unhealthyAfterMs], agent);
+}
+
+export async function recordCheckSuccess(em: EntityManager, agent: AgentKey): Promise<CheckedAgent | null> {
+  return checked(em, "last_heartbeat = now(), status = 'healthy', status_reason = NULL", [], agent);
+}
+
+async function checked(em: EntityManager, set: string, params: unknown[], agent: AgentKey): Promise<CheckedAgent | null> {
+  const [row] = await em.execute<(RawAgent & { was: AgentRow['status'] })[]>(
+    `UPDATE agents a SET ${set} FROM (SELECT status FROM agents WHERE tenant_id = ? AND agent_id = ? FOR UPDATE) old
+     WHERE a.tenant_id = ? AND a.agent_id = ? RETURNING a.*, old.status AS was`,
+    [...params, agent.tenantId, agent.agentId, agent.tenantId, agent.agentId],
   );
-  return row ? toAgent(row) : null;
+  return row ? { agent: toAgent(row), was: row.was } : null;
 }
 
 /** Claims up to 50 agents whose check is due (SKIP LOCKED) and pushes their next check by `intervalMs`. */

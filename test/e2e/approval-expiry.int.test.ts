@@ -14,7 +14,8 @@ beforeAll(async () => {
   dir = await mkdtemp(path.join(os.tmpdir(), 'abc-expiry-'));
   const policyFile = path.join(dir, 'policy.json');
   await writeFile(policyFile, JSON.stringify({ version: 1, default: 'require_approval', rules: [] }));
-  s = await startTestStack({ policyFile, approvalTimeoutMs: 300, timerSweepMs: 50 });
+  // The agent waits on purpose: its idle timeout must not end the run before the approval expires.
+  s = await startTestStack({ policyFile, approvalTimeoutMs: 300, timerSweepMs: 50, agentIdleTimeoutMs: 30_000 });
   agent = await startFakeAgent(async (inv, res) => {
     sse(res, 'delta', { text: 'asking' });
     await inv.closed;

@@ -1,4 +1,4 @@
-// The agent registry: register, list without secrets, health checks, heartbeat loss.
+// The agent registry: register, list without secrets, health checks, heartbeat loss, deregistration.
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RegisterAgentRequest } from '../../gen/abc/orchestrator/v1/agent.js';
@@ -72,6 +72,21 @@ describe('agent registry', () => {
     expect(beat.agent!.lastHeartbeatAt).toBeGreaterThan(before);
     const missing = await failure(unary(t.clients.agents.heartbeat.bind(t.clients.agents), { agentId: 'ghost' }, withKey(t.key)));
     expect(missing.code).toBe(status.NOT_FOUND);
+  });
+
+  it('deregisters an agent: gone from the list and from invocation, once', async () => {
+    await register({ agentId: 'leaving', name: 'Leaving', endpoint: agent.url });
+    const deregister = () => unary(t.clients.agents.deregisterAgent.bind(t.clients.agents), { agentId: 'leaving' }, withKey(t.key));
+    expect((await deregister()).agent).toMatchObject({ agentId: 'leaving', name: 'Leaving' });
+    expect((await list()).map((a) => a.agentId)).not.toContain('leaving');
+    expect((await failure(deregister())).code).toBe(status.NOT_FOUND);
+
+    const im = new ImClient(t.clients);
+    im.hello(t.key);
+    await im.next('helloAck');
+    im.send({ $case: 'agentInvoke', value: { agentId: 'leaving', message: { role: 'user', content: 'hi' } } }, { sessionId: `sess_leaving_${Date.now()}` });
+    expect((await im.next('error')).frame).toMatchObject({ value: { code: 'agent_error', message: expect.stringContaining('not registered') } });
+    im.close();
   });
 });
 

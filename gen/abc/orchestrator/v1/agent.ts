@@ -96,6 +96,16 @@ export interface Agent {
   statusReason: string;
 }
 
+/** DeregisterAgentRequest names the agent. */
+export interface DeregisterAgentRequest {
+  agentId: string;
+}
+
+/** DeregisterAgentResponse is the agent as it was registered. */
+export interface DeregisterAgentResponse {
+  agent?: Agent | undefined;
+}
+
 /** RegisterAgentRequest registers an agent. */
 export interface RegisterAgentRequest {
   agentId: string;
@@ -460,6 +470,146 @@ export const Agent: MessageFns<Agent> = {
     message.lastHeartbeatAt = object.lastHeartbeatAt ?? 0;
     message.registeredAt = object.registeredAt ?? 0;
     message.statusReason = object.statusReason ?? "";
+    return message;
+  },
+};
+
+function createBaseDeregisterAgentRequest(): DeregisterAgentRequest {
+  return { agentId: "" };
+}
+
+export const DeregisterAgentRequest: MessageFns<DeregisterAgentRequest> = {
+  encode(message: DeregisterAgentRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agentId !== "") {
+      writer.uint32(10).string(message.agentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeregisterAgentRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeregisterAgentRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agentId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeregisterAgentRequest {
+    return {
+      agentId: isSet(object.agentId)
+        ? globalThis.String(object.agentId)
+        : isSet(object.agent_id)
+        ? globalThis.String(object.agent_id)
+        : "",
+    };
+  },
+
+  toJSON(message: DeregisterAgentRequest): unknown {
+    const obj: any = {};
+    if (message.agentId !== "") {
+      obj.agentId = message.agentId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeregisterAgentRequest>, I>>(base?: I): DeregisterAgentRequest {
+    return DeregisterAgentRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeregisterAgentRequest>, I>>(object: I): DeregisterAgentRequest {
+    const message = createBaseDeregisterAgentRequest();
+    message.agentId = object.agentId ?? "";
+    return message;
+  },
+};
+
+function createBaseDeregisterAgentResponse(): DeregisterAgentResponse {
+  return { agent: undefined };
+}
+
+export const DeregisterAgentResponse: MessageFns<DeregisterAgentResponse> = {
+  encode(message: DeregisterAgentResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.agent !== undefined) {
+      Agent.encode(message.agent, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeregisterAgentResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeregisterAgentResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.agent = Agent.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeregisterAgentResponse {
+    return { agent: isSet(object.agent) ? Agent.fromJSON(object.agent) : undefined };
+  },
+
+  toJSON(message: DeregisterAgentResponse): unknown {
+    const obj: any = {};
+    if (message.agent !== undefined) {
+      obj.agent = Agent.toJSON(message.agent);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeregisterAgentResponse>, I>>(base?: I): DeregisterAgentResponse {
+    return DeregisterAgentResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeregisterAgentResponse>, I>>(object: I): DeregisterAgentResponse {
+    const message = createBaseDeregisterAgentResponse();
+    message.agent = (object.agent !== undefined && object.agent !== null) ? Agent.fromPartial(object.agent) : undefined;
     return message;
   },
 };
@@ -1377,6 +1527,21 @@ export const AgentServiceService = {
     responseSerialize: (value: InvokeAgentResponse): Buffer => Buffer.from(InvokeAgentResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): InvokeAgentResponse => InvokeAgentResponse.decode(value),
   },
+  /**
+   * DeregisterAgent removes an agent: it is no longer invoked or health-checked.
+   * Its runs and their events stay.
+   */
+  deregisterAgent: {
+    path: "/abc.orchestrator.v1.AgentService/DeregisterAgent" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeregisterAgentRequest): Buffer =>
+      Buffer.from(DeregisterAgentRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeregisterAgentRequest => DeregisterAgentRequest.decode(value),
+    responseSerialize: (value: DeregisterAgentResponse): Buffer =>
+      Buffer.from(DeregisterAgentResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeregisterAgentResponse => DeregisterAgentResponse.decode(value),
+  },
 } as const;
 
 export interface AgentServiceServer extends UntypedServiceImplementation {
@@ -1390,6 +1555,11 @@ export interface AgentServiceServer extends UntypedServiceImplementation {
   checkAgentHealth: handleUnaryCall<CheckAgentHealthRequest, CheckAgentHealthResponse>;
   /** InvokeAgent calls another agent as a child run of parent_run_id and streams its events. */
   invokeAgent: handleServerStreamingCall<InvokeAgentRequest, InvokeAgentResponse>;
+  /**
+   * DeregisterAgent removes an agent: it is no longer invoked or health-checked.
+   * Its runs and their events stay.
+   */
+  deregisterAgent: handleUnaryCall<DeregisterAgentRequest, DeregisterAgentResponse>;
 }
 
 export interface AgentServiceClient extends Client {
@@ -1464,6 +1634,25 @@ export interface AgentServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<InvokeAgentResponse>;
+  /**
+   * DeregisterAgent removes an agent: it is no longer invoked or health-checked.
+   * Its runs and their events stay.
+   */
+  deregisterAgent(
+    request: DeregisterAgentRequest,
+    callback: (error: ServiceError | null, response: DeregisterAgentResponse) => void,
+  ): ClientUnaryCall;
+  deregisterAgent(
+    request: DeregisterAgentRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeregisterAgentResponse) => void,
+  ): ClientUnaryCall;
+  deregisterAgent(
+    request: DeregisterAgentRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeregisterAgentResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const AgentServiceClient = makeGenericClientConstructor(
