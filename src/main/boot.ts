@@ -31,9 +31,13 @@ export function rootLogger(config: Config): Logger {
   return log;
 }
 
-/** Opens the database (embedded when DATABASE_URL is unset) and the ORM, registering both for shutdown. */
-export async function openStore(config: Config, log: Logger, lifecycle: Lifecycle): Promise<Orm> {
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: log });
+/**
+ * Opens the database (embedded when DATABASE_URL is unset) and the ORM,
+ * registering both for shutdown. `join`: a short-lived command that may use
+ * the embedded database an `abc serve` already runs.
+ */
+export async function openStore(config: Config, log: Logger, lifecycle: Lifecycle, join = false): Promise<Orm> {
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: log, join });
   lifecycle.add('database', db.stop);
   const orm = await createOrm({ url: db.url, logger: log });
   lifecycle.add('orm', () => orm.close());

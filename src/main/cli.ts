@@ -104,7 +104,7 @@ try {
       break;
     }
     case 'migrate': {
-      const orm = await openStore(config, log, lifecycle);
+      const orm = await openStore(config, log, lifecycle, true);
       const applied = await migrate(orm);
       process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'schema up to date\n');
       await lifecycle.stop();
@@ -114,7 +114,7 @@ try {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { name: { type: 'string' } } });
       const [action, id] = positionals;
       if (!(action === 'create' && id) && action !== 'list') throw new UsageError('tenants create ID [--name NAME] | tenants list');
-      const orm = await openStore(config, log, lifecycle);
+      const orm = await openStore(config, log, lifecycle, true);
       await migrate(orm);
       const keys = new ApiKeys(orm);
       if (action === 'list') {
@@ -146,7 +146,7 @@ try {
       }
       const userIds = values.users === undefined ? undefined : values.users.split(',').map((u) => u.trim()).filter(Boolean);
       if (userIds?.length === 0) throw new UsageError('--users: name at least one user');
-      const orm = await openStore(config, log, lifecycle);
+      const orm = await openStore(config, log, lifecycle, true);
       await migrate(orm);
       const created = await new ApiKeys(orm).create(values.name, { tenantId: values.tenant, scopes, userIds }).catch((error: Error) => {
         throw /^no tenant/.test(error.message) ? new UsageError(error.message) : error;
@@ -161,7 +161,7 @@ try {
       const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { tenant: { type: 'string' } } });
       const [action, agentId] = positionals;
       if (action !== 'rm' || !agentId || positionals.length > 2) throw new UsageError('name the agent to remove');
-      const orm = await openStore(config, log, lifecycle);
+      const orm = await openStore(config, log, lifecycle, true);
       await migrate(orm);
       const removed = await deleteAgent(orm.em.fork(), values.tenant ?? DEFAULT_TENANT, agentId);
       if (!removed) throw new UsageError(`no agent ${agentId} in tenant ${values.tenant ?? DEFAULT_TENANT}`);
@@ -172,7 +172,7 @@ try {
     default: {
       const packCommand = command ? packCommands.get(command) : undefined;
       if (!packCommand) throw new UsageError(`unknown command "${command}"; abc --help lists them`);
-      const orm = await openStore(config, log, lifecycle);
+      const orm = await openStore(config, log, lifecycle, true);
       await migrate(orm);
       await migratePacks(orm, packs);
       const out = await packCommand.run(rest, packDb(() => orm.em.fork())).catch((error: Error) => {

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../runtime/log.js';
-import { startEmbeddedPostgres } from './embedded-pg.js';
+import { runningCluster, startEmbeddedPostgres } from './embedded-pg.js';
 
 export interface DatabaseHandle {
   url: string;
@@ -13,9 +13,15 @@ export interface DatabaseHandle {
 
 export const EMBEDDED_DATABASE = 'abc';
 
-/** Connects to DATABASE_URL, or starts the embedded cluster and makes sure the `abc` database exists. */
-export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; logger: Logger }): Promise<DatabaseHandle> {
+/**
+ * Connects to DATABASE_URL, or starts the embedded cluster and makes sure the
+ * `abc` database exists. With `join`, a short-lived command uses the embedded
+ * cluster another ABC (`abc serve`) already runs from the data directory.
+ */
+export async function openDatabase(opts: { databaseUrl?: string; dataDir: string; logger: Logger; join?: boolean }): Promise<DatabaseHandle> {
   if (opts.databaseUrl) return { url: opts.databaseUrl, embedded: false, stop: async () => {} };
+  const running = opts.join ? await runningCluster(path.join(opts.dataDir, 'pg')) : undefined;
+  if (running) return { url: running.url(EMBEDDED_DATABASE), embedded: true, stop: async () => {} };
   const cluster = await startEmbeddedPostgres({ dataDir: path.join(opts.dataDir, 'pg'), logger: opts.logger });
   try {
     await ensureDatabase(cluster.adminUrl, EMBEDDED_DATABASE);

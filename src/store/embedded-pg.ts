@@ -83,6 +83,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   }
   const postmaster = (await readPid(path.join(databaseDir, 'postmaster.pid')))!;
   const watchdog = watchParent(databaseDir, postmaster);
+  // Where admin commands (abc keys, tenants, agents) find the cluster while this ABC runs it.
+  await writeFile(addressFile(databaseDir), `${JSON.stringify({ port, pid: process.pid })}\n`, { mode: 0o600 });
   log.info({ port, databaseDir }, 'embedded postgres started');
   const url = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
   let stopping: Promise<void> | undefined;
@@ -93,6 +95,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     stop: () =>
       (stopping ??= (alive(postmaster) ? pg.stop() : Promise.resolve()).then(async () => {
         watchdog.kill('SIGKILL');
+        await rm(addressFile(databaseDir), { force: true });
         await rm(ownerFile(databaseDir), { force: true });
         log.info('embedded postgres stopped');
       })),
@@ -101,6 +104,21 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
 
 /** The ABC process that owns a data directory's cluster. */
 const ownerFile = (databaseDir: string) => path.join(databaseDir, 'abc-owner.pid');
+/** The port of the cluster a running ABC serves from a data directory. */
+const addressFile = (databaseDir: string) => path.join(databaseDir, 'abc-address.json');
+
+/**
+ * The cluster another live ABC runs from `dataDir`, for a short-lived command
+ * to use while it runs; undefined when none does.
+ */
+export async function runningCluster(dataDir: string): Promise<{ url(database: string): string } | undefined> {
+  const databaseDir = path.resolve(dataDir);
+  const owner = await readPid(ownerFile(databaseDir));
+  if (owner === undefined || owner === process.pid || !alive(owner)) return undefined;
+  const address = JSON.parse(await readFile(addressFile(databaseDir), 'utf8').catch(() => '{}')) as { port?: number; pid?: number };
+  if (!address.port || address.pid !== owner) return undefined;
+  return { url: (database) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${address.port}/${database}` };
+}
 
 const alive = (pid: number) => {
   try {

@@ -36,6 +36,14 @@ describe('abc serve', () => {
     // Both threads log at once: every line still arrives whole.
     await Promise.all(Array.from({ length: 300 }, () => fetch(`${http}/v1/agents`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.arrayBuffer())));
 
+    // An admin command uses the embedded database this serve runs, instead of failing to start another.
+    const minting = run(['keys', 'create', '--name', 'ops', '--scopes', 'operator'], { ABC_DATA_DIR: dataDir, LOG_LEVEL: 'warn' });
+    let minted = '';
+    minting.stdout!.on('data', (c: Buffer) => (minted += c.toString()));
+    expect(await exited(minting)).toBe(0);
+    expect((await fetch(`${http}/v1/agents`, { headers: { authorization: `Bearer ${minted.trim()}` } })).status).toBe(200);
+    expect(postgresProcesses(path.join(dataDir, 'pg')).length).toBeGreaterThan(0);
+
     child.kill('SIGTERM');
     expect(await exited(child)).toBe(0);
     const logLines = stdout.split('\n').filter((line) => line.startsWith('{'));
