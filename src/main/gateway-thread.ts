@@ -17,7 +17,7 @@ export interface GatewayThreadOptions {
   tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
 }
 
-type FromWorker = { ready: string } | { failed: string };
+type FromWorker = { ready: string } | { failed: string; code?: string };
 
 export interface GatewayThread extends Gateway {
   thread: Worker;
@@ -34,13 +34,15 @@ export function startGatewayThread(opts: GatewayThreadOptions, onCrash: (error: 
   const boot = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); })`;
   const worker = new Worker(boot, { eval: true, workerData: opts, name: 'abc-gateway' });
   let closing = false;
+  let started = false;
   let lastError: Error | undefined;
   worker.on('error', (error) => (lastError = error));
   const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
 
   return new Promise((resolve, reject) => {
     worker.once('message', (message: FromWorker) => {
-      if ('failed' in message) return reject(new Error(message.failed));
+      if ('failed' in message) return reject(Object.assign(new Error(message.failed), message.code && { code: message.code }));
+      started = true;
       resolve({
         url: message.ready,
         thread: worker,
@@ -54,7 +56,8 @@ export function startGatewayThread(opts: GatewayThreadOptions, onCrash: (error: 
     void exited.then((code) => {
       const error = lastError ?? new Error(`the gateway thread exited with code ${code}`);
       reject(error); // no effect once started
-      if (!closing) onCrash(error);
+      // A thread that never started has said why through the rejection.
+      if (started && !closing) onCrash(error);
     });
   });
 }

@@ -20,5 +20,5 @@ try {
   });
   port.postMessage({ ready: gateway.url });
 } catch (error) {
-  port.postMessage({ failed: (error as Error).message });
+  port.postMessage({ failed: (error as Error).message, code: (error as NodeJS.ErrnoException).code });
 }
