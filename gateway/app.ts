@@ -14,6 +14,7 @@ import { contractRoutes } from './routes/contracts.js';
 import { engineRoutes } from './routes/engine.js';
 import { decisionRoutes } from './routes/decision.js';
 import { workflowRoutes } from './routes/workflows.js';
+import { metricsRoutes, observeRequest } from './metrics.js';
 import { healthRoutes } from './routes/health.js';
 import { imRoutes } from './routes/im.js';
 import { llmRoutes } from './routes/llm.js';
@@ -112,6 +113,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
 
   app.addHook('onResponse', (request, reply, done) => {
     if (reply.statusCode === 401) failures.record(request.ip);
+    observeRequest(request.routeOptions.url, request.method, reply.statusCode, reply.elapsedTime / 1000);
     request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, traceId: request.traceId }, 'request');
     done();
   });
@@ -126,6 +128,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   engineRoutes(app, opts.core);
   decisionRoutes(app, opts.core);
   workflowRoutes(app, opts.core);
+  metricsRoutes(app, opts.core);
   void app.register(async (scope) => llmRoutes(scope, opts.core));
   void app.register(async (scope) => {
     await scope.register(websocket, { options: { maxPayload: 1024 * 1024 } });

@@ -15,6 +15,8 @@ export interface Config {
   dataDir: string;
   grpcAddr: HostPort;
   httpAddr: HostPort;
+  /** Where a core serves /metrics on its own (Prometheus, no credential); unset: only through the gateway. */
+  metricsAddr: HostPort | undefined;
   /** Where the gateway finds the core (ORCHESTRATOR_URL, or ABC_GRPC_ADDR). */
   coreAddr: string;
   publicBaseUrl: string;
@@ -145,6 +147,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     dataDir: path.resolve(read('ABC_DATA_DIR', './.abc', (raw) => ({ value: raw }))),
     grpcAddr,
     httpAddr,
+    metricsAddr: read<HostPort | undefined>('ABC_METRICS_ADDR', undefined, parseHostPort),
     coreAddr: read('ORCHESTRATOR_URL', `${grpcAddr.host}:${grpcAddr.port}`, parseCoreAddr),
     publicBaseUrl: read('ABC_PUBLIC_URL', `http://${httpAddr.host}:${httpAddr.port}`, parseHttpUrl),
     apiKeys: read('ABC_API_KEYS', [], parseApiKeys),
@@ -233,6 +236,7 @@ export function coreSettings(config: Config) {
     policyFile: config.policyFile,
     toolsFile: config.toolsFile,
     workflowsDir: config.workflowsDir,
+    metricsAddr: config.metricsAddr,
     toolTimeoutMs: config.toolTimeoutMs,
     approvalTimeoutMs: config.approvalTimeoutMs,
     idempotencyTtlMs: config.idempotencyTtlMs,

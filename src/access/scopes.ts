@@ -98,6 +98,7 @@ export const RPC_ACCESS: Readonly<Record<string, Access>> = {
   [`${OBSERVER}GetTimeline`]: { scope: 'operator', runToken: 'live' },
   [`${OBSERVER}GetConsequenceViews`]: { scope: 'operator', runToken: 'live' },
   [`${OBSERVER}GetTopology`]: { scope: 'operator' },
+  [`${OBSERVER}GetMetrics`]: { scope: 'operator' },
   [`${WORKFLOW}RegisterWorkflow`]: { scope: 'operator' },
   [`${WORKFLOW}ListWorkflows`]: { scope: 'operator' },
   [`${WORKFLOW}GetWorkflow`]: { scope: 'operator' },

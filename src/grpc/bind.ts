@@ -1,7 +1,9 @@
 // Binds plain async handlers to a grpc-js service definition, in one place:
 // authentication, cancellation as an AbortSignal, and error mapping.
 // Only an AbcError reaches a client; anything else becomes `internal_error`.
-import { Metadata as MetadataClass } from '@grpc/grpc-js';
+import { Metadata as MetadataClass, status } from '@grpc/grpc-js';
+import { performance } from 'node:perf_hooks';
+import { metrics } from '../runtime/metrics.js';
 import type {
   Metadata,
   MethodDefinition,
@@ -81,7 +83,16 @@ export function bindService<D extends ServiceDefinition>(
     const track = () => {
       const controller = new AbortController();
       active.add(controller);
-      return { controller, release: () => active.delete(controller) };
+      const started = performance.now();
+      return {
+        controller,
+        /** Ends the call: counted by its status code, timed. */
+        release: (code: string) => {
+          active.delete(controller);
+          metrics.rpcRequests.inc({ method: method.path, code });
+          metrics.rpcDuration.observe({ method: method.path }, (performance.now() - started) / 1000);
+        },
+      };
     };
     const fail = (error: unknown, metadata?: Metadata) => {
       const abc = withTrace(boundedError(AbcError.from(error)), metadata);
@@ -97,8 +108,17 @@ export function bindService<D extends ServiceDefinition>(
             checkRequest(call.request);
             return (handler as Unary<unknown, unknown>)(call.request, ctx);
           })
-          .then((res) => callback(null, res), (error) => callback(fail(error, call.metadata)))
-          .finally(release);
+          .then(
+            (res) => {
+              callback(null, res);
+              release('OK');
+            },
+            (error) => {
+              const failure = fail(error, call.metadata);
+              callback(failure);
+              release(codeName(failure.code));
+            },
+          );
       };
     } else if (!method.requestStream) {
       impl[name] = (call: ServerWritableStream<unknown, unknown>) => {
@@ -118,23 +138,32 @@ export function bindService<D extends ServiceDefinition>(
       start: (ctx: CallContext) => Promise<AsyncIterable<unknown>>,
     ) {
       const { controller, release } = track();
+      let code = 'OK';
       try {
         const ctx = await context(call, controller);
         for await (const message of await start(ctx)) {
           if (ctx.signal.aborted) break;
           if (!call.write(message)) await waitForDrain(call, ctx.signal);
         }
-        if (!call.cancelled) call.end();
+        if (call.cancelled) code = 'CANCELLED';
+        else call.end();
       } catch (error) {
-        if (call.cancelled) return;
-        call.emit('error', fail(error, call.metadata));
+        if (call.cancelled) {
+          code = 'CANCELLED';
+          return;
+        }
+        const failure = fail(error, call.metadata);
+        code = codeName(failure.code);
+        call.emit('error', failure);
       } finally {
-        release();
+        release(code);
       }
     }
   }
   return impl;
 }
+
+const codeName = (code: number | undefined) => (code === undefined ? 'UNKNOWN' : (status[code] ?? String(code)));
 
 function waitForDrain(stream: NodeJS.EventEmitter, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

@@ -47,6 +47,7 @@ import { Capabilities } from '../engine/pep.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
 import { Workflows } from '../workflow/registry.js';
+import { serveMetrics, watchResources } from './metrics.js';
 import { WorkflowExecutor } from '../workflow/executor.js';
 
 export interface Core {
@@ -293,7 +294,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   };
   let checking: Promise<void> = checkSchema();
   await checking;
-  log.info({ address }, 'core listening');
+  await watchResources(opts.orm, readOnly);
+  const metricsServer = opts.metricsAddr && (await serveMetrics(opts.metricsAddr));
+  log.info({ address, ...(metricsServer && { metrics: metricsServer.url }) }, 'core listening');
 
   return {
     address,
@@ -324,6 +327,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       await presence.close();
       await bus.close();
       await readOnly.end();
+      if (metricsServer) await metricsServer.close();
       log.info('core stopped');
     },
   };

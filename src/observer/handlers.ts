@@ -18,6 +18,7 @@ import { readEvents, type EventFilter } from '../store/event-log.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
 import { TOPOLOGY } from '../domain/machine-catalog.js';
+import { registry } from '../runtime/metrics.js';
 import type { StateMachineTopology } from '../domain/topology.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { findRun } from '../store/run-store.js';
@@ -84,6 +85,10 @@ export function observerHandlers(
         throw invalidRequest(`machine must be one of ${all.map((t) => t.machine).join(', ')}`, 'machine');
       }
       return { machines };
+    },
+    /** The core's Prometheus metrics (operator scope), for the gateway's /metrics. */
+    async getMetrics() {
+      return { text: await registry.metrics(), contentType: registry.contentType };
     },
     /** One execution contract, as seed 004's ExecutionSnapshot. */
     async getSnapshot(req, ctx) {

@@ -1,6 +1,7 @@
 // The LLM proxy plane (seed 001 §4.2, §7.1): OpenAI-compatible (chat
 // completions, the Responses API, embeddings), byte-exact, recorded as
 // llm_call_started / llm_call_done on the calling run.
+import { metrics } from '../runtime/metrics.js';
 import { Metadata } from '@grpc/grpc-js';
 import type { LlmProxyServiceService, StreamResponseResponse } from '../../gen/abc/orchestrator/v1/llm.js';
 import { CHAT, EMBEDDINGS, endpointOf, RESPONSES, type LlmEndpoint, type Usage } from './llm-endpoints.js';
@@ -284,11 +285,13 @@ export class LlmProxy {
         const res = await this.#upstream().complete(endpoint.path, body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
         call.servedBy = res.model;
         call.usage = endpoint.usage(parseJson(res.body));
+        observeCall(call, null);
         onCall?.(callRecord(call, null));
         const tokens = call.usage?.total_tokens;
         if (tokens) this.#account(call, tokens);
         return new Response(res.body, { status: res.status, headers: res.headers });
       } catch (error) {
+        observeCall(call, error);
         onCall?.(callRecord(call, error));
         if (error instanceof UpstreamError && error.kind === 'http' && error.body) return new Response(error.body, { status: error.status, headers: error.headers });
         throw error;
@@ -298,6 +301,7 @@ export class LlmProxy {
 
   /** Records llm_call_done off the response path; close() waits for it. */
   #finish(call: Call, writer: EventWriter | null, error: unknown): void {
+    observeCall(call, error);
     const payload = callRecord(call, error);
     const tokens = call.usage?.total_tokens;
     if (call.accounted && tokens) this.#account(call, tokens);
@@ -325,6 +329,15 @@ export class LlmProxy {
     this.#pending.add(pending);
     void pending.finally(() => this.#pending.delete(pending));
   }
+}
+
+/** A call in the metrics: by its served model (else the asked one), API and outcome. */
+function observeCall(call: Call, error: unknown): void {
+  const model = call.servedBy ?? call.model;
+  metrics.llmCalls.inc({ model, api: call.api, outcome: error ? (error instanceof UpstreamError ? error.kind : 'refused') : 'ok' });
+  if (call.usage?.prompt_tokens) metrics.llmTokens.inc({ model, kind: 'prompt' }, call.usage.prompt_tokens);
+  if (call.usage?.completion_tokens) metrics.llmTokens.inc({ model, kind: 'completion' }, call.usage.completion_tokens);
+  if (call.ttftMs !== null) metrics.llmTtft.observe({ model }, call.ttftMs / 1000);
 }
 
 /** The llm_call_done payload of a call. */

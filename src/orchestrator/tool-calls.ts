@@ -1,6 +1,7 @@
 // Tool calls and approvals (seed 001 §4.3, §4.5, §7.2, §8.2, §8.3). This is the
 // only writer of their state: every hop goes through its machine's table and
 // commits with its §9 event. Timers are deadline columns swept with SKIP LOCKED.
+import { metrics } from '../runtime/metrics.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isIllegalTransition, writeTransition } from '../store/transition.js';
@@ -31,6 +32,7 @@ import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-
 import {
   answerIdempotencyKey,
   APPROVALS,
+  observeApproval,
   claimIdempotencyKey,
   completedElsewhere,
   countAwaited,
@@ -454,7 +456,7 @@ export class ToolCalls {
     let moved;
     try {
       moved = await writeTransition(tx, APPROVALS, decision as ApprovalTrigger, {
-        columns: 'approval_id, status',
+        columns: 'approval_id, status, created_at',
         where: 'approval_id = ?',
         params: [approval.approvalId],
         set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
@@ -472,6 +474,7 @@ export class ToolCalls {
       });
     }
     if (!moved) throw notFound('approval', approval.approvalId);
+    observeApproval(moved.row, moved.to);
     const next = { value: moved.to };
     const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
     await appendEvents(tx, approval.runId, await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome));
@@ -629,6 +632,7 @@ export class ToolCalls {
     if (!moved) throw notFound('tool_call', toolCallId);
     const row = { status: moved.from, run_id: moved.row.run_id };
     const next = { value: moved.to };
+    if (TOOL_CALL_MACHINE.isTerminal(next.value)) metrics.toolCalls.inc({ tool: moved.row.tool_name, outcome: next.value.toLowerCase() });
     const outcome = next.value === 'SUCCEEDED' ? { result: summariseOutcome(patch.result ?? null) } : patch.error ? { errorMessage: patch.error.message } : {};
     const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
     // Every hop is visible in the log, and wakes waiters through the run's notification.

@@ -1,6 +1,8 @@
 // The append-only event log. Appends run inside the caller's transaction, so a
 // state change and its events commit together; watchers are woken after commit
 // by NOTIFY and then read the log from their cursor, so nothing is lost or repeated.
+import { performance } from 'node:perf_hooks';
+import { metrics } from '../runtime/metrics.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../runtime/new-id.js';
 
@@ -66,6 +68,7 @@ export async function appendEvents(
   const now = Date.now();
   // One JSON document for the whole batch (the driver would expand array parameters).
   const batch = events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
+  const started = performance.now();
   const rows = await tx.execute<EventRow[]>(
     `WITH run AS (
        UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
@@ -85,6 +88,8 @@ export async function appendEvents(
      SELECT added.* FROM added, notified`,
     [events.length, runId, runId, events.length, JSON.stringify(batch), EVENTS_CHANNEL],
   );
+  metrics.eventAppend.observe((performance.now() - started) / 1000);
+  metrics.eventBatch.observe(events.length);
   if (rows.length === 0 && !opts.onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
   return rows.map(toEvent).sort((a, b) => a.seq - b.seq);
 }

@@ -1,5 +1,6 @@
 // Reads the log from a cursor, then waits for wake-ups and reads again.
 // Yields every matching event exactly once, in cursor order.
+import { metrics } from '../runtime/metrics.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventBus } from './event-bus.js';
 import { isDatabaseUnavailable } from '../domain/errors.js';
@@ -29,6 +30,7 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
   });
   const onAbort = () => wake?.();
   opts.signal.addEventListener('abort', onAbort);
+  metrics.liveSubscribers.inc();
   try {
     while (!opts.signal.aborted) {
       if (!dirty) {
@@ -64,6 +66,7 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
       if (last) return;
     }
   } finally {
+    metrics.liveSubscribers.dec();
     off();
     opts.signal.removeEventListener('abort', onAbort);
   }

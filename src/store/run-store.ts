@@ -1,5 +1,6 @@
 // The only writer of run state. Every transition goes through the run machine's
 // table and commits in one transaction with its events.
+import { metrics } from '../runtime/metrics.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { storedError } from '../domain/stored-error.js';
@@ -116,7 +117,7 @@ export async function transitionRun(
   try {
     // An ended run NOTIFYs at commit: every process forgets its token (it dies with its run).
     moved = await writeTransition(tx, RUNS, trigger, {
-      columns: 'run_id, status, parent_run_id',
+      columns: 'run_id, status, parent_run_id, started_at',
       where: 'run_id = ?',
       params: [runId],
       set: ({ to }) => ({
@@ -133,6 +134,11 @@ export async function transitionRun(
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
   const row = { status: moved.from, parent_run_id: moved.row.parent_run_id as string | null };
   const next = { value: moved.to };
+  if (trigger === 'start') metrics.runsStarted.inc();
+  if (RUN_MACHINE.isTerminal(next.value)) {
+    metrics.runsFinished.inc({ status: next.value });
+    metrics.runDuration.observe({ status: next.value }, (Date.now() - new Date(moved.row.started_at as string).getTime()) / 1000);
+  }
   // A child run is its parent's agent_call contract (seed 004). Its execution_state
   // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
   const mirrored: NewEvent[] = [];

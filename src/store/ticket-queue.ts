@@ -24,6 +24,14 @@ export interface QueueOptions {
 /** Runs one ticket; `workerId` is the queue worker holding the job. */
 export type TicketHandler = (ticket: string, workerId: string) => Promise<void>;
 
+/** Contract jobs ready to run and not taken, and how long the oldest of them has waited. */
+export async function queueStats(em: EntityManager): Promise<{ depth: number; oldestSeconds: number }> {
+  const [row] = await em.execute<{ depth: number; oldest: number | null }[]>(
+    'SELECT count(*)::int AS depth, extract(epoch FROM now() - min(run_at))::float8 AS oldest FROM graphile_worker.jobs WHERE locked_at IS NULL AND run_at <= now()',
+  );
+  return { depth: row?.depth ?? 0, oldestSeconds: row?.oldest ?? 0 };
+}
+
 export class ContractQueue {
   #runner: Runner | undefined;
   #pool: pg.Pool | undefined;

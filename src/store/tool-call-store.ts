@@ -1,6 +1,7 @@
 // The tool_calls, approvals and idempotency_keys tables: their rows, their
 // reads and inserts, and their machines' bindings for the one transition
 // writer (store/transition.ts). The use cases are orchestrator/tool-calls.ts.
+import { metrics } from '../runtime/metrics.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
@@ -226,12 +227,18 @@ export async function insertStepApproval(
 
 /** Settles a contract step's approval as its ticket's human request was answered, timed out or withdrawn. */
 export async function settleStepApproval(tx: EntityManager, approvalId: string, trigger: ApprovalTrigger, decidedBy: string, reason: string): Promise<void> {
-  await writeTransition(tx, APPROVALS, trigger, {
-    columns: 'approval_id, status',
+  const moved = await writeTransition(tx, APPROVALS, trigger, {
+    columns: 'approval_id, status, created_at',
     where: "approval_id = ? AND status = 'PENDING'",
     params: [approvalId],
     set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
   });
+  if (moved) observeApproval(moved.row, moved.to);
+}
+
+/** Counts how long an approval waited, by how it ended. */
+export function observeApproval(row: Record<string, unknown>, to: string): void {
+  metrics.approvalWait.observe({ outcome: to.toLowerCase() }, (Date.now() - new Date(row.created_at as string).getTime()) / 1000);
 }
 
 /** The pending approval of a ticket's step, locked; undefined when there is none. */

@@ -92,6 +92,16 @@ export interface GetTimelineResponse {
   timeline?: ExecutionTimeline | undefined;
 }
 
+/** GetMetricsRequest asks for the core's metrics. */
+export interface GetMetricsRequest {
+}
+
+/** GetMetricsResponse holds the exposition text and its content type. */
+export interface GetMetricsResponse {
+  text: string;
+  contentType: string;
+}
+
 /** GetTopologyRequest optionally names one machine. */
 export interface GetTopologyRequest {
   machine: string;
@@ -934,6 +944,147 @@ export const GetTimelineResponse: MessageFns<GetTimelineResponse> = {
     message.timeline = (object.timeline !== undefined && object.timeline !== null)
       ? ExecutionTimeline.fromPartial(object.timeline)
       : undefined;
+    return message;
+  },
+};
+
+function createBaseGetMetricsRequest(): GetMetricsRequest {
+  return {};
+}
+
+export const GetMetricsRequest: MessageFns<GetMetricsRequest> = {
+  encode(_: GetMetricsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetMetricsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetMetricsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): GetMetricsRequest {
+    return {};
+  },
+
+  toJSON(_: GetMetricsRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetMetricsRequest>, I>>(base?: I): GetMetricsRequest {
+    return GetMetricsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetMetricsRequest>, I>>(_: I): GetMetricsRequest {
+    const message = createBaseGetMetricsRequest();
+    return message;
+  },
+};
+
+function createBaseGetMetricsResponse(): GetMetricsResponse {
+  return { text: "", contentType: "" };
+}
+
+export const GetMetricsResponse: MessageFns<GetMetricsResponse> = {
+  encode(message: GetMetricsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.text !== "") {
+      writer.uint32(10).string(message.text);
+    }
+    if (message.contentType !== "") {
+      writer.uint32(18).string(message.contentType);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetMetricsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetMetricsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.contentType = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetMetricsResponse {
+    return {
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+      contentType: isSet(object.contentType)
+        ? globalThis.String(object.contentType)
+        : isSet(object.content_type)
+        ? globalThis.String(object.content_type)
+        : "",
+    };
+  },
+
+  toJSON(message: GetMetricsResponse): unknown {
+    const obj: any = {};
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    if (message.contentType !== "") {
+      obj.contentType = message.contentType;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetMetricsResponse>, I>>(base?: I): GetMetricsResponse {
+    return GetMetricsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetMetricsResponse>, I>>(object: I): GetMetricsResponse {
+    const message = createBaseGetMetricsResponse();
+    message.text = object.text ?? "";
+    message.contentType = object.contentType ?? "";
     return message;
   },
 };
@@ -1822,6 +1973,19 @@ export const ObserverServiceService = {
     responseSerialize: (value: GetTopologyResponse): Buffer => Buffer.from(GetTopologyResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetTopologyResponse => GetTopologyResponse.decode(value),
   },
+  /**
+   * GetMetrics returns the core's Prometheus metrics in the text exposition
+   * format; the gateway serves them on /metrics beside its own.
+   */
+  getMetrics: {
+    path: "/abc.observer.v1.ObserverService/GetMetrics" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetMetricsRequest): Buffer => Buffer.from(GetMetricsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetMetricsRequest => GetMetricsRequest.decode(value),
+    responseSerialize: (value: GetMetricsResponse): Buffer => Buffer.from(GetMetricsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetMetricsResponse => GetMetricsResponse.decode(value),
+  },
   /** GetConsequenceViews projects a session's or run's contracts for reasoning agents. */
   getConsequenceViews: {
     path: "/abc.observer.v1.ObserverService/GetConsequenceViews" as const,
@@ -1918,6 +2082,11 @@ export interface ObserverServiceServer extends UntypedServiceImplementation {
   getTimeline: handleUnaryCall<GetTimelineRequest, GetTimelineResponse>;
   /** GetTopology returns the state machines, derived from their transition tables. */
   getTopology: handleUnaryCall<GetTopologyRequest, GetTopologyResponse>;
+  /**
+   * GetMetrics returns the core's Prometheus metrics in the text exposition
+   * format; the gateway serves them on /metrics beside its own.
+   */
+  getMetrics: handleUnaryCall<GetMetricsRequest, GetMetricsResponse>;
   /** GetConsequenceViews projects a session's or run's contracts for reasoning agents. */
   getConsequenceViews: handleUnaryCall<GetConsequenceViewsRequest, GetConsequenceViewsResponse>;
   /** GetRunMetrics summarises runs. */
@@ -2008,6 +2177,25 @@ export interface ObserverServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetTopologyResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * GetMetrics returns the core's Prometheus metrics in the text exposition
+   * format; the gateway serves them on /metrics beside its own.
+   */
+  getMetrics(
+    request: GetMetricsRequest,
+    callback: (error: ServiceError | null, response: GetMetricsResponse) => void,
+  ): ClientUnaryCall;
+  getMetrics(
+    request: GetMetricsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetMetricsResponse) => void,
+  ): ClientUnaryCall;
+  getMetrics(
+    request: GetMetricsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetMetricsResponse) => void,
   ): ClientUnaryCall;
   /** GetConsequenceViews projects a session's or run's contracts for reasoning agents. */
   getConsequenceViews(

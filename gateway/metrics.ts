@@ -1,0 +1,34 @@
+// The gateway's Prometheus metrics (prom-client): requests by route, method
+// and status, their duration, and the process. GET /metrics serves them with
+// the core's (ObserverService.GetMetrics), for an operator key.
+import type { FastifyInstance } from 'fastify';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { CoreClients } from './core-client.js';
+import { call } from './grpc-call.js';
+
+const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: 'abc_gateway_' });
+const registers = [registry];
+const requests = new Counter({ name: 'abc_http_requests_total', help: 'HTTP requests the gateway answered, by route, method and status', labelNames: ['route', 'method', 'status'], registers });
+const duration = new Histogram({
+  name: 'abc_http_request_duration_seconds',
+  help: 'Duration of HTTP requests (a stream: until it ends), by route and method',
+  labelNames: ['route', 'method'],
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  registers,
+});
+
+/** Records one answered request; the route is its pattern (`/v1/runs/:run_id`), never its ids. */
+export function observeRequest(route: string | undefined, method: string, status: number, seconds: number): void {
+  const labels = { route: route ?? 'unmatched', method };
+  requests.inc({ ...labels, status: String(status) });
+  duration.observe(labels, seconds);
+}
+
+export function metricsRoutes(app: FastifyInstance, core: CoreClients): void {
+  app.get('/metrics', async (req, reply) => {
+    // The core checks the operator scope; its refusal is the answer.
+    const fromCore = await call(core.observer.getMetrics.bind(core.observer), {}, req);
+    return reply.type(registry.contentType).send(`${await registry.metrics()}\n${fromCore.text}`);
+  });
+}
