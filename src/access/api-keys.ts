@@ -56,7 +56,13 @@ export class ApiKeys {
     const row = em.create(ApiKey, {
       keyId: `key_${randomBytes(8).toString('hex')}`, name, keyHash, prefix: key.slice(0, 8), tenantId, scopes: [...(grant.scopes ?? ['admin'])], userIds: grant.userIds ? [...grant.userIds] : null,
     });
-    await em.flush();
+    try {
+      await em.flush();
+    } catch (error) {
+      // Cores starting together register the same bootstrap key: the first one stored it.
+      if (!isUniqueViolation(error)) throw error;
+      return toPrincipal((await this.#orm.em.fork().findOne(ApiKey, { keyHash }))!);
+    }
     return toPrincipal(row);
   }
 

@@ -106,10 +106,11 @@ describe('after kill -9', () => {
     const owner = run(['serve'], env(dataDir));
     await waitForLog(owner, 'ABC is ready');
     const intruder = run(['serve'], env(dataDir));
-    let out = '';
-    intruder.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    let err = '';
+    intruder.stderr!.on('data', (c: Buffer) => (err += c.toString()));
     expect(await exited(intruder)).toBe(1);
-    expect(out).toContain(`in use by ABC process ${owner.pid}`);
+    // One line, no stack.
+    expect(err).toMatch(new RegExp(`^abc serve: .*in use by ABC process ${owner.pid}; stop it first or use another ABC_DATA_DIR\\n$`));
     owner.kill('SIGTERM');
     expect(await exited(owner)).toBe(0);
   }, 120_000);
