@@ -1,6 +1,6 @@
 // The core is killed while an approval is pending and restarted; the approval is then
 // given. The run continues to the end, the tool runs exactly once, and no text repeats.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -13,9 +13,9 @@ import { createAgentServer } from '../../examples/sdk/abc-agent.js';
 import { readEvents } from '../../src/store/event-log.js';
 import { migratedOrm } from '../support/db.js';
 import { testLogger } from '../support/log.js';
+import { startCoreProcess } from '../support/process.js';
 import { WsClient } from '../support/gateway.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const KEY = 'abc_restart_test_key_0123456789';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -35,31 +35,8 @@ const freePort = () =>
     });
   });
 
-async function startCoreProcess(): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/abc.js'), 'core'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      DATABASE_URL: store.db.url,
-      ABC_API_KEYS: KEY,
-      ABC_GRPC_ADDR: `127.0.0.1:${corePort}`,
-      ABC_PUBLIC_URL: gateway.url,
-      ABC_POLICY_FILE: policyFile,
-      RUN_LEASE_MS: '400',
-      LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      buffer += c.toString();
-      if (buffer.includes('"tools registered"')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`abc core exited with ${code}`)));
-  });
-  return child;
-}
+const startCore = () =>
+  startCoreProcess({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: `127.0.0.1:${corePort}`, ABC_PUBLIC_URL: gateway.url, ABC_POLICY_FILE: policyFile, RUN_LEASE_MS: '400' });
 
 const api = (p: string, init: RequestInit & { json?: unknown } = {}) =>
   fetch(`${gateway.url}${p}`, {
@@ -75,7 +52,7 @@ beforeAll(async () => {
   await writeFile(policyFile, JSON.stringify({ version: 1, default: 'allow', rules: [{ id: 'money', tools: ['bank.transfer'], decision: 'require_approval' }] }));
   corePort = await freePort();
   gateway = await startGateway({ coreAddr: `127.0.0.1:${corePort}`, host: '127.0.0.1', port: 0, logger: testLogger() });
-  core = await startCoreProcess();
+  core = await startCore();
 
   const bank = http.createServer(async (req, res) => {
     for await (const _ of req);
@@ -119,7 +96,7 @@ describe('a core killed while an approval is pending', () => {
 
     core!.kill('SIGKILL');
     await new Promise((r) => core!.once('exit', r));
-    core = await startCoreProcess();
+    core = await startCore();
     await expect.poll(async () => (await fetch(`${gateway.url}/ready`)).status, { timeout: 10_000, interval: 100 }).toBe(200);
 
     const decided = await api(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });

@@ -2,7 +2,7 @@
 // the core is killed while the approval is pending and restarted; once the
 // approval is given the turn goes on, the tool runs exactly once, the turn is
 // counted once, and the run ends with the phase's answer.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -15,9 +15,9 @@ import { readEvents } from '../../src/store/event-log.js';
 import { chunk, startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
 import { migratedOrm } from '../support/db.js';
 import { testLogger } from '../support/log.js';
+import { startCoreProcess } from '../support/process.js';
 import { WsClient } from '../support/gateway.js';
 
-const ROOT = path.resolve(import.meta.dirname, '../..');
 const KEY = 'abc_workflow_restart_key_0123456789';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -39,22 +39,8 @@ const freePort = () =>
     });
   });
 
-async function startCoreProcess(policyFile: string): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bin/abc.js'), 'core'], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: `127.0.0.1:${corePort}`, ABC_PUBLIC_URL: gateway.url, ABC_POLICY_FILE: policyFile, LLM_ROUTER_URL: model.url, RUN_LEASE_MS: '400', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (c: Buffer) => {
-      buffer += c.toString();
-      if (buffer.includes('"tools registered"')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`abc core exited with ${code}`)));
-  });
-  return child;
-}
+const startCore = (policyFile: string) =>
+  startCoreProcess({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: `127.0.0.1:${corePort}`, ABC_PUBLIC_URL: gateway.url, ABC_POLICY_FILE: policyFile, LLM_ROUTER_URL: model.url, RUN_LEASE_MS: '400' });
 
 const api = (p: string, init: RequestInit & { json?: unknown } = {}) =>
   fetch(`${gateway.url}${p}`, {
@@ -91,7 +77,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => bank.listen(0, '127.0.0.1', r));
   corePort = await freePort();
   gateway = await startGateway({ coreAddr: `127.0.0.1:${corePort}`, host: '127.0.0.1', port: 0, logger: testLogger() });
-  core = await startCoreProcess(policyFile);
+  core = await startCore(policyFile);
   const bankUrl = `http://127.0.0.1:${(bank.address() as AddressInfo).port}`;
   expect((await api('/v1/tools/register', { method: 'POST', json: { name: 'bank.transfer', kind: 'http', endpoint: bankUrl, side_effect: true } })).status).toBe(200);
   const workflow = {
@@ -127,7 +113,7 @@ describe('a workflow turn waiting on an approval when its core is killed', () =>
 
     core!.kill('SIGKILL');
     await new Promise((r) => core!.once('exit', r));
-    core = await startCoreProcess(policyFile);
+    core = await startCore(policyFile);
     await expect.poll(async () => (await fetch(`${gateway.url}/ready`)).status, { timeout: 10_000, interval: 100 }).toBe(200);
 
     const decided = await api(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });

@@ -43,3 +43,17 @@ export const postgresProcesses = (dataDir: string) => {
   }
 };
 
+
+/** `abc core` as a child process with `env` (on top of this process's); resolves once it has booted (its tools registered). */
+export async function startCoreProcess(env: Record<string, string>): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [ABC, 'core'], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    let buffer = '';
+    child.stdout!.on('data', (c: Buffer) => {
+      buffer += c.toString();
+      if (buffer.includes('"tools registered"')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`abc core exited with ${code}`)));
+  });
+  return child;
+}
