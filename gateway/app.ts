@@ -114,7 +114,7 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
   app.addHook('onResponse', (request, reply, done) => {
     if (reply.statusCode === 401) failures.record(request.ip);
     observeRequest(request.routeOptions.url, request.method, reply.statusCode, reply.elapsedTime / 1000);
-    request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, traceId: request.traceId }, 'request');
+    request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
     done();
   });
 

@@ -1,6 +1,6 @@
 // Every request has a trace id: the caller's W3C `traceparent` trace id, or a
-// new one. Error bodies carry it (as trace_id), the access log line carries it,
-// and the core gets it (x-abc-trace-id) for errors of its own that name none.
+// new one. Error bodies carry it (as trace_id), so does every line the request
+// logs, and the core gets it (x-abc-trace-id) for its own errors and log lines.
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 
@@ -18,6 +18,8 @@ export function installTracing(app: FastifyInstance): void {
     const header = request.headers.traceparent;
     const match = typeof header === 'string' ? TRACEPARENT.exec(header) : null;
     request.traceId = match && !/^0+$/.test(match[1]!) ? match[1]! : randomBytes(16).toString('hex');
+    // Every line logged while the request runs names its trace.
+    request.log = request.log.child({ trace_id: request.traceId });
   });
   // An error body without a trace id gets the request's.
   app.addHook('onSend', async (request, reply, payload) => {

@@ -78,7 +78,10 @@ export function bindService<D extends ServiceDefinition>(
         accepted = true;
         call.sendMetadata(new MetadataClass());
       };
-      return { principal, metadata: call.metadata, signal: controller.signal, log: requestId ? log.child({ reqId: String(requestId) }) : log, accept } satisfies CallContext;
+      // The call's lines name its request and its trace (the gateway's x-abc-trace-id, or a traceparent's).
+      const traceId = String(call.metadata.get('x-abc-trace-id')[0] ?? '') || traceIdFrom(String(call.metadata.get('traceparent')[0] ?? ''));
+      const bindings = { ...(requestId && { reqId: String(requestId) }), ...(traceId && /^[\da-f]{32}$/.test(traceId) && { trace_id: traceId }) };
+      return { principal, metadata: call.metadata, signal: controller.signal, log: Object.keys(bindings).length ? log.child(bindings) : log, accept } satisfies CallContext;
     };
     const track = () => {
       const controller = new AbortController();

@@ -140,16 +140,20 @@ describe('abc agents rm', () => {
 });
 
 describe('logs', () => {
-  it('are one JSON object per line, with no key twice', async () => {
+  it('are one JSON object per line, with no key twice, and name the trace of their request', async () => {
     const child = run(['serve'], { DATABASE_URL: db.url, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', ABC_API_KEYS: 'abc_log_test_key_0123456789abcdef' });
     let out = '';
     child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
     const ready = await waitForLog(child, 'ABC is ready');
-    await fetch(`${ready.http}/v1/sessions/nope`, { headers: { authorization: 'Bearer wrong' } });
+    const trace = 'a1b2c3d4e5f60718293a4b5c6d7e8f90';
+    await fetch(`${ready.http}/v1/sessions/nope`, { headers: { authorization: 'Bearer wrong', traceparent: `00-${trace}-0123456789abcdef-01` } });
     child.kill('SIGTERM');
     await exited(child);
     const lines = out.split('\n').filter(Boolean);
     expect(lines.length).toBeGreaterThan(5);
+    // A request's lines name its trace: the caller's traceparent.
+    const request = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'request' && String(l.url).startsWith('/v1/sessions/nope'));
+    expect(request).toMatchObject({ trace_id: trace });
     for (const line of lines) {
       expect(() => JSON.parse(line), line).not.toThrow();
       const keys = topLevelKeys(line);
