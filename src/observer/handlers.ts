@@ -25,6 +25,7 @@ import { findRun } from '../store/run-store.js';
 import { streamTarget, type StreamTokens } from '../access/stream-tokens.js';
 import { getSession } from '../store/session-store.js';
 import type { Principal } from '../access/principal.js';
+import { targetTenant } from '../access/scopes.js';
 
 const MAX_PAGE = 1000;
 
@@ -87,7 +88,9 @@ export function observerHandlers(
       return { machines };
     },
     /** The core's Prometheus metrics (operator scope), for the gateway's /metrics. */
-    async getMetrics() {
+    async getMetrics(_req, ctx) {
+      // Process-wide figures (tool and model names of every tenant): the operating tenant's operators only.
+      targetTenant(requireKey(ctx.principal), true, 'operator');
       return { text: await registry.metrics(), contentType: registry.contentType };
     },
     /** One execution contract, as seed 004's ExecutionSnapshot. */

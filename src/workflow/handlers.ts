@@ -33,6 +33,7 @@ export function workflowHandlers(workflows: Workflows, sessions: WorkflowSession
     async advanceSession(req, ctx) {
       if (!req.sessionId) throw invalidRequest('session_id is required', 'session_id');
       if (!req.toPhase) throw invalidRequest('to_phase is required', 'to_phase');
+      if (req.toPhase.length > 64) throw invalidRequest('to_phase is at most 64 characters', 'to_phase');
       if (req.reason.length > 500) throw invalidRequest('reason is at most 500 characters', 'reason');
       return { session: toSession(await sessions.advance(ctx.principal, req.sessionId, req.toPhase, req.reason)) };
     },

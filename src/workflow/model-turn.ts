@@ -8,7 +8,7 @@ import { currentStage, missingFields, type ToolRecord } from '../domain/phase-tu
 import { TagFilter } from '../domain/tagged.js';
 import type { PhaseDef, WorkflowDefinition } from '../domain/workflow.js';
 import type { BuiltinInvocation } from '../ports/builtin-agent.js';
-import { findRun } from '../store/run-store.js';
+import { findRun, type RunRow } from '../store/run-store.js';
 import { listMessages } from '../store/session-store.js';
 import { getTool, listTools } from '../store/tool-store.js';
 import type { ExecutorOptions } from './executor.js';
@@ -86,7 +86,7 @@ export async function* streamTurn(opts: ExecutorOptions, inv: BuiltinInvocation,
       if (!calls.length || finish !== 'tool_calls') break;
       messages.push({ role: 'assistant', content: null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) });
       for (const c of calls) {
-        const record = await callTool(opts, inv, await toolName(opts, inv.tenantId, c.name, tools.names), c.arguments, occurrences, signal);
+        const record = await callTool(opts, run, await toolName(opts, inv.tenantId, c.name, tools.names), c.arguments, occurrences, signal);
         records.push(record);
         messages.push({ role: 'tool', tool_call_id: c.id, content: JSON.stringify(record.status === 'succeeded' ? record.result ?? null : { error: record.error }) });
       }
@@ -107,9 +107,8 @@ export async function* streamTurn(opts: ExecutorOptions, inv: BuiltinInvocation,
 }
 
 /** One tool call of the turn through the tool service, as the run; waits through an approval or a client tool. */
-async function callTool(opts: ExecutorOptions, inv: BuiltinInvocation, tool: string, rawArgs: string, occurrences: Map<string, number>, signal: AbortSignal): Promise<ToolRecord> {
+async function callTool(opts: ExecutorOptions, run: RunRow, tool: string, rawArgs: string, occurrences: Map<string, number>, signal: AbortSignal): Promise<ToolRecord> {
   const service = opts.tools();
-  const run = (await findRun(opts.em(), inv.runId))!;
   const principal = { kind: 'run' as const, runId: run.runId, sessionId: run.sessionId, agentId: run.rootAgentId, tenantId: run.tenantId };
   let args: Record<string, unknown>;
   try {

@@ -13,6 +13,7 @@ let s: TestStack;
 let agent: FakeAgent;
 let metricsPort: number;
 let clientKey: string;
+let otherOperator: string; // an operator key of another tenant
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -25,7 +26,10 @@ const freePort = () =>
 beforeAll(async () => {
   metricsPort = await freePort();
   s = await startTestStack({ metricsAddr: { host: '127.0.0.1', port: metricsPort } });
-  clientKey = (await new ApiKeys(s.orm).create('app', { scopes: ['client'] })).key;
+  const keys = new ApiKeys(s.orm);
+  clientKey = (await keys.create('app', { scopes: ['client'] })).key;
+  await keys.createTenant('acme');
+  otherOperator = (await keys.create('acme-ops', { tenantId: 'acme', scopes: ['operator'] })).key;
   agent = await startFakeAgent(async (inv, res) => {
     const token = String(inv.headers['x-abc-run-token']);
     await fetch(`${s.url}/v1/tools/echo:invoke`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ run_id: inv.body.run_id, args: { x: 1 } }) });
@@ -61,7 +65,7 @@ const scrape = async () => {
 const value = (samples: Map<string, number>, key: string) => samples.get(key) ?? 0;
 
 describe('/metrics', () => {
-  it("serves the gateway's and the core's metrics to an operator key, and no one else", async () => {
+  it("serves the gateway's and the core's metrics to the default tenant's operators, and no one else", async () => {
     const { text } = await scrape();
     const samples = parse(text);
     for (const name of ['abc_gateway_process_cpu_user_seconds_total', 'abc_core_process_cpu_user_seconds_total', 'abc_core_nodejs_eventloop_lag_seconds']) expect(samples.has(name), name).toBe(true);
@@ -71,6 +75,8 @@ describe('/metrics', () => {
     expect(samples.has('abc_contract_queue_depth')).toBe(true);
     expect((await s.http('/metrics', { key: null })).status).toBe(401);
     expect((await s.http('/metrics', { key: clientKey })).status).toBe(403);
+    // The figures are the whole platform's (every tenant's tool and model names): not another tenant's to read.
+    expect((await s.http('/metrics', { key: otherOperator })).status).toBe(403);
   });
 
   it('counts a run, its tool call, its events and its RPCs', async () => {
