@@ -111,11 +111,20 @@ export function buildGateway(opts: GatewayOptions): FastifyInstance {
     return reply.code(401).send({ error: { code: 'unauthenticated', category: 'AUTH', message: 'a valid API key is required', retryable: false } });
   });
 
-  app.addHook('onResponse', (request, reply, done) => {
-    if (reply.statusCode === 401) failures.record(request.ip);
-    observeRequest(request.routeOptions.url, request.method, reply.statusCode, reply.elapsedTime / 1000);
-    request.log.info({ method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
-    done();
+  // One line and one observation per request, when its response closes: an
+  // answer, a stream that ended (hijacked replies included) or a client that
+  // left (`aborted`, an info line like any other).
+  app.addHook('onRequest', async (request, reply) => {
+    reply.raw.once('close', () => {
+      // A WebSocket took the connection over (101): the IM route logs the socket's end.
+      const upgraded = request.headers.upgrade !== undefined && !reply.raw.headersSent;
+      const status = upgraded ? 101 : reply.statusCode;
+      if (status === 401) failures.record(request.ip);
+      observeRequest(request.routeOptions.url, request.method, status, reply.elapsedTime / 1000);
+      if (upgraded) return;
+      const aborted = !reply.raw.writableFinished;
+      request.log.info({ method: request.method, url: request.url, status, ms: Math.round(reply.elapsedTime * 100) / 100, ...(aborted && { aborted }) }, 'request');
+    });
   });
 
   healthRoutes(app, opts.core, opts.readyTimeoutMs ?? 2000);

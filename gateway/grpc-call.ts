@@ -1,6 +1,7 @@
 // Promise and metadata helpers for calling the core from routes.
 import { Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
 import type { FastifyRequest } from 'fastify';
+import { traceparentOf } from './tracing.js';
 
 /** The caller's credentials and trace context, passed through to the core. */
 export function metadataOf(request: FastifyRequest): Metadata {
@@ -9,10 +10,9 @@ export function metadataOf(request: FastifyRequest): Metadata {
   if (auth) metadata.set('authorization', auth);
   const key = request.headers['x-api-key'];
   if (typeof key === 'string') metadata.set('x-api-key', key);
-  const traceparent = request.headers.traceparent;
-  if (typeof traceparent === 'string') metadata.set('traceparent', traceparent);
+  // The core continues the request's span.
+  metadata.set('traceparent', traceparentOf(request));
   metadata.set('x-request-id', String(request.id));
-  if (request.traceId) metadata.set('x-abc-trace-id', request.traceId);
   return metadata;
 }
 

@@ -27,6 +27,7 @@ export const CLIENT_FRAME_SCHEMAS = {
     user_id: { type: 'string', minLength: 1, maxLength: 64 },
     client_meta: { type: 'object' },
     exclude_events: { type: 'array', maxItems: 50, items: { type: 'string', maxLength: 64 } },
+    traceparent: { type: 'string', pattern: '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' },
   }),
   agent_invoke: frame(['agent_id', 'message'], {
     agent_id: { type: 'string', minLength: 1, maxLength: 64 },
@@ -93,7 +94,7 @@ function toRequest(type: ClientType, j: Record<string, any>): ConnectRequest {
   const base = { ts: j.ts ?? Date.now(), requestId: j.request_id ?? '', sessionId: j.session_id ?? '', runId: j.run_id ?? '' };
   switch (type) {
     case 'hello':
-      return ConnectRequest.fromPartial({ ...base, frame: { $case: 'hello', value: { apiKey: j.api_key, userId: j.user_id ?? '', clientMeta: j.client_meta, excludeEvents: j.exclude_events ?? [] } } });
+      return ConnectRequest.fromPartial({ ...base, frame: { $case: 'hello', value: { apiKey: j.api_key, userId: j.user_id ?? '', clientMeta: j.client_meta, excludeEvents: j.exclude_events ?? [], traceparent: j.traceparent ?? '' } } });
     case 'agent_invoke':
       return ConnectRequest.fromPartial({ ...base, frame: { $case: 'agentInvoke', value: { agentId: j.agent_id, message: j.message, context: j.context } } });
     case 'tool_result':
@@ -134,7 +135,7 @@ export function serverFrameJson(res: ConnectResponse): Record<string, unknown> {
     case 'helloAck':
       return { type: 'hello_ack', ...head, user_id: f.value.userId, connection_id: f.value.connectionId };
     case 'runStarted':
-      return { type: 'run_started', ...head, agent_id: f.value.agentId };
+      return { type: 'run_started', ...head, agent_id: f.value.agentId, ...(f.value.traceId && { trace_id: f.value.traceId }) };
     case 'delta':
       return { type: 'delta', ...head, text: f.value.text };
     case 'state':

@@ -24,6 +24,7 @@ export const agentJson = (a: Agent) => ({
   name: a.name,
   endpoint: a.endpoint,
   capabilities: a.capabilities,
+  resumable: a.resumable,
   status: plainEnum(a.status, 'AGENT_STATUS').toLowerCase(),
   status_reason: a.statusReason || null,
   last_heartbeat_at: a.lastHeartbeatAt || null,

@@ -18,9 +18,9 @@ const duration = new Histogram({
   registers,
 });
 
-/** Records one answered request; the route is its pattern (`/v1/runs/:run_id`), never its ids. */
+/** Records one answered request; the route is its template (`/v1/runs/{run_id}`), never its ids. */
 export function observeRequest(route: string | undefined, method: string, status: number, seconds: number): void {
-  const labels = { route: route ?? 'unmatched', method };
+  const labels = { route: route ? routeTemplate(route) : 'unmatched', method };
   requests.inc({ ...labels, status: String(status) });
   duration.observe(labels, seconds);
 }
@@ -32,3 +32,16 @@ export function metricsRoutes(app: FastifyInstance, core: CoreClients): void {
     return reply.type(registry.contentType).send(`${await registry.metrics()}\n${fromCore.text}`);
   });
 }
+
+/** A Fastify route as the docs write it: `/v1/tools/:name(^[^:]+)::invoke` is `/v1/tools/{name}:invoke`. */
+export function routeTemplate(url: string): string {
+  let template = templates.get(url);
+  if (template === undefined) {
+    template = url.replace(/\([^)]*\)/g, '').replaceAll('::', '\u0000').replace(/:(\w+)/g, '{$1}').replaceAll('\u0000', ':');
+    templates.set(url, template);
+  }
+  return template;
+}
+
+/** One entry per registered route. */
+const templates = new Map<string, string>();

@@ -17,6 +17,8 @@ export interface Config {
   httpAddr: HostPort;
   /** Where a core serves /metrics on its own (Prometheus, no credential); unset: only through the gateway. */
   metricsAddr: HostPort | undefined;
+  /** Whether the core answers gRPC server reflection (grpc.reflection.v1 and v1alpha). */
+  grpcReflection: boolean;
   /** Where the gateway finds the core (ORCHESTRATOR_URL, or ABC_GRPC_ADDR). */
   coreAddr: string;
   publicBaseUrl: string;
@@ -148,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     grpcAddr,
     httpAddr,
     metricsAddr: read<HostPort | undefined>('ABC_METRICS_ADDR', undefined, parseHostPort),
+    grpcReflection: read('ABC_GRPC_REFLECTION', true, parseSwitch),
     coreAddr: read('ORCHESTRATOR_URL', `${grpcAddr.host}:${grpcAddr.port}`, parseCoreAddr),
     publicBaseUrl: read('ABC_PUBLIC_URL', `http://${httpAddr.host}:${httpAddr.port}`, parseHttpUrl),
     apiKeys: read('ABC_API_KEYS', [], parseApiKeys),
@@ -237,6 +240,7 @@ export function coreSettings(config: Config) {
     toolsFile: config.toolsFile,
     workflowsDir: config.workflowsDir,
     metricsAddr: config.metricsAddr,
+    grpcReflection: config.grpcReflection,
     toolTimeoutMs: config.toolTimeoutMs,
     approvalTimeoutMs: config.approvalTimeoutMs,
     idempotencyTtlMs: config.idempotencyTtlMs,

@@ -14,6 +14,21 @@ export interface InvokeBody {
   context: Record<string, unknown>;
 }
 
+/**
+ * Why and from where an invoke continues a run (`context.resume`): its core
+ * was lost mid-stream (`executor_lost`), or it waited on a human or a client.
+ */
+export interface ResumeInfo {
+  reason: string;
+  /** The text the run's clients already have. */
+  streamed_text: string;
+  streamed_chars: number;
+  /** The cursor of the run's last event. */
+  last_cursor: string;
+  /** The tool calls already made, with their outcomes. */
+  tool_calls: { tool_call_id: string; tool_name: string; args: Record<string, unknown>; status: string; result?: unknown; error?: unknown }[];
+}
+
 export class ToolError extends Error {
   constructor(readonly code: string, message: string, readonly toolCallId: string) {
     super(message);
@@ -26,6 +41,12 @@ export class RunContext {
   readonly runId: string;
   readonly sessionId: string;
   readonly baseUrl: string;
+  /** The invoke's W3C traceparent: every call back to ABC carries it, so the run's trace is one tree. */
+  readonly traceparent: string | undefined;
+  /** Set when this invoke continues a run (`context.resume`). */
+  readonly resume: ResumeInfo | undefined;
+  /** What of the text already delivered a resumed handler has yet to repeat. */
+  #delivered: string;
   readonly #token: string;
   readonly #res: http.ServerResponse;
   #llm: OpenAI | undefined;
@@ -35,11 +56,24 @@ export class RunContext {
     this.sessionId = String(headers['x-session-id']);
     this.baseUrl = String(headers['x-platform-base-url']).replace(/\/$/, '');
     this.#token = String(headers['x-abc-run-token']);
+    this.traceparent = typeof headers.traceparent === 'string' ? headers.traceparent : undefined;
+    this.resume = body.context?.resume as ResumeInfo | undefined;
+    this.#delivered = this.resume?.streamed_text ?? '';
     this.#res = res;
   }
 
-  /** Streams a piece of the answer to the user. */
+  /**
+   * Streams a piece of the answer to the user. After a takeover, a handler
+   * that is a function of the transcript streams its answer again from the
+   * start: the part its user already has is not sent twice.
+   */
   delta(text: string): void {
+    if (this.#delivered) {
+      const repeated = this.#delivered.startsWith(text) ? text : text.startsWith(this.#delivered) ? this.#delivered : '';
+      this.#delivered = repeated ? this.#delivered.slice(repeated.length) : '';
+      text = text.slice(repeated.length);
+      if (!text) return;
+    }
     this.#send('delta', { text, run_id: this.runId });
   }
 
@@ -50,7 +84,7 @@ export class RunContext {
 
   /** The stock openai client, pointed at ABC's proxy and linked to this run. */
   get llm(): OpenAI {
-    this.#llm ??= new OpenAI({ baseURL: `${this.baseUrl}/v1`, apiKey: this.#token, defaultHeaders: { 'x-run-id': this.runId } });
+    this.#llm ??= new OpenAI({ baseURL: `${this.baseUrl}/v1`, apiKey: this.#token, defaultHeaders: { 'x-run-id': this.runId, ...this.#trace() } });
     return this.#llm;
   }
 
@@ -77,7 +111,7 @@ export class RunContext {
   async *invokeAgent(agentId: string, content: string): AsyncGenerator<{ event: string; data: any }> {
     const res = await fetch(`${this.baseUrl}/v1/agents/${encodeURIComponent(agentId)}:invoke`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${this.#token}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${this.#token}`, 'content-type': 'application/json', ...this.#trace() },
       body: JSON.stringify({ parent_run_id: this.runId, input_message: { role: 'user', content } }),
     });
     if (!res.ok || !res.body) throw new ToolError('agent_error', `calling ${agentId} failed: HTTP ${res.status} ${await res.text()}`, '');
@@ -90,10 +124,14 @@ export class RunContext {
     }
   }
 
+  #trace(): Record<string, string> {
+    return this.traceparent ? { traceparent: this.traceparent } : {};
+  }
+
   async #post(path: string, body: unknown): Promise<any> {
     const res = await fetch(`${this.baseUrl}${path}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${this.#token}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+      headers: { authorization: `Bearer ${this.#token}`, ...(body !== undefined && { 'content-type': 'application/json' }), ...this.#trace() },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const json = (await res.json()) as Record<string, any>;

@@ -16,6 +16,7 @@ const registerBody = {
     name: { type: 'string', minLength: 1, maxLength: 256 },
     endpoint: { type: 'string', minLength: 1, maxLength: 512 },
     capabilities: { type: 'array', items: { type: 'string' }, maxItems: 100 },
+    resumable: { type: 'boolean' },
     // A token (stored as a secret of the tenant, rotated by registering again), or a secret already in the store.
     auth: {
       type: 'object',
@@ -32,6 +33,7 @@ interface RegisterBody {
   name: string;
   endpoint: string;
   capabilities?: string[];
+  resumable?: boolean;
   auth?: { type?: string; token?: string; secret?: string };
   metadata?: Record<string, unknown>;
 }
@@ -46,6 +48,7 @@ export function agentRoutes(app: FastifyInstance, core: CoreClients): void {
         name: b.name,
         endpoint: b.endpoint,
         capabilities: b.capabilities ?? [],
+        resumable: b.resumable ?? false,
         auth: b.auth ? { type: b.auth.type ?? 'bearer', token: b.auth.token ?? '', secret: b.auth.secret ?? '' } : undefined,
         metadata: b.metadata,
       }),

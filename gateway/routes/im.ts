@@ -6,6 +6,7 @@ import type { ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { CoreClients } from '../core-client.js';
 import { metadataOf } from '../grpc-call.js';
 import { parseClientFrame, serverFrameJson, type Parsed } from '../im-frames.js';
+import { endSpan } from '../tracing.js';
 
 export interface ImGuards {
   /** Browser origins allowed to open the socket; a request with any other Origin is refused. */
@@ -22,6 +23,8 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     return reply.code(403).send({ error: { code: 'forbidden', category: 'AUTH', message: `origin ${origin.slice(0, 200)} may not open the IM socket (ABC_CORS_ORIGINS)`, retryable: false } });
   };
   app.get('/v1/im', { websocket: true, preValidation }, (socket, req) => {
+    // The upgrade's span ends here; the connection's runs continue its trace.
+    endSpan(req, 101);
     const stream = core.ingress.connect(metadataOf(req));
     const send = (json: Record<string, unknown>) => socket.readyState === socket.OPEN && socket.send(JSON.stringify(json));
     const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), pingIntervalMs);
@@ -55,9 +58,12 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
       }
       stream.write(parsed.request);
     });
-    socket.on('close', () => {
+    const opened = Date.now();
+    socket.on('close', (code, reason) => {
       clearInterval(ping);
       stream.cancel();
+      // The socket's end, a client that left included, is one info line.
+      req.log.info({ url: req.url, code, reason: reason.toString().slice(0, 120), ms: Date.now() - opened }, 'im connection closed');
     });
   });
 }

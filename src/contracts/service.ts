@@ -12,6 +12,7 @@ import type { ContractEngine } from '../engine/engine.js';
 import { appendTicketEvent, getTicket, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type TicketRow } from '../store/ticket-store.js';
 import { newId } from '../runtime/new-id.js';
 import { traceIdFrom, w3cTraceId } from '../domain/ids.js';
+import { traceIdOf, traceparentIn } from '../runtime/tracing.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import { retryOnConflict } from '../store/outage.js';
@@ -48,13 +49,14 @@ export class ContractService {
 
   /**
    * `signal` ends a sync wait early when the caller goes away; the execution goes on.
-   * The ticket joins the caller's trace: its `traceparent`, else a `correlation.client_trace_id`
-   * that is a W3C trace id; any other client_trace_id is recorded on the ticket's first event.
+   * The ticket joins the caller's trace: a `correlation.client_trace_id` that is a W3C trace id
+   * (the body's own choice), else its `traceparent`; any other client_trace_id is recorded on
+   * the ticket's first event.
    */
   async submit(tenantId: string, body: unknown, signal?: AbortSignal, traceparent?: string): Promise<SubmitOutcome> {
     const received = Date.now();
     const clientTraceId = (body as { correlation?: { client_trace_id?: unknown } } | null)?.correlation?.client_trace_id;
-    const traceId = traceIdFrom(traceparent) ?? w3cTraceId(clientTraceId) ?? randomBytes(16).toString('hex');
+    const traceId = w3cTraceId(clientTraceId) ?? traceIdFrom(traceparent) ?? traceIdOf() ?? randomBytes(16).toString('hex');
     const contract = await this.#contractOf(tenantId, body, traceId);
     const check = this.opts.contracts.validateRequest(contract, body);
     if (!check.ok) throw validationError(check.violations, traceId);
@@ -193,6 +195,7 @@ export class ContractService {
         request,
         mode: preferencesOf(request).mode,
         trace_id: traceId,
+        traceparent: traceparentIn(traceId) ?? null,
         expected_latency_ms: expectedLatencyMs,
         retention_ms: this.opts.ticketRetentionMs,
       });

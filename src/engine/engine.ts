@@ -16,6 +16,7 @@ import type { PolicySet } from '../domain/policy.js';
 import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
+import { context as otel, contextInTrace, failSpan, inSpan, startSpan } from '../runtime/tracing.js';
 import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { PackDb, TenantLlm } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
@@ -128,16 +129,22 @@ export class ContractEngine {
     if (!claimed) return offCancel();
     const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
     const done = this.#running.hold(ticket, abort);
+    // This worker's pass over the ticket, in the ticket's trace; each phase is a child span.
+    const { span, context } = startSpan(`contract ${claimed.contract_id}`, {
+      attributes: { 'abc.ticket': ticket, 'abc.contract.id': claimed.contract_id, 'abc.contract.version': claimed.contract_version, 'abc.contract.from_state': claimed.lifecycle_state },
+    }, contextInTrace(claimed.trace_id, claimed.traceparent));
     try {
-      await this.#advance(ticket, abort.signal);
+      await otel.with(context, () => this.#advance(ticket, abort.signal));
       if (abort.signal.reason === HAND_BACK) await this.#handBack(ticket);
     } catch (error) {
+      failSpan(span, error);
       // The database failing under the engine is the queue's to retry: the
       // next attempt resumes from the last committed transition.
       if (isInfrastructure(error)) throw error;
       if (abort.signal.reason === HAND_BACK) return this.#handBack(ticket);
       await this.#fail(ticket, error);
     } finally {
+      span.end();
       done();
       letGo();
       offCancel();
@@ -165,43 +172,52 @@ export class ContractEngine {
     for (;;) {
       if (signal.aborted) return;
       const row = (await getTicket(this.#em(), ticket))!;
-      const rec = recordOf(row);
-      switch (row.lifecycle_state) {
-        case 'CONTEXT_BUILD':
-          await this.#buildContext(row, rec);
-          break;
-        case 'PLAN_GENERATION':
-          await this.#generatePlan(row, rec);
-          break;
-        case 'PLAN_CHECK':
-          await this.#checkPlan(row, rec);
-          break;
-        case 'REPLAN':
-          await this.#replan(row, rec);
-          break;
-        case 'EXECUTION_PREPARE':
-          await this.#prepare(row, rec);
-          break;
-        case 'STEP_EXECUTION':
-          await this.#executeBatch(row, rec, signal);
-          break;
-        case 'STEP_REVIEW':
-          await this.#reviewBatch(row, rec);
-          break;
-        case 'ROLLBACK':
-          await this.#rollback(row, rec);
-          break;
-        case 'GLOBAL_REVIEW':
-          await this.#reviewResult(row, rec);
-          break;
-        case 'PACKAGING':
-          await this.#package(row, rec);
-          break;
-        case 'WAIT_HUMAN':
-          return this.#checkHumanDeadline(row, rec);
-        default:
-          return;
-      }
+      if (FINISHED.includes(row.lifecycle_state)) return;
+      const state = row.lifecycle_state;
+      const more = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(row, signal));
+      if (!more) return;
+    }
+  }
+
+  /** Runs the phase the ticket is in; false when this pass ends there (it waits for a human). */
+  async #phase(row: TicketRow, signal: AbortSignal): Promise<boolean> {
+    const rec = recordOf(row);
+    switch (row.lifecycle_state) {
+      case 'CONTEXT_BUILD':
+        await this.#buildContext(row, rec);
+        return true;
+      case 'PLAN_GENERATION':
+        await this.#generatePlan(row, rec);
+        return true;
+      case 'PLAN_CHECK':
+        await this.#checkPlan(row, rec);
+        return true;
+      case 'REPLAN':
+        await this.#replan(row, rec);
+        return true;
+      case 'EXECUTION_PREPARE':
+        await this.#prepare(row, rec);
+        return true;
+      case 'STEP_EXECUTION':
+        await this.#executeBatch(row, rec, signal);
+        return true;
+      case 'STEP_REVIEW':
+        await this.#reviewBatch(row, rec);
+        return true;
+      case 'ROLLBACK':
+        await this.#rollback(row, rec);
+        return true;
+      case 'GLOBAL_REVIEW':
+        await this.#reviewResult(row, rec);
+        return true;
+      case 'PACKAGING':
+        await this.#package(row, rec);
+        return true;
+      case 'WAIT_HUMAN':
+        await this.#checkHumanDeadline(row, rec);
+        return false;
+      default:
+        return false;
     }
   }
 

@@ -74,7 +74,7 @@ export async function checkHumanDeadline(tx: EntityManager, queue: ContractQueue
   if (deadline.getTime() > Date.now()) return queue.enqueue(tx, row.ticket, deadline);
   const human = rec.human;
   const moved = human && (await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'fail', 'graph_runner', { errorMessage: 'no human answered before the deadline' }));
-  if (human?.approval_id) await settleStepApproval(tx, human.approval_id, 'expire', 'system', 'no human answered before the deadline');
+  if (human?.approval_id) await settleStepApproval(tx, human.approval_id, 'expire', 'system', 'no human answered before the deadline', row.trace_id);
   await skipPending(tx, row.ticket);
   const error = new AbcError('DEADLINE_EXCEEDED', {
     code: 'HUMAN_TIMEOUT',
@@ -113,7 +113,7 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
   }
   if (input.action === 'continue' && human?.kind === 'result') next.accepted_result = true;
   if (input.action === 'replan') next.replan = { scope: 'GLOBAL', failed_step_id: human?.step_id ?? null };
-  if (human?.approval_id) await settleStepApproval(tx, human.approval_id, input.action === 'continue' ? 'approve' : 'reject', input.actor, input.feedback || input.action);
+  if (human?.approval_id) await settleStepApproval(tx, human.approval_id, input.action === 'continue' ? 'approve' : 'reject', input.actor, input.feedback || input.action, row.trace_id);
   await memory.store(row.tenant_id, `human_feedback:${next.feedback.length}`, { ...feedback, request: human }, 'SESSION', ticket, ['human_feedback'], tx);
   const where = { ticket, subjectId: subjectOf(rec) };
   const moves =
@@ -135,6 +135,6 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
 export async function withdrawHuman(tx: EntityManager, row: TicketRow, rec: ExecRecord): Promise<void> {
   if (row.lifecycle_state !== 'WAIT_HUMAN' || !rec.human) return;
   const moved = await moveContract(tx, { ticket: row.ticket, subjectId: subjectOf(rec) }, 'cancel', 'human');
-  if (rec.human.approval_id) await settleStepApproval(tx, rec.human.approval_id, 'expire', 'system', 'the ticket was cancelled');
+  if (rec.human.approval_id) await settleStepApproval(tx, rec.human.approval_id, 'expire', 'system', 'the ticket was cancelled', row.trace_id);
   await appendTicketEvents(tx, row.ticket, [{ type: 'HUMAN_INTERACTION', payload: { direction: 'withdrawn', ...rec.human } }, ...states([moved])]);
 }

@@ -45,6 +45,8 @@ export interface Attempt {
 export interface CallOptions {
   signal: AbortSignal;
   onRetry?: (a: Attempt) => void;
+  /** The W3C traceparent the router gets: the call's span. */
+  traceparent?: string;
 }
 
 /** The OpenAI paths the proxy relays. */
@@ -120,7 +122,7 @@ export class LlmUpstream {
   /** A non-streaming call; the body comes back exactly as the upstream sent it. */
   async complete(path: LlmPath, body: Buffer, json: Record<string, unknown>, opts: CallOptions): Promise<UpstreamResponse> {
     return this.#withFallbacks(body, json, opts, async (payload, model) => {
-      const res = await this.#request('POST', path, payload, opts.signal);
+      const res = await this.#request('POST', path, payload, opts.signal, opts.traceparent);
       const bytes = await readAll(res, this.#opts.timeoutMs);
       if (!ok(res)) throw new UpstreamError(`upstream answered HTTP ${res.statusCode}`, 'http', res.statusCode, bytes, relayedHeaders(res.headers));
       return { status: res.statusCode, headers: relayedHeaders(res.headers), body: bytes, model };
@@ -133,7 +135,7 @@ export class LlmUpstream {
    */
   async *stream(path: LlmPath, body: Buffer, json: Record<string, unknown>, opts: CallOptions): AsyncGenerator<SseEvent & { model: string }> {
     const opened = await this.#withFallbacks(body, json, opts, async (payload, model) => {
-      const res = await this.#request('POST', path, payload, opts.signal);
+      const res = await this.#request('POST', path, payload, opts.signal, opts.traceparent);
       if (!ok(res)) {
         const bytes = await readAll(res, this.#opts.timeoutMs);
         throw new UpstreamError(`upstream answered HTTP ${res.statusCode}`, 'http', res.statusCode, bytes, relayedHeaders(res.headers));
@@ -185,9 +187,10 @@ export class LlmUpstream {
   }
 
   /** Sends a request; resolves at the response headers. The pool's timeouts bound every wait. */
-  #request(method: 'GET' | 'POST', path: string, payload: Buffer | null, signal: AbortSignal): Promise<Response> {
+  #request(method: 'GET' | 'POST', path: string, payload: Buffer | null, signal: AbortSignal, traceparent?: string): Promise<Response> {
     const headers: Record<string, string> = { accept: 'application/json, text/event-stream', ...this.#auth() };
     if (payload) headers['content-type'] = 'application/json';
+    if (traceparent) headers.traceparent = traceparent;
     return this.#pool.request({ method, path: `${this.#base}${path}`, headers, body: payload, signal });
   }
 }

@@ -41,13 +41,13 @@ export const httpKind: ToolKindAdapter = {
     }
     authOf(tool);
   },
-  async run({ tool, args, toolCallId, runId, signal, secret }: ToolInvocation) {
+  async run({ tool, args, toolCallId, runId, signal, secret, traceparent }: ToolInvocation) {
     const auth = authOf(tool);
     const value = auth && (await secret(auth.secret));
     const credential = auth && value ? { [auth.header]: auth.type === 'bearer' ? `Bearer ${value}` : value } : {};
     const res = await fetch(tool.endpoint!, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': toolCallId, 'x-tool-call-id': toolCallId, 'x-run-id': runId, ...credential },
+      headers: { 'content-type': 'application/json', 'idempotency-key': toolCallId, 'x-tool-call-id': toolCallId, 'x-run-id': runId, ...(traceparent && { traceparent }), ...credential },
       body: JSON.stringify({ tool: tool.name, args, tool_call_id: toolCallId, run_id: runId }),
       signal,
     });

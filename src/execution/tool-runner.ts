@@ -35,6 +35,8 @@ export interface RunRequest {
   signal: AbortSignal;
   /** Resolves the secrets the tool's definition names, in the caller's tenant. */
   secret(ref: string): Promise<string>;
+  /** The W3C traceparent the tool's request carries. */
+  traceparent?: string;
 }
 
 export async function runServerTool(kinds: ToolKinds, req: RunRequest): Promise<unknown> {
@@ -45,7 +47,7 @@ export async function runServerTool(kinds: ToolKinds, req: RunRequest): Promise<
   try {
     const adapter = kinds.get(req.tool.kind);
     if (!adapter.run) throw new ToolFailure('tool_failed', `${req.tool.name} is a ${adapter.kind} tool: it runs on the client`);
-    result = await adapter.run({ tool: req.tool, args: req.args, toolCallId: req.toolCallId, runId: req.runId, signal, secret: req.secret });
+    result = await adapter.run({ tool: req.tool, args: req.args, toolCallId: req.toolCallId, runId: req.runId, signal, secret: req.secret, traceparent: req.traceparent });
   } catch (error) {
     if (timeout.signal.aborted) throw new ToolFailure('tool_timeout', `${req.tool.name} did not finish within ${req.timeoutMs} ms`);
     if (error instanceof ToolFailure) throw error;

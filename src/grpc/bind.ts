@@ -17,7 +17,7 @@ import type {
 import { AbcError } from '../domain/errors.js';
 import type { Principal } from '../access/principal.js';
 import type { Logger } from '../runtime/log.js';
-import { traceIdFrom } from '../domain/ids.js';
+import { context as otel, contextOf, failSpan, SpanKind, startSpan, traceIdOf, type Context } from '../runtime/tracing.js';
 import { boundedError, checkRequest } from './boundary.js';
 import { toServiceError } from './errors.js';
 
@@ -78,70 +78,89 @@ export function bindService<D extends ServiceDefinition>(
         accepted = true;
         call.sendMetadata(new MetadataClass());
       };
-      // The call's lines name its request and its trace (the gateway's x-abc-trace-id, or a traceparent's).
-      const traceId = String(call.metadata.get('x-abc-trace-id')[0] ?? '') || traceIdFrom(String(call.metadata.get('traceparent')[0] ?? ''));
-      const bindings = { ...(requestId && { reqId: String(requestId) }), ...(traceId && /^[\da-f]{32}$/.test(traceId) && { trace_id: traceId }) };
-      return { principal, metadata: call.metadata, signal: controller.signal, log: Object.keys(bindings).length ? log.child(bindings) : log, accept } satisfies CallContext;
+      // The call's lines name its request; its trace and span come with the active context (see createLogger).
+      return { principal, metadata: call.metadata, signal: controller.signal, log: requestId ? log.child({ reqId: String(requestId) }) : log, accept } satisfies CallContext;
     };
-    const track = () => {
+    const track = (metadata: Metadata) => {
       const controller = new AbortController();
       active.add(controller);
       const started = performance.now();
+      const { span, context: spanContext } = startSpan(method.path.slice(1), {
+        kind: SpanKind.SERVER,
+        attributes: { 'rpc.system.name': 'grpc', 'rpc.method': method.path.slice(1) },
+      }, callerContext(metadata));
       return {
         controller,
-        /** Ends the call: counted by its status code, timed. */
-        release: (code: string) => {
+        /** The call's trace context: its server span, under the caller's `traceparent`. */
+        spanContext,
+        /** Ends the call: counted by its status code, timed, its span ended. */
+        release: (code: string, error?: unknown) => {
           active.delete(controller);
           metrics.rpcRequests.inc({ method: method.path, code });
           metrics.rpcDuration.observe({ method: method.path }, (performance.now() - started) / 1000);
+          span.setAttribute('rpc.response.status_code', code);
+          if (error && SERVER_FAULTS.has(code)) failSpan(span, error);
+          span.end();
         },
       };
     };
-    const fail = (error: unknown, metadata?: Metadata) => {
-      const abc = withTrace(boundedError(AbcError.from(error)), metadata);
+    const fail = (error: unknown) => {
+      const abc = withTrace(boundedError(AbcError.from(error)));
       if (abc.status === 'INTERNAL' || abc.status === 'UNKNOWN') log.error({ err: error }, 'rpc failed');
       return toServiceError(abc);
     };
 
     if (!method.requestStream && !method.responseStream) {
       impl[name] = (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
-        const { controller, release } = track();
-        context(call, controller)
-          .then((ctx) => {
-            checkRequest(call.request);
-            return (handler as Unary<unknown, unknown>)(call.request, ctx);
-          })
-          .then(
-            (res) => {
-              callback(null, res);
-              release('OK');
-            },
-            (error) => {
-              const failure = fail(error, call.metadata);
-              callback(failure);
-              release(codeName(failure.code));
-            },
-          );
+        const { controller, release, spanContext } = track(call.metadata);
+        otel.with(spanContext, () =>
+          context(call, controller)
+            .then((ctx) => {
+              checkRequest(call.request);
+              return (handler as Unary<unknown, unknown>)(call.request, ctx);
+            })
+            .then(
+              (res) => {
+                callback(null, res);
+                release('OK');
+              },
+              (error) => {
+                const failure = fail(error);
+                callback(failure);
+                release(codeName(failure.code), error);
+              },
+            ),
+        );
       };
     } else if (!method.requestStream) {
       impl[name] = (call: ServerWritableStream<unknown, unknown>) => {
-        void pump(call, async (ctx) => {
+        pump(call, async (ctx) => {
           checkRequest(call.request);
           return (handler as ServerStream<unknown, unknown>)(call.request, ctx);
         });
       };
     } else {
       impl[name] = (call: ServerDuplexStream<unknown, unknown>) => {
-        void pump(call, async (ctx) => (handler as Bidi<unknown, unknown>)(call as AsyncIterable<unknown>, ctx));
+        pump(call, async (ctx) => (handler as Bidi<unknown, unknown>)(call as AsyncIterable<unknown>, ctx));
       };
     }
 
-    async function pump(
+    function pump(
       call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>,
       start: (ctx: CallContext) => Promise<AsyncIterable<unknown>>,
+    ): void {
+      const { controller, release, spanContext } = track(call.metadata);
+      void otel.with(spanContext, () => stream(call, start, controller, release));
+    }
+
+    async function stream(
+      call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>,
+      start: (ctx: CallContext) => Promise<AsyncIterable<unknown>>,
+      controller: AbortController,
+      release: (code: string, error?: unknown) => void,
     ) {
-      const { controller, release } = track();
       let code = 'OK';
+      let failed: unknown;
       try {
         const ctx = await context(call, controller);
         for await (const message of await start(ctx)) {
@@ -155,15 +174,24 @@ export function bindService<D extends ServiceDefinition>(
           code = 'CANCELLED';
           return;
         }
-        const failure = fail(error, call.metadata);
+        const failure = fail(error);
         code = codeName(failure.code);
+        failed = error;
         call.emit('error', failure);
       } finally {
-        release(code);
+        release(code, failed);
       }
     }
   }
   return impl;
+}
+
+/** Codes that are the server's fault: these mark a call's span as an error. */
+const SERVER_FAULTS = new Set(['UNKNOWN', 'INTERNAL', 'UNAVAILABLE', 'DATA_LOSS', 'DEADLINE_EXCEEDED', 'UNIMPLEMENTED']);
+
+/** The caller's trace: its `traceparent`, or a new trace. */
+function callerContext(metadata: Metadata): Context {
+  return contextOf(String(metadata.get('traceparent')[0] ?? '') || undefined);
 }
 
 const codeName = (code: number | undefined) => (code === undefined ? 'UNKNOWN' : (status[code] ?? String(code)));
@@ -180,10 +208,9 @@ function waitForDrain(stream: NodeJS.EventEmitter, signal: AbortSignal): Promise
   });
 }
 
-/** An error that names no trace gets the caller's (x-abc-trace-id from the gateway, or a traceparent). */
-function withTrace(error: AbcError, metadata: Metadata | undefined): AbcError {
-  if (error.payload.traceId || !metadata) return error;
-  const traceId = String(metadata.get('x-abc-trace-id')[0] ?? '') || traceIdFrom(String(metadata.get('traceparent')[0] ?? ''));
-  if (!traceId || !/^[\da-f]{32}$/.test(traceId)) return error;
+/** An error that names no trace gets the call's. */
+function withTrace(error: AbcError): AbcError {
+  const traceId = traceIdOf();
+  if (error.payload.traceId || !traceId) return error;
   return new AbcError(error.status, { ...error.payload, traceId }, { cause: error.cause ?? error });
 }

@@ -11,6 +11,7 @@ import type { CallContext } from '../grpc/bind.js';
 import { checkRequest, MAX_ID_LENGTH, Undecodable } from '../grpc/boundary.js';
 import { AsyncQueue } from '../grpc/async-queue.js';
 import { newId } from '../runtime/new-id.js';
+import { context as otel, contextOf, type Context } from '../runtime/tracing.js';
 import type { Logger } from '../runtime/log.js';
 import type { Runs } from '../orchestrator/runs.js';
 import type { ToolCalls } from '../orchestrator/tool-calls.js';
@@ -53,6 +54,8 @@ class Connection {
   readonly #helloTimer: NodeJS.Timeout;
   /** Event types this connection asked not to receive (hello.exclude_events). */
   #exclude: string[] = [];
+  /** The trace its runs join: hello's `traceparent`, else the call's (the WebSocket upgrade's). */
+  #trace: Context = otel.active();
 
   constructor(deps: ConnectDeps, ctx: CallContext) {
     this.#deps = deps;
@@ -105,7 +108,7 @@ class Connection {
     }
     const frame = request.frame;
     if (!frame) return this.#error(request, 'invalid_request', 'the frame has no type', 'type');
-    if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId, frame.value.excludeEvents);
+    if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId, frame.value.excludeEvents, frame.value.traceparent);
     if (!this.#user) {
       this.#error(request, 'unauthenticated', 'the first frame must be hello with a valid api_key', 'type');
       return this.#close();
@@ -131,7 +134,7 @@ class Connection {
     }
   }
 
-  async #hello(request: ConnectRequest, apiKey: string, userId: string, excludeEvents: string[]): Promise<void> {
+  async #hello(request: ConnectRequest, apiKey: string, userId: string, excludeEvents: string[], traceparent: string): Promise<void> {
     // A connection speaks for one user: a second hello never switches it.
     if (this.#user) return this.#error(request, 'already_authenticated', `this connection already speaks for user ${this.#user.userId}`, 'type');
     const principal = apiKey ? await this.#deps.keys.verify(apiKey) : null;
@@ -147,12 +150,13 @@ class Connection {
     clearTimeout(this.#helloTimer);
     this.#user = { userId: user, principal };
     this.#exclude = excludeEvents.filter(Boolean);
+    if (traceparent) this.#trace = contextOf(traceparent, this.#trace);
     this.#send(request, { $case: 'helloAck', value: { userId: this.#user.userId, connectionId: this.#id } });
   }
 
   async #invoke(request: ConnectRequest, invoke: AgentInvoke): Promise<void> {
     const sessionId = request.sessionId || newId('sess');
-    const started = await this.#deps.runs.start({
+    const started = await otel.with(this.#trace, () => this.#deps.runs.start({
       sessionId,
       agentId: invoke.agentId,
       message: invoke.message ?? { role: 'user', content: '' },
@@ -160,11 +164,11 @@ class Connection {
       userId: this.#user!.userId,
       tenantId: this.#user!.principal.tenantId,
       context: invoke.context,
-    });
+    }));
     if (this.#watchers.has(sessionId)) {
       // Already watching: a new run's run_started arrives from the log; a duplicate gets its answer now.
       if (!started.created) {
-        this.#send({ ...request, sessionId, runId: started.run.runId }, { $case: 'runStarted', value: { agentId: started.run.rootAgentId } });
+        this.#send({ ...request, sessionId, runId: started.run.runId }, { $case: 'runStarted', value: { agentId: started.run.rootAgentId, traceId: started.run.traceId } });
       }
       return;
     }

@@ -12,7 +12,7 @@ export function frameOf(event: StoredEvent): ConnectResponse | null {
   let requestId = '';
   switch (event.type) {
     case 'run_started':
-      frame = { $case: 'runStarted', value: { agentId: str(p.agent_id) } };
+      frame = { $case: 'runStarted', value: { agentId: str(p.agent_id), traceId: str(p.trace_id) } };
       requestId = str(p.request_id);
       break;
     case 'agent_stream_delta':

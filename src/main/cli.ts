@@ -12,6 +12,7 @@ import { startGatewayThread } from './gateway-thread.js';
 import { Lifecycle } from './lifecycle.js';
 import { readTls } from './tls.js';
 import { loadPacks } from './packs.js';
+import { startTracing } from '../runtime/tracing.js';
 import { DEFAULT_TOOL_KINDS } from '../execution/tool-kinds.js';
 import { migrate } from '../store/orm.js';
 import { deleteAgent } from '../store/agent-store.js';
@@ -69,6 +70,7 @@ lifecycle.exitOnSignals();
 try {
   switch (command) {
     case 'serve': {
+      lifecycle.add('tracing', (await startTracing('abc', log)).shutdown);
       const orm = await openStore(config, log, lifecycle);
       const applied = await migrate(orm);
       log.info({ applied }, applied.length ? 'migrations applied' : 'schema up to date');
@@ -88,6 +90,7 @@ try {
       break;
     }
     case 'core': {
+      lifecycle.add('tracing', (await startTracing('abc-core', log)).shutdown);
       const orm = await openStore(config, log, lifecycle);
       await bootstrapKeys(config, orm, log);
       const core = await startCore({ orm, log, ...coreSettings(config), secrets: await secretBox(config, log), packs, toolKinds: DEFAULT_TOOL_KINDS, tls: readTls(config) });
@@ -99,6 +102,7 @@ try {
       const coreAddr = values.core ?? config.coreAddr;
       const parsed = parseHostPort(coreAddr);
       if ('error' in parsed) throw new UsageError(`--core: ${parsed.error}`);
+      lifecycle.add('tracing', (await startTracing('abc-gateway', log)).shutdown);
       const gateway = await startGateway({ coreAddr, ...config.httpAddr, logger: log, ...gatewaySettings(config), tls: readTls(config) });
       lifecycle.add('gateway', gateway.close);
       break;

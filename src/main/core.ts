@@ -2,6 +2,7 @@
 import { setMaxListeners } from 'node:events';
 import { Server, ServerCredentials, type Metadata } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
+import { reflection } from '../grpc/reflection.js';
 import { ApiKeys } from '../access/api-keys.js';
 import type { Principal } from '../access/principal.js';
 import { accessOf, authorize } from '../access/scopes.js';
@@ -48,6 +49,7 @@ import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
 import { Workflows } from '../workflow/registry.js';
 import { serveMetrics, watchResources } from './metrics.js';
+import { flushTraces, startTracing } from '../runtime/tracing.js';
 import { WorkflowExecutor } from '../workflow/executor.js';
 
 export interface Core {
@@ -78,6 +80,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // The core's own lines say so; each part it runs names its own component.
   const log = opts.log.child({ component: 'core' });
   const root = opts.log;
+  await startTracing('abc-core', root);
   const keys = new ApiKeys(opts.orm);
   const runTokens = new RunTokens(opts.orm);
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, root);
@@ -230,6 +233,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     return principal;
   };
   for (const s of all) server.addService(tolerantDefinition(s.definition), bindService(s.definition, s.handlers, { log, authenticate, shutdown: shutdown.signal }));
+  // Generic clients (grpcurl, Postman, grpcio's reflection client) list and describe the services.
+  if (opts.grpcReflection) reflection().addToServer(server);
 
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${opts.host}:${opts.port}`, serverCredentials(opts.tls), (error, bound) => (error ? reject(error) : resolve(bound))),
@@ -328,6 +333,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       await bus.close();
       await readOnly.end();
       if (metricsServer) await metricsServer.close();
+      await flushTraces();
       log.info('core stopped');
     },
   };

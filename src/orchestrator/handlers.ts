@@ -35,6 +35,7 @@ export const toAgentMessage = (a: AgentRow): AgentMessage => ({
   name: a.name,
   endpoint: a.endpoint,
   capabilities: a.capabilities,
+  resumable: a.resumable,
   status: enumOf<AgentStatus>('AGENT_STATUS', a.status),
   lastHeartbeatAt: millis(a.lastHeartbeat),
   registeredAt: millis(a.createdAt),
@@ -137,6 +138,7 @@ export function agentHandlers(orm: Orm, health: HealthOptions, runs: Runs): Serv
         name: req.name,
         endpoint: req.endpoint,
         capabilities: req.capabilities,
+        resumable: req.resumable,
         // Stored sealed: the token is write-only and never at rest in plaintext.
         // Stored as a reference to a secret of the tenant: the token itself is never in the agents table.
         auth: await agentAuth(principal.tenantId, req.agentId, req.auth),

@@ -14,6 +14,7 @@ import { LlmUpstream, UpstreamError, type Attempt } from '../execution/llm-upstr
 import type { CallContext, ServiceHandlers } from '../grpc/bind.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
+import { failSpan, SpanKind, startSpan, traceparentOf, type Span } from '../runtime/tracing.js';
 import type { Orm } from '../store/orm.js';
 import { EventWriter } from './event-writer.js';
 import { addRunTokens, findRun } from '../store/run-store.js';
@@ -49,6 +50,9 @@ interface Call {
   ttftMs: number | null;
   usage: Usage | null;
   servedBy: string | null;
+  /** The call's span (GenAI semantic conventions); the router gets its traceparent. */
+  span: Span;
+  traceparent: string | undefined;
 }
 
 export class LlmProxy {
@@ -87,7 +91,7 @@ export class LlmProxy {
     const call = await this.#begin(ctx.principal, req.runId, json, false, endpoint);
     const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
     try {
-      const res = await this.#upstream().complete(endpoint.path, Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) });
+      const res = await this.#upstream().complete(endpoint.path, Buffer.from(req.body), json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent });
       call.servedBy = res.model;
       // Usage is read only where it is kept: a run's record, or the debug log.
       if (writer || call.accounted || this.#log.isLevelEnabled('debug')) call.usage = endpoint.usage(parseJson(res.body));
@@ -119,14 +123,17 @@ export class LlmProxy {
     let sent = 0;
     let outcome: unknown = null;
     try {
-      for await (const chunk of this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a) })) {
+      for await (const chunk of this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent })) {
         call.servedBy = chunk.model;
         const usage = endpoint.streamUsage?.(chunk.data);
         if (usage) {
           call.usage = usage.usage;
           if (asked && usage.only) continue;
         }
-        call.ttftMs ??= Date.now() - call.started;
+        if (call.ttftMs === null) {
+          call.ttftMs = Date.now() - call.started;
+          call.span.addEvent('gen_ai.first_chunk');
+        }
         sent++;
         yield { data: Buffer.from(chunk.data), done: false, requestId: call.requestId, event: chunk.event ?? '' };
       }
@@ -196,7 +203,7 @@ export class LlmProxy {
     }
     const model = String(json.model);
     const accounted = await this.#ask(principal.tenantId, runId, agentId, model);
-    return { requestId: newId('llm'), api: endpoint.api, runId, tenantId: principal.tenantId, accounted, model, stream, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+    return newCall({ api: endpoint.api, runId, tenantId: principal.tenantId, accounted, model, stream, ...(agentId && { agentId }) });
   }
 
   /**
@@ -279,10 +286,10 @@ export class LlmProxy {
       const endpoint = endpointOf(String(url));
       const body = Buffer.from(typeof init?.body === 'string' ? init.body : '{}');
       const json = parseBody(body, endpoint);
-      const call: Call = { requestId: newId('llm'), api: endpoint.api, runId: null, tenantId, accounted: true, model: String(json.model), stream: false, started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null };
+      const call = newCall({ api: endpoint.api, runId: null, tenantId, accounted: true, model: String(json.model), stream: false });
       try {
         await this.#ask(tenantId, null, '', call.model);
-        const res = await this.#upstream().complete(endpoint.path, body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a) });
+        const res = await this.#upstream().complete(endpoint.path, body, json, { signal: init?.signal ?? new AbortController().signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent });
         call.servedBy = res.model;
         call.usage = endpoint.usage(parseJson(res.body));
         observeCall(call, null);
@@ -331,14 +338,49 @@ export class LlmProxy {
   }
 }
 
-/** A call in the metrics: by its served model (else the asked one), API and outcome. */
+/** A new call, its span started under the active context: `{operation} {model}`. */
+function newCall(c: Pick<Call, 'api' | 'runId' | 'tenantId' | 'accounted' | 'model' | 'stream'> & { agentId?: string }): Call {
+  const operation = c.api === 'embeddings' ? 'embeddings' : 'chat';
+  const { span, context } = startSpan(`${operation} ${c.model}`, {
+    kind: SpanKind.CLIENT,
+    attributes: {
+      'gen_ai.operation.name': operation,
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': c.model,
+      'gen_ai.request.stream': c.stream,
+      'abc.llm.api': c.api,
+      ...(c.runId && { 'abc.run.id': c.runId }),
+      ...(c.agentId && { 'gen_ai.agent.id': c.agentId }),
+    },
+  });
+  return { ...c, requestId: newId('llm'), started: Date.now(), attempts: 1, ttftMs: null, usage: null, servedBy: null, span, traceparent: traceparentOf(context) };
+}
+
+/** A call in the metrics and its span: by its served model (else the asked one), API and outcome. */
 function observeCall(call: Call, error: unknown): void {
   const model = call.servedBy ?? call.model;
+  endCallSpan(call, error);
   metrics.llmCalls.inc({ model, api: call.api, outcome: error ? (error instanceof UpstreamError ? error.kind : 'refused') : 'ok' });
   if (call.usage?.prompt_tokens) metrics.llmTokens.inc({ model, kind: 'prompt' }, call.usage.prompt_tokens);
   if (call.usage?.completion_tokens) metrics.llmTokens.inc({ model, kind: 'completion' }, call.usage.completion_tokens);
   if (call.ttftMs !== null) metrics.llmTtft.observe({ model }, call.ttftMs / 1000);
 }
+
+function endCallSpan(call: Call, error: unknown): void {
+  const span = call.span;
+  span.setAttributes({
+    'abc.llm.request_id': call.requestId,
+    'abc.llm.attempts': call.attempts,
+    ...(call.servedBy && { 'gen_ai.response.model': call.servedBy }),
+    ...(call.usage?.prompt_tokens !== undefined && { 'gen_ai.usage.input_tokens': call.usage.prompt_tokens }),
+    ...(call.usage?.completion_tokens !== undefined && { 'gen_ai.usage.output_tokens': call.usage.completion_tokens }),
+    ...(call.ttftMs !== null && { 'gen_ai.response.time_to_first_chunk': call.ttftMs / 1000 }),
+  });
+  if (error) failSpan(span, error, { 'error.type': error instanceof UpstreamError ? error.kind : errorCode(error) });
+  span.end();
+}
+
+const errorCode = (error: unknown) => (error instanceof AbcError ? error.payload.code : 'error');
 
 /** The llm_call_done payload of a call. */
 function callRecord(call: Call, error: unknown): Record<string, unknown> {

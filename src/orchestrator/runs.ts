@@ -11,7 +11,7 @@ import { AgentFault, invokeAgent } from '../execution/agent-client.js';
 import type { BuiltinAgents } from '../ports/builtin-agent.js';
 import { InFlight } from '../runtime/in-flight.js';
 import { newId } from '../runtime/new-id.js';
-import { traceIdFrom } from '../domain/ids.js';
+import { context as otel, contextInTrace, contextOf, failSpan, SpanKind, startSpan, traceIdOf, traceparentOf, trace, untraced, type Context } from '../runtime/tracing.js';
 import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -36,8 +36,8 @@ import {
   notifyRunCancel,
   releaseRunLease,
   renewRunLease,
+  resumeState,
   setRunTokenHash,
-  streamedText,
   takeRunLease,
   transitionRun,
   type RunRow,
@@ -132,7 +132,9 @@ export class Runs {
     await this.#admit(cmd.tenantId);
     const runId = newId('run');
     const token = newRunToken();
-    const traceId = traceIdFrom(cmd.traceparent) ?? randomBytes(16).toString('hex');
+    // The run joins its caller's trace: the traceparent given, else the active span's.
+    const parent = cmd.traceparent ? contextOf(cmd.traceparent, otel.active()) : otel.active();
+    const traceId = traceIdOf(parent) ?? randomBytes(16).toString('hex');
     let first: StoredEvent;
     try {
       first = await this.#em().transactional(async (tx) => {
@@ -148,6 +150,7 @@ export class Runs {
           parentRunId: cmd.parentRunId,
           requestId: cmd.requestId,
           traceId,
+          traceparent: traceparentOf(parent),
           tokenHash: hashToken(token),
           userId: cmd.userId,
           tenantId: cmd.tenantId,
@@ -174,7 +177,7 @@ export class Runs {
       throw error;
     }
     const run = (await findRun(this.#em(), runId))!;
-    this.#launch(run, agent, token, cmd.context ?? {});
+    this.#launch(run, agent, token, cmd.context ?? {}, '', parent);
     return { run, created: true, cursorBefore: String(BigInt(first.id) - 1n) };
   }
 
@@ -245,7 +248,7 @@ export class Runs {
       tenantId: parent.tenantId,
       parentRunId: parent.runId,
       context: call.context,
-      traceparent: `00-${parent.traceId}-${randomBytes(8).toString('hex')}-01`,
+      traceparent: traceparentOf(contextInTrace(parent.traceId)),
       onCreated: async (tx, childId) => {
         await appendEvents(tx, parent.runId, [{ type: 'agent_called_child', payload: { child_run_id: childId, agent_id: call.agentId, depth: chain.length + 1 } }]);
         const asked = call.message.content.length > 60 ? `${call.message.content.slice(0, 59)}…` : call.message.content;
@@ -298,8 +301,12 @@ export class Runs {
    *   The agent redoes its work; its tool calls hit the same idempotent calls,
    *   so nothing runs twice, and text it already streamed is not sent again;
    * - a run whose agent had sent nothing is invoked again;
-   * - a run that had streamed output fails with `executor_lost`: replaying a
-   *   live stream could diverge from what the client already saw.
+   * - a run that had streamed output is taken over (`run_taken_over`) when its
+   *   agent is `resumable`: invoked again with `context.resume` (the text its
+   *   clients have, the last cursor, the tool calls made), and what it repeats
+   *   of that text is dropped. Any other agent's run fails with
+   *   `executor_lost`: replaying a live stream could diverge from what the
+   *   client already saw.
    */
   async recoverOrphans(): Promise<number> {
     const claimed = await claimOrphanRuns(this.#em(), this.#opts.coreId, this.#inFlight.keys(), this.#opts.leaseMs);
@@ -312,27 +319,34 @@ export class Runs {
         await releaseRunLease(this.#em(), runId, this.#opts.coreId);
         continue;
       }
-      if (streamed && !detached) {
-        this.#log.warn({ runId }, 'the executor of a streaming run was lost');
-        await this.#fail(run, { code: 'internal_error', message: 'the core executing this run stopped mid-stream', reason: 'executor_lost', retryable: true });
-        continue;
-      }
       const agent = this.#opts.builtins?.serves(run.rootAgentId) ? await this.#builtin(run.tenantId, run.rootAgentId, false) : await getAgent(this.#em(), run.tenantId, run.rootAgentId);
       if (!agent) {
         await this.#fail(run, { code: 'agent_error', message: `agent ${run.rootAgentId} is no longer registered`, reason: 'unknown_agent', retryable: false });
         continue;
       }
+      // Mid-stream, only an agent that continues from what its clients already have may take the run on.
+      const takeover = streamed && !detached;
+      if (takeover && !agent.resumable) {
+        this.#log.warn({ runId }, 'the executor of a streaming run was lost');
+        await this.#fail(run, { code: 'internal_error', message: 'the core executing this run stopped mid-stream', reason: 'executor_lost', retryable: true });
+        continue;
+      }
       // The lost executor's token died with it; the new call gets a fresh one.
       const token = newRunToken();
       await setRunTokenHash(this.#em(), runId, hashToken(token));
-      const sent = detached ? await this.#streamedText(runId) : '';
+      const resume = detached || takeover;
+      const state = resume ? await resumeState(this.#em(), runId) : undefined;
       // An agent that said done while its run waited is resumed for the outcome it has not seen.
       const reason = doneEarly ? 'agent_done_while_paused' : 'executor_lost';
-      this.#log.warn({ runId, resume: detached, reason }, 'invoking the agent of a recovered run again');
+      this.#log.warn({ runId, resume, reason }, takeover ? 'taking over a run whose core was lost mid-stream' : 'invoking the agent of a recovered run again');
       await this.#em().transactional((tx) =>
-        appendEvents(tx, runId, [{ type: 'agent_invoke_retry', payload: { reason, resume: detached, attempt: 0, delay_ms: 0 } }]),
+        appendEvents(tx, runId, [
+          ...(takeover ? [{ type: 'run_taken_over', payload: { reason, core_id: this.#opts.coreId, streamed_chars: state!.streamed_text.length, last_cursor: state!.last_cursor } }] : []),
+          { type: 'agent_invoke_retry', payload: { reason, resume, attempt: 0, delay_ms: 0 } },
+        ]),
       );
-      this.#launch(run, agent, token, detached ? { resume: { reason, streamed_chars: sent.length } } : {}, sent);
+      const context = state ? { resume: { reason, streamed_chars: state.streamed_text.length, ...state } } : {};
+      this.#launch(run, agent, token, context, state?.streamed_text ?? '');
     }
     return claimed.length;
   }
@@ -341,31 +355,42 @@ export class Runs {
   async #builtin(tenantId: string, agentId: string, check: boolean): Promise<AgentRow> {
     if (check) await this.#opts.builtins!.check(tenantId, agentId);
     return {
-      tenantId, agentId, name: agentId, endpoint: BUILTIN_ENDPOINT, capabilities: [], status: 'healthy', statusReason: null, lastHeartbeat: null, createdAt: new Date(0), authToken: null, ownerKeyId: null,
+      tenantId, agentId, name: agentId, endpoint: BUILTIN_ENDPOINT, capabilities: [], resumable: false, status: 'healthy', statusReason: null, lastHeartbeat: null, createdAt: new Date(0), authToken: null, ownerKeyId: null,
     };
   }
 
-  /** The text a run has already streamed to its clients. */
-  async #streamedText(runId: string): Promise<string> {
-    return streamedText(this.#em(), runId);
-  }
-
-  #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, alreadySent = ''): void {
+  #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, alreadySent = '', parent: Context = contextInTrace(run.traceId, run.traceparent)): void {
+    // The run's span: its agent call, from the first attempt to the run's end on this core.
+    const { span, context: spanContext } = startSpan(`invoke_agent ${agent.agentId}`, {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.id': agent.agentId,
+        'gen_ai.agent.name': agent.name,
+        'gen_ai.conversation.id': run.sessionId,
+        'abc.run.id': run.runId,
+        ...(alreadySent && { 'abc.run.resumed': true }),
+      },
+    }, parent);
     const controller = new AbortController();
     const offCancel = this.#opts.bus.onCancel(run.runId, () => controller.abort(new CancelAbort()));
     const renew = setInterval(() => {
-      renewRunLease(this.#em(), run.runId, this.#opts.coreId, this.#opts.leaseMs)
+      untraced(() => renewRunLease(this.#em(), run.runId, this.#opts.coreId, this.#opts.leaseMs))
         .then((held) => {
           // Ended, or another core took the run over: this executor must stop.
           if (!held) controller.abort(new CancelAbort());
         })
         .catch((error) => this.#log.warn({ err: error, runId: run.runId }, 'lease renewal failed'));
     }, Math.max(50, Math.floor(this.#opts.leaseMs / 3)));
-    const work = this.#execute(run, agent, token, context, controller.signal, alreadySent)
-      .catch((error) => this.#log.error({ err: error, runId: run.runId }, 'run execution failed'))
+    const work = otel.with(spanContext, () => this.#execute(run, agent, token, context, controller.signal, alreadySent))
+      .catch((error) => {
+        failSpan(span, error);
+        this.#log.error({ err: error, runId: run.runId, trace_id: run.traceId }, 'run execution failed');
+      })
       .finally(() => {
         clearInterval(renew);
         offCancel();
+        span.end();
       });
     void this.#inFlight.track(work, controller, run.runId);
   }
@@ -375,7 +400,7 @@ export class Runs {
     const writer = new EventWriter(this.#opts.orm, run.runId);
     const started = Date.now();
     const texts: string[] = [alreadySent];
-    // On resume, the agent's re-streamed prefix is what clients already have: drop it.
+    // On resume, the agent either streams again from the start (what clients already have is dropped) or continues after it.
     let skip = alreadySent;
     try {
       const limit = this.#opts.transcriptLimit;
@@ -400,7 +425,7 @@ export class Runs {
           writer.push({ type: 'agent_invoke_retry', payload: { reason: fault.reason, message: fault.message, attempt: attempt + 1, delay_ms: delayMs } });
         },
         headers: {
-          traceparent: `00-${run.traceId}-${randomBytes(8).toString('hex')}-01`,
+          traceparent: traceparentOf()!,
           'x-session-id': run.sessionId,
           'x-run-id': run.runId,
           'x-platform-base-url': this.#opts.publicBaseUrl,
@@ -423,8 +448,8 @@ export class Runs {
               skip = skip.slice(text.length);
               continue;
             }
+            // Past the delivered text, or not a repeat of it: the agent continues from there.
             if (text.startsWith(skip)) text = text.slice(skip.length);
-            else log.warn('a resumed agent diverged from what it had streamed');
             skip = '';
           }
           texts.push(text);
@@ -498,6 +523,8 @@ export class Runs {
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {
+    const span = trace.getActiveSpan();
+    if (span) failSpan(span, new AbcError('UNAVAILABLE', { code: error.code, message: error.message }), { 'abc.run.failure_reason': error.reason });
     await retryWhileUnavailable(() =>
       this.#em().transactional((tx) => transitionRun(tx, this.#log, run.runId, 'fail', [{ type: 'run_failed', payload: { error } }], error)),
     ).catch((e) => ignoreIfEnded(e));

@@ -13,6 +13,7 @@ import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
 import { InFlight } from '../runtime/in-flight.js';
+import { contextInTrace, failSpan, inSpan, traceparentOf, type Span } from '../runtime/tracing.js';
 import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -199,7 +200,7 @@ export class ToolCalls {
   ): Promise<ToolCallRow> {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
-    await insertToolCall(tx, { toolCallId: id, runId: req.runId, toolName: tool.name, kind: tool.kind, args: req.args, idempotencyKey: key, timeoutMs });
+    await insertToolCall(tx, { toolCallId: id, runId: req.runId, toolName: tool.name, kind: tool.kind, args: req.args, idempotencyKey: key, timeoutMs, traceparent: traceparentOf() });
     await answerIdempotencyKey(tx, 'tool_call', key, { tool_call_id: id });
     await openContract(tx, {
       sessionId,
@@ -347,11 +348,15 @@ export class ToolCalls {
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
     let tenantId = '';
+    let traceId = '';
+    let traceparent: string | null = null;
     const started = await this.#em()
       .transactional(async (tx) => {
         const current = await readCallAndRun(tx, toolCallId);
         if (!current) throw notFound('tool_call', toolCallId);
         tenantId = current.tenantId;
+        traceId = current.traceId;
+        traceparent = current.traceparent;
         // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
         const ended = RUN_MACHINE.isTerminal(current.runStatus);
         // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
@@ -374,6 +379,21 @@ export class ToolCalls {
       });
     if (!started) return;
     const definition = tool ?? (await getTool(this.#em(), tenantId, started.toolName));
+    // In the run's trace: under the invoking call, or (after an approval) on its own.
+    await inSpan(`execute_tool ${definition.name}`, {
+      parent: contextInTrace(traceId, traceparent),
+      attributes: {
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': definition.name,
+        'gen_ai.tool.call.id': toolCallId,
+        'gen_ai.tool.type': 'extension',
+        'abc.tool.kind': definition.kind,
+        'abc.run.id': started.runId,
+      },
+    }, (span) => this.#runStarted(toolCallId, tenantId, started, definition, span));
+  }
+
+  async #runStarted(toolCallId: string, tenantId: string, started: ToolCallRow, definition: ToolRow, span: Span): Promise<void> {
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {
@@ -385,11 +405,13 @@ export class ToolCalls {
         timeoutMs: started.timeoutMs ?? definition.timeoutMs,
         signal: new AbortController().signal,
         secret: (ref) => this.#opts.secrets.resolve(tenantId, ref),
+        traceparent: traceparentOf(),
       });
     } catch (error) {
       const failure = error instanceof ToolFailure ? error : new ToolFailure('tool_failed', (error as Error).message);
       trigger = failure.code === 'tool_timeout' ? 'time_out' : 'fail';
       patch = { error: { code: failure.code, message: failure.message } };
+      failSpan(span, failure, { 'error.type': failure.code });
     }
     const status = trigger === 'succeed' ? 'succeeded' : trigger === 'time_out' ? 'timeout' : 'failed';
     await this.#em()
@@ -474,7 +496,7 @@ export class ToolCalls {
       });
     }
     if (!moved) throw notFound('approval', approval.approvalId);
-    observeApproval(moved.row, moved.to);
+    observeApproval(moved.row, moved.to, (await findRun(tx, approval.runId))?.traceId ?? '', decidedBy);
     const next = { value: moved.to };
     const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
     await appendEvents(tx, approval.runId, await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome));

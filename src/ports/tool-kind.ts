@@ -12,6 +12,8 @@ export interface ToolInvocation {
   signal: AbortSignal;
   /** The value of a secret of the caller's tenant (`name` or `name@version`); refuses a missing or retired one. */
   secret(ref: string): Promise<string>;
+  /** The W3C traceparent of the call's span, for the tool's own request. */
+  traceparent?: string;
 }
 
 export interface ToolKindAdapter {

@@ -1,3 +1,4 @@
+import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino, type DestinationStream, type Logger } from 'pino';
 import type { LogLevel } from '../config.js';
 
@@ -16,12 +17,17 @@ function stdoutDestination(): DestinationStream {
   return stdout;
 }
 
-/** Structured JSON logs. Secrets are redacted wherever they may appear. */
+/**
+ * Structured JSON logs. Secrets are redacted wherever they may appear. A line
+ * written inside a span (a request, a run, a contract's pass) names its trace
+ * and span, so lines and traces join up.
+ */
 export function createLogger(level: LogLevel, name = 'abc'): Logger {
   return pino(
     {
       name,
       level,
+      mixin: traceFields,
       redact: {
         paths: ['apiKey', 'api_key', 'token', 'authToken', 'auth.token', 'authorization', '*.authorization', 'headers.authorization'],
         censor: '[redacted]',
@@ -29,4 +35,9 @@ export function createLogger(level: LogLevel, name = 'abc'): Logger {
     },
     stdoutDestination(),
   );
+}
+
+function traceFields(): Record<string, string> {
+  const span = trace.getSpanContext(context.active());
+  return span && isSpanContextValid(span) ? { trace_id: span.traceId, span_id: span.spanId } : {};
 }

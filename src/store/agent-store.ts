@@ -8,6 +8,8 @@ export interface AgentRow {
   name: string;
   endpoint: string;
   capabilities: string[];
+  /** It continues a run from `context.resume` after its core was lost mid-stream. */
+  resumable: boolean;
   status: 'healthy' | 'unhealthy';
   statusReason: string | null;
   lastHeartbeat: Date | null;
@@ -22,6 +24,7 @@ export interface RawAgent {
   name: string;
   endpoint: string;
   capabilities: string[] | null;
+  resumable: boolean;
   status: 'healthy' | 'unhealthy';
   status_reason: string | null;
   last_heartbeat: Date | null;
@@ -36,6 +39,7 @@ export const toAgent = (r: RawAgent): AgentRow => ({
   name: r.name,
   endpoint: r.endpoint,
   capabilities: r.capabilities ?? [],
+  resumable: r.resumable,
   status: r.status,
   statusReason: r.status_reason,
   lastHeartbeat: r.last_heartbeat ? new Date(r.last_heartbeat) : null,
@@ -55,6 +59,7 @@ export interface AgentRegistration {
   name: string;
   endpoint: string;
   capabilities: string[];
+  resumable?: boolean;
   auth?: { type: string; token: string };
   metadata?: Record<string, unknown>;
 }
@@ -76,13 +81,13 @@ export function checkRegistration(reg: Pick<AgentRegistration, 'agentId' | 'name
 export async function registerAgent(em: EntityManager, reg: AgentRegistration): Promise<AgentRow> {
   checkRegistration(reg);
   const [row] = await em.execute<RawAgent[]>(
-    `INSERT INTO agents (tenant_id, agent_id, owner_key_id, name, endpoint, capabilities, status, last_heartbeat, auth_type, auth_token, metadata, next_check_at)
-     VALUES (?, ?, ?, ?, ?, ?::jsonb, 'healthy', now(), ?, ?, ?::jsonb, now())
+    `INSERT INTO agents (tenant_id, agent_id, owner_key_id, name, endpoint, capabilities, resumable, status, last_heartbeat, auth_type, auth_token, metadata, next_check_at)
+     VALUES (?, ?, ?, ?, ?, ?::jsonb, ?, 'healthy', now(), ?, ?, ?::jsonb, now())
      ON CONFLICT (tenant_id, agent_id) DO UPDATE SET name = EXCLUDED.name, endpoint = EXCLUDED.endpoint,
-       capabilities = EXCLUDED.capabilities, status = 'healthy', status_reason = NULL, last_heartbeat = now(),
+       capabilities = EXCLUDED.capabilities, resumable = EXCLUDED.resumable, status = 'healthy', status_reason = NULL, last_heartbeat = now(),
        auth_type = EXCLUDED.auth_type, auth_token = EXCLUDED.auth_token, metadata = EXCLUDED.metadata, next_check_at = now()
      RETURNING *`,
-    [reg.tenantId, reg.agentId, reg.ownerKeyId, reg.name, reg.endpoint.replace(/\/$/, ''), JSON.stringify(reg.capabilities), reg.auth?.type ?? null, reg.auth?.token ?? null, reg.metadata ? JSON.stringify(reg.metadata) : null],
+    [reg.tenantId, reg.agentId, reg.ownerKeyId, reg.name, reg.endpoint.replace(/\/$/, ''), JSON.stringify(reg.capabilities), reg.resumable ?? false, reg.auth?.type ?? null, reg.auth?.token ?? null, reg.metadata ? JSON.stringify(reg.metadata) : null],
   );
   return toAgent(row!);
 }

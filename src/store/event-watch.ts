@@ -5,6 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventBus } from './event-bus.js';
 import { isDatabaseUnavailable } from '../domain/errors.js';
 import { readEvents, type EventFilter, type StoredEvent } from './event-log.js';
+import { untraced } from '../runtime/tracing.js';
 
 export interface WatchOptions {
   filter: EventFilter;
@@ -42,9 +43,10 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
       let last = false;
       try {
         // Read `finished` first: whatever committed before it turned true is read below.
-        last = (await opts.finished?.()) ?? false;
+        // A watch's reads are delivery, not work of the call that watches: no spans.
+        last = (await untraced(async () => opts.finished?.())) ?? false;
         for (;;) {
-          const page = await readEvents(em(), opts.filter, cursor, opts.batch ?? 500);
+          const page = await untraced(() => readEvents(em(), opts.filter, cursor, opts.batch ?? 500));
           for (const event of page) {
             cursor = event.id;
             yield event;

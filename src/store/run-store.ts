@@ -23,6 +23,8 @@ export interface RunRow {
   error: Record<string, unknown> | null;
   requestId: string | null;
   traceId: string;
+  /** The traceparent of the span that started it, for work done for it later. */
+  traceparent: string | null;
   userId: string | null;
   tenantId: string;
 }
@@ -38,11 +40,12 @@ interface RawRun {
   error: Record<string, unknown> | null;
   request_id: string | null;
   trace_id: string;
+  traceparent: string | null;
   user_id: string | null;
   tenant_id: string;
 }
 
-const COLUMNS = 'run_id, session_id, root_agent_id, parent_run_id, status, started_at, ended_at, error, request_id, trace_id, user_id, tenant_id';
+const COLUMNS = 'run_id, session_id, root_agent_id, parent_run_id, status, started_at, ended_at, error, request_id, trace_id, traceparent, user_id, tenant_id';
 
 const toRun = (r: RawRun): RunRow => ({
   runId: r.run_id,
@@ -55,6 +58,7 @@ const toRun = (r: RawRun): RunRow => ({
   error: r.error,
   requestId: r.request_id,
   traceId: r.trace_id,
+  traceparent: r.traceparent,
   userId: r.user_id,
   tenantId: r.tenant_id,
 });
@@ -66,6 +70,7 @@ export interface NewRun {
   parentRunId?: string;
   requestId?: string;
   traceId: string;
+  traceparent?: string;
   tokenHash: string;
   userId?: string;
   tenantId: string;
@@ -73,9 +78,9 @@ export interface NewRun {
 
 export async function insertRun(tx: EntityManager, run: NewRun): Promise<void> {
   await tx.execute(
-    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, token_hash, user_id, tenant_id)
-     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?, ?)`,
-    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.tokenHash, run.userId ?? null, run.tenantId],
+    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, traceparent, token_hash, user_id, tenant_id)
+     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?, ?, ?)`,
+    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.traceparent ?? null, run.tokenHash, run.userId ?? null, run.tenantId],
   );
 }
 
@@ -222,6 +227,23 @@ export async function setRunTokenHash(em: EntityManager, runId: string, tokenHas
 export async function streamedText(em: EntityManager, runId: string): Promise<string> {
   const rows = await em.execute<{ text: string | null }[]>("SELECT payload->>'text' AS text FROM events WHERE run_id = ? AND type = 'agent_stream_delta' ORDER BY seq", [runId]);
   return rows.map((r) => r.text ?? '').join('');
+}
+
+/**
+ * What a resumed agent is told (its `context.resume`, besides the reason):
+ * the text its clients already have, the cursor of the run's last event, and
+ * the tool calls it already made with their outcomes, oldest first.
+ */
+export async function resumeState(em: EntityManager, runId: string): Promise<{ streamed_text: string; last_cursor: string; tool_calls: Record<string, unknown>[] }> {
+  const [text, [last], calls] = await Promise.all([
+    streamedText(em, runId),
+    em.execute<{ id: string | null }[]>('SELECT max(id) AS id FROM events WHERE run_id = ?', [runId]),
+    em.execute<Record<string, unknown>[]>(
+      `SELECT tool_call_id, tool_name, args, status, result, error FROM tool_calls WHERE run_id = ? ORDER BY created_at, tool_call_id`,
+      [runId],
+    ),
+  ]);
+  return { streamed_text: text, last_cursor: last?.id ?? '0', tool_calls: calls.map((c) => ({ ...c, status: String(c.status).toLowerCase() })) };
 }
 
 /** Adds an LLM call's tokens to its run. */

@@ -46,6 +46,8 @@ export interface TicketRow {
   artifact: string | null;
   artifact_media_type: string | null;
   trace_id: string;
+  /** The traceparent of the span that submitted it; the engine's passes continue under it. */
+  traceparent: string | null;
   /** The engine's execution record (counters, batch, human request, ...). */
   engine: Record<string, unknown>;
   human_deadline: Date | null;
@@ -287,7 +289,7 @@ export async function retargetStep(tx: EntityManager, ticket: string, stepId: st
   await tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [to.capability, to.side_effect, to.label, ticket, stepId]);
 }
 
-export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' | 'contract_version' | 'request_id' | 'session_id' | 'idempotency_key' | 'request_hash' | 'request' | 'mode' | 'trace_id' | 'expected_latency_ms'> & {
+export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' | 'contract_version' | 'request_id' | 'session_id' | 'idempotency_key' | 'request_hash' | 'request' | 'mode' | 'trace_id' | 'traceparent' | 'expected_latency_ms'> & {
   /** How long it stays pollable. */
   retention_ms: number;
 };
@@ -296,10 +298,10 @@ export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' |
 export async function insertTicket(tx: EntityManager, t: NewTicket): Promise<TicketRow | undefined> {
   const [row] = await tx.execute<TicketRow[]>(
     `INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
-       status, phase, lifecycle_state, trace_id, expected_latency_ms, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, now() + (? || ' milliseconds')::interval)
+       status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, ?, now() + (? || ' milliseconds')::interval)
      ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *`,
-    [t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.expected_latency_ms, t.retention_ms],
+    [t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.traceparent, t.expected_latency_ms, t.retention_ms],
   );
   return row;
 }

@@ -2,6 +2,7 @@
 // reads and inserts, and their machines' bindings for the one transition
 // writer (store/transition.ts). The use cases are orchestrator/tool-calls.ts.
 import { metrics } from '../runtime/metrics.js';
+import { context as otel, contextInTrace, startSpan, trace } from '../runtime/tracing.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
@@ -154,12 +155,12 @@ export async function answerIdempotencyKey(tx: EntityManager, scope: string, key
 
 export async function insertToolCall(
   tx: EntityManager,
-  c: { toolCallId: string; runId: string; toolName: string; kind: string; args: Record<string, unknown>; idempotencyKey: string; timeoutMs: number },
+  c: { toolCallId: string; runId: string; toolName: string; kind: string; args: Record<string, unknown>; idempotencyKey: string; timeoutMs: number; traceparent?: string },
 ): Promise<void> {
   await tx.execute(
-    `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms)
-     VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?)`,
-    [c.toolCallId, c.runId, c.toolName, c.kind, JSON.stringify(c.args), c.idempotencyKey, c.timeoutMs],
+    `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms, traceparent)
+     VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?, ?)`,
+    [c.toolCallId, c.runId, c.toolName, c.kind, JSON.stringify(c.args), c.idempotencyKey, c.timeoutMs, c.traceparent ?? null],
   );
 }
 
@@ -179,9 +180,9 @@ export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): 
 }
 
 /** A call's state with its run's, read together. */
-export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string } | undefined> {
-  const [row] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string }[]>(
-    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId" FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
+export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string; traceId: string; traceparent: string | null } | undefined> {
+  const [row] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string; traceId: string; traceparent: string | null }[]>(
+    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId", r.trace_id AS "traceId", c.traceparent FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
     [toolCallId],
   );
   return row;
@@ -226,19 +227,30 @@ export async function insertStepApproval(
 }
 
 /** Settles a contract step's approval as its ticket's human request was answered, timed out or withdrawn. */
-export async function settleStepApproval(tx: EntityManager, approvalId: string, trigger: ApprovalTrigger, decidedBy: string, reason: string): Promise<void> {
+export async function settleStepApproval(tx: EntityManager, approvalId: string, trigger: ApprovalTrigger, decidedBy: string, reason: string, traceId: string): Promise<void> {
   const moved = await writeTransition(tx, APPROVALS, trigger, {
     columns: 'approval_id, status, created_at',
     where: "approval_id = ? AND status = 'PENDING'",
     params: [approvalId],
     set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
   });
-  if (moved) observeApproval(moved.row, moved.to);
+  if (moved) observeApproval(moved.row, moved.to, traceId, decidedBy);
 }
 
-/** Counts how long an approval waited, by how it ended. */
-export function observeApproval(row: Record<string, unknown>, to: string): void {
-  metrics.approvalWait.observe({ outcome: to.toLowerCase() }, (Date.now() - new Date(row.created_at as string).getTime()) / 1000);
+/**
+ * Counts how long an approval waited, by how it ended, and records the wait
+ * as a span in the trace of its run or ticket, linked to the decider's.
+ */
+export function observeApproval(row: Record<string, unknown>, to: string, traceId: string, decidedBy: string): void {
+  const requested = new Date(row.created_at as string);
+  metrics.approvalWait.observe({ outcome: to.toLowerCase() }, (Date.now() - requested.getTime()) / 1000);
+  const decider = trace.getSpanContext(otel.active());
+  const { span } = startSpan('approval', {
+    startTime: requested,
+    attributes: { 'abc.approval.id': String(row.approval_id), 'abc.approval.outcome': to, 'abc.approval.decided_by': decidedBy },
+    ...(decider && decider.traceId !== traceId && { links: [{ context: decider }] }),
+  }, contextInTrace(traceId));
+  span.end();
 }
 
 /** The pending approval of a ticket's step, locked; undefined when there is none. */

@@ -91,4 +91,76 @@ describe('a core killed mid-run', () => {
     closeCore(second.clients);
     await second.core.close();
   });
+
+  it('hands 100 runs of a resumable agent, killed mid-stream, to another core: each ends DONE and each client has its whole text once', async () => {
+    const RUNS = 100;
+    const WORDS = 30;
+    const words = (n: string) => Array.from({ length: WORDS }, (_, i) => `${n}.${i} `);
+    const resumes: Record<string, unknown>[] = [];
+    const steady = await startFakeAgent(async (inv, res) => {
+      // A function of the transcript. On a resume, even runs stream again from the start
+      // (ABC drops what was delivered); odd runs continue after context.resume.streamed_text.
+      const n = inv.body.input_message.content;
+      const resume = inv.body.context.resume as { streamed_text: string } | undefined;
+      if (resume) resumes.push(resume);
+      let gone = false;
+      void inv.closed.then(() => (gone = true));
+      let out = words(n);
+      if (resume && Number(n) % 2 === 1) out = out.slice(resume.streamed_text.split(' ').filter(Boolean).length);
+      for (const word of out) {
+        if (gone) return;
+        sse(res, 'delta', { text: word });
+        await new Promise((r) => setTimeout(r, 80));
+      }
+      sse(res, 'done', { usage: { completion_tokens: WORDS } });
+      res.end();
+    });
+    const first = await childCore();
+    await unary(first.clients.agents.registerAgent.bind(first.clients.agents), RegisterAgentRequest.fromPartial({ agentId: 'steady', name: 'Steady', endpoint: steady.url, resumable: true }), withKey(KEY));
+    const stamp = Date.now();
+    const clients = await Promise.all(Array.from({ length: RUNS }, async (_, i) => {
+      const im = new ImClient(first.clients);
+      im.hello(KEY);
+      await im.next('helloAck');
+      const sessionId = `sess_takeover_${stamp}_${i}`;
+      im.send({ $case: 'agentInvoke', value: { agentId: 'steady', message: { role: 'user', content: String(i) } } }, { sessionId });
+      return { im, sessionId, n: String(i), runId: (await im.next('runStarted')).runId };
+    }));
+    // Every run is mid-stream: its client has some of its words, none has all.
+    await Promise.all(clients.map(({ im }) => im.until((f) => f.filter((x) => x.frame?.$case === 'delta').length >= 3)));
+    first.child.kill('SIGKILL');
+    // What each client had when its core died, and the cursor it resumes from.
+    const before = clients.map(({ im }) => {
+      im.close();
+      const deltas = im.of('delta');
+      return { text: deltas.map((d) => d.value.text).join(''), cursor: deltas.at(-1)!.cursor };
+    });
+    closeCore(first.clients);
+    // The kill came mid-stream for every run: each client has some of its text, none all of it.
+    for (const [i, b] of before.entries()) expect(b.text.length > 0 && b.text.length < words(String(i)).join('').length, `run ${i}: ${b.text}`).toBe(true);
+
+    const second = await recoverer();
+    const after = await Promise.all(clients.map(async ({ sessionId, runId }, i) => {
+      const im = new ImClient(second.clients);
+      im.hello(KEY);
+      await im.next('helloAck');
+      im.send({ $case: 'resume', value: { cursor: before[i]!.cursor } }, { sessionId });
+      await im.until((f) => f.some((x) => x.frame?.$case === 'done' && x.runId === runId), 30_000);
+      im.close();
+      return im.of('delta').map((d) => d.value.text).join('');
+    }));
+    for (const [i, { n, runId }] of clients.entries()) {
+      expect(before[i]!.text + after[i]!, `run ${n}`).toBe(words(n).join(''));
+      expect((await status(second.clients, runId)).status).toBe('RUN_STATUS_DONE');
+    }
+    const types = (await readEvents(store.orm.em.fork(), { runId: clients[0]!.runId }, '0', 500)).map((e) => e.type);
+    expect(types).toContain('run_taken_over');
+    expect(types.at(-1)).toBe('run_done');
+    // Each takeover told its agent what its client had.
+    expect(resumes).toHaveLength(RUNS);
+    expect(resumes.every((r) => r.reason === 'executor_lost' && typeof r.last_cursor === 'string' && Array.isArray(r.tool_calls))).toBe(true);
+    closeCore(second.clients);
+    await second.core.close();
+    await steady.close();
+  }, 120_000);
 });

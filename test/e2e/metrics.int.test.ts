@@ -50,7 +50,7 @@ function parse(text: string): Map<string, number> {
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     // Values as Prometheus reads them: floats, and NaN or Inf in any case.
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (-?[0-9.e+-]+|[+-]?inf|nan)$/i.exec(line);
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})?) (-?[0-9.e+-]+|[+-]?inf|nan)$/i.exec(line);
     if (!m) throw new Error(`not a sample line: ${line}`);
     samples.set(m[1]!, Number(m[2]));
   }
@@ -95,7 +95,7 @@ describe('/metrics', () => {
     const connect = '/abc.ingress.v1.IngressService/Connect';
     expect(value(after, `abc_rpc_requests_total{method="${connect}",code="OK"}`) + value(after, `abc_rpc_requests_total{method="${connect}",code="CANCELLED"}`)).toBeGreaterThan(0);
     // The route is its pattern, whatever the tool.
-    const invoked = 'abc_http_requests_total{route="/v1/tools/:name(^[^:]+)::invoke",method="POST",status="200"}';
+    const invoked = 'abc_http_requests_total{route="/v1/tools/{name}:invoke",method="POST",status="200"}';
     expect(value(after, invoked) - value(before, invoked)).toBe(1);
   });
 

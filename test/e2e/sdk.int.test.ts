@@ -6,9 +6,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAgentServer } from '../../examples/sdk/abc-agent.js';
-import { createEchoAgent } from '../../examples/echo-agent/server.js';
 import { readEvents } from '../../src/store/event-log.js';
+import { registerAssistant } from '../support/assistant.js';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 
@@ -39,18 +38,7 @@ beforeAll(async () => {
   const bankUrl = await listen(bank);
   await s.http('/v1/tools/register', { method: 'POST', json: { name: 'bank.transfer', kind: 'http', endpoint: bankUrl, side_effect: true } });
 
-  const assistant = createAgentServer(async (ctx) => {
-    const completion = await ctx.llm.chat.completions.create({ model: 'gpt-4', messages: [{ role: 'user', content: ctx.body.input_message.content }] });
-    const receipt = await ctx.invokeTool('bank.transfer', { amount: 250, to: 'acct-7' });
-    let child = '';
-    for await (const e of ctx.invokeAgent('echo', 'confirm')) if (e.event === 'done') child = e.data.final_message;
-    const text = `${completion.choices[0]!.message.content} / ${JSON.stringify(receipt)} / ${child}`;
-    ctx.delta(text);
-    return { finalMessage: text };
-  });
-  for (const [id, server] of [['assistant', assistant], ['echo', createEchoAgent()]] as const) {
-    await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: id, name: id, endpoint: await listen(server) } });
-  }
+  await registerAssistant(s, listen);
 });
 afterAll(async () => {
   for (const server of servers) {

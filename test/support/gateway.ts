@@ -48,8 +48,8 @@ export class WsClient {
   readonly ws: WebSocket;
   #waiters: (() => void)[] = [];
 
-  constructor(url: string) {
-    this.ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/im`);
+  constructor(url: string, headers: Record<string, string> = {}) {
+    this.ws = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/im`, { headers });
     this.ws.on('message', (data) => {
       this.frames.push(JSON.parse(data.toString()));
       this.#waiters.splice(0).forEach((w) => w());

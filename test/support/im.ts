@@ -32,7 +32,7 @@ export class ImClient {
   }
 
   hello(apiKey: string, userId = 'u1'): void {
-    this.send({ $case: 'hello', value: { apiKey, userId, clientMeta: { app: 'test' }, excludeEvents: [] } });
+    this.send({ $case: 'hello', value: { apiKey, userId, clientMeta: { app: 'test' }, excludeEvents: [], traceparent: '' } });
   }
 
   /** Waits until `predicate` holds for the frames so far. */

@@ -5,6 +5,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
+import { OTEL_VARIABLES } from '../../src/runtime/tracing.js';
 import { describe, expect, it } from 'vitest';
 
 const source = ['src/runtime/metrics.ts', 'src/main/metrics.ts', 'gateway/metrics.ts'].map((f) => readFileSync(f, 'utf8')).join('\n');
@@ -37,7 +38,7 @@ describe('the Grafana dashboard', () => {
 
 /** Every variable ABC's configuration reads (src/config.ts). */
 const CONFIG = readFileSync('src/config.ts', 'utf8');
-const VARIABLES = new Set([...CONFIG.matchAll(/(?:read(?:<[^>]*>)?|ms)\('([A-Z0-9_]+)'/g)].map((m) => m[1]!));
+const VARIABLES = new Set([...CONFIG.matchAll(/(?:read(?:<[^>]*>)?|ms)\('([A-Z0-9_]+)'/g)].map((m) => m[1]!).concat(OTEL_VARIABLES));
 const COMMANDS = ['serve', 'core', 'gateway', 'migrate'];
 const HEALTH_ROUTES = [...readFileSync('gateway/routes/health.ts', 'utf8').matchAll(/app\.get\('([^']+)'/g)].map((m) => m[1]!);
 const portOf = (addr: string) => Number(addr.split(':').at(-1));

@@ -90,6 +90,8 @@ export const Ticket = defineEntity({
     artifactMediaType: p.string().length(64).nullable(),
     warnings: p.json<string[]>().nullable(),
     traceId: p.string().length(32),
+    /** The W3C traceparent of the span that started it: work done for it later (on another core, after an approval, from the queue) continues under it. */
+    traceparent: p.string().length(55).nullable(),
     /** Seed 002's execution record: loop counters, the current batch, replan and rollback scope, a pending human request. */
     engine: p.json<Record<string, unknown>>().defaultRaw(`'{}'::jsonb`),
     /** When a WAIT_HUMAN execution times out. */

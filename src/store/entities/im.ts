@@ -51,6 +51,8 @@ export const Run = defineEntity({
     // Extensions: idempotent invoke, tracing, scoped agent token, optimistic lock.
     requestId: p.string().length(128).nullable(),
     traceId: p.string().length(32),
+    /** The W3C traceparent of the span that started it: work done for it later (on another core, after an approval, from the queue) continues under it. */
+    traceparent: p.string().length(55).nullable(),
     tokenHash: p.string().length(64).nullable(),
     userId: p.string().length(64).nullable(),
     /** Tokens its LLM calls have used, for its token budget. */
@@ -97,6 +99,8 @@ export const Agent = defineEntity({
     name: p.string().length(256),
     endpoint: p.string().length(512),
     capabilities: p.json<string[]>().nullable(),
+    /** It continues a run from `context.resume` after its core was lost mid-stream. */
+    resumable: p.boolean().default(false),
     status: p.string().length(32).default('healthy'),
     lastHeartbeat: p.datetime().nullable(),
     createdAt: p.datetime().defaultRaw('now()'),

@@ -50,6 +50,8 @@ export const ToolCall = defineEntity({
     deadlineAt: p.datetime().nullable(),
     /** The timeout this call runs with (the invoke's, else the tool's). */
     timeoutMs: p.integer().nullable(),
+    /** The W3C traceparent of the span that started it: work done for it later (on another core, after an approval, from the queue) continues under it. */
+    traceparent: p.string().length(55).nullable(),
     version: p.integer().version(),
   },
 });

@@ -10,6 +10,7 @@ import { Migration20261123141011 } from './Migration20261123141011_tenants.js';
 import { Migration20261123144057 } from './Migration20261123144057_budgets_approvals_secrets.js';
 import { Migration20261123161035 } from './Migration20261123161035_tenant_catalogues.js';
 import { Migration20261123165227 } from './Migration20261123165227_workflows.js';
+import { Migration20261123200701 } from './Migration20261123200701_traceparents_resumable_agents.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -23,4 +24,5 @@ export const migrations = [
   { name: 'Migration20261123144057_budgets_approvals_secrets', class: Migration20261123144057 },
   { name: 'Migration20261123161035_tenant_catalogues', class: Migration20261123161035 },
   { name: 'Migration20261123165227_workflows', class: Migration20261123165227 },
+  { name: 'Migration20261123200701_traceparents_resumable_agents', class: Migration20261123200701 },
 ];

@@ -67,6 +67,11 @@ export interface Hello {
     | undefined;
   /** Event types this connection does not want as frames, e.g. `execution_state`. */
   excludeEvents: string[];
+  /**
+   * A W3C traceparent: the runs this connection starts join its trace
+   * (otherwise they join the trace of the WebSocket upgrade).
+   */
+  traceparent: string;
 }
 
 /**
@@ -115,6 +120,8 @@ export interface HelloAck {
 /** RunStarted acknowledges an agent_invoke. */
 export interface RunStarted {
   agentId: string;
+  /** The run's W3C trace id. */
+  traceId: string;
 }
 
 /** Delta is a piece of streamed agent output. */
@@ -169,7 +176,7 @@ export interface Done {
 }
 
 function createBaseHello(): Hello {
-  return { userId: "", apiKey: "", clientMeta: undefined, excludeEvents: [] };
+  return { userId: "", apiKey: "", clientMeta: undefined, excludeEvents: [], traceparent: "" };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -185,6 +192,9 @@ export const Hello: MessageFns<Hello> = {
     }
     for (const v of message.excludeEvents) {
       writer.uint32(34).string(v!);
+    }
+    if (message.traceparent !== "") {
+      writer.uint32(42).string(message.traceparent);
     }
     return writer;
   },
@@ -234,6 +244,14 @@ export const Hello: MessageFns<Hello> = {
             message.excludeEvents.push(reader.string());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.traceparent = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -268,6 +286,7 @@ export const Hello: MessageFns<Hello> = {
         : globalThis.Array.isArray(object?.exclude_events)
         ? object.exclude_events.map((e: any) => globalThis.String(e))
         : [],
+      traceparent: isSet(object.traceparent) ? globalThis.String(object.traceparent) : "",
     };
   },
 
@@ -285,6 +304,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.excludeEvents?.length) {
       obj.excludeEvents = message.excludeEvents;
     }
+    if (message.traceparent !== "") {
+      obj.traceparent = message.traceparent;
+    }
     return obj;
   },
 
@@ -297,6 +319,7 @@ export const Hello: MessageFns<Hello> = {
     message.apiKey = object.apiKey ?? "";
     message.clientMeta = object.clientMeta ?? undefined;
     message.excludeEvents = object.excludeEvents?.map((e) => e) || [];
+    message.traceparent = object.traceparent ?? "";
     return message;
   },
 };
@@ -853,13 +876,16 @@ export const HelloAck: MessageFns<HelloAck> = {
 };
 
 function createBaseRunStarted(): RunStarted {
-  return { agentId: "" };
+  return { agentId: "", traceId: "" };
 }
 
 export const RunStarted: MessageFns<RunStarted> = {
   encode(message: RunStarted, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.agentId !== "") {
       writer.uint32(10).string(message.agentId);
+    }
+    if (message.traceId !== "") {
+      writer.uint32(18).string(message.traceId);
     }
     return writer;
   },
@@ -885,6 +911,14 @@ export const RunStarted: MessageFns<RunStarted> = {
             message.agentId = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.traceId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -904,6 +938,11 @@ export const RunStarted: MessageFns<RunStarted> = {
         : isSet(object.agent_id)
         ? globalThis.String(object.agent_id)
         : "",
+      traceId: isSet(object.traceId)
+        ? globalThis.String(object.traceId)
+        : isSet(object.trace_id)
+        ? globalThis.String(object.trace_id)
+        : "",
     };
   },
 
@@ -911,6 +950,9 @@ export const RunStarted: MessageFns<RunStarted> = {
     const obj: any = {};
     if (message.agentId !== "") {
       obj.agentId = message.agentId;
+    }
+    if (message.traceId !== "") {
+      obj.traceId = message.traceId;
     }
     return obj;
   },
@@ -921,6 +963,7 @@ export const RunStarted: MessageFns<RunStarted> = {
   fromPartial<I extends Exact<DeepPartial<RunStarted>, I>>(object: I): RunStarted {
     const message = createBaseRunStarted();
     message.agentId = object.agentId ?? "";
+    message.traceId = object.traceId ?? "";
     return message;
   },
 };

@@ -94,6 +94,11 @@ export interface Agent {
   lastHeartbeatAt: number;
   registeredAt: number;
   statusReason: string;
+  /**
+   * Whether the agent continues a run from `context.resume` when its core was
+   * lost mid-stream (see docs/agents.md); otherwise such a run fails.
+   */
+  resumable: boolean;
 }
 
 /** DeregisterAgentRequest names the agent. */
@@ -113,7 +118,14 @@ export interface RegisterAgentRequest {
   endpoint: string;
   capabilities: string[];
   auth?: AgentAuth | undefined;
-  metadata?: { [key: string]: any } | undefined;
+  metadata?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * The agent continues a run from `context.resume` after its core was lost
+   * mid-stream; ABC drops what it repeats of the text already delivered.
+   */
+  resumable: boolean;
 }
 
 /** RegisterAgentResponse confirms the registration. */
@@ -276,6 +288,7 @@ function createBaseAgent(): Agent {
     lastHeartbeatAt: 0,
     registeredAt: 0,
     statusReason: "",
+    resumable: false,
   };
 }
 
@@ -304,6 +317,9 @@ export const Agent: MessageFns<Agent> = {
     }
     if (message.statusReason !== "") {
       writer.uint32(66).string(message.statusReason);
+    }
+    if (message.resumable !== false) {
+      writer.uint32(72).bool(message.resumable);
     }
     return writer;
   },
@@ -385,6 +401,14 @@ export const Agent: MessageFns<Agent> = {
             message.statusReason = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.resumable = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -425,6 +449,7 @@ export const Agent: MessageFns<Agent> = {
         : isSet(object.status_reason)
         ? globalThis.String(object.status_reason)
         : "",
+      resumable: isSet(object.resumable) ? globalThis.Boolean(object.resumable) : false,
     };
   },
 
@@ -454,6 +479,9 @@ export const Agent: MessageFns<Agent> = {
     if (message.statusReason !== "") {
       obj.statusReason = message.statusReason;
     }
+    if (message.resumable !== false) {
+      obj.resumable = message.resumable;
+    }
     return obj;
   },
 
@@ -470,6 +498,7 @@ export const Agent: MessageFns<Agent> = {
     message.lastHeartbeatAt = object.lastHeartbeatAt ?? 0;
     message.registeredAt = object.registeredAt ?? 0;
     message.statusReason = object.statusReason ?? "";
+    message.resumable = object.resumable ?? false;
     return message;
   },
 };
@@ -615,7 +644,15 @@ export const DeregisterAgentResponse: MessageFns<DeregisterAgentResponse> = {
 };
 
 function createBaseRegisterAgentRequest(): RegisterAgentRequest {
-  return { agentId: "", name: "", endpoint: "", capabilities: [], auth: undefined, metadata: undefined };
+  return {
+    agentId: "",
+    name: "",
+    endpoint: "",
+    capabilities: [],
+    auth: undefined,
+    metadata: undefined,
+    resumable: false,
+  };
 }
 
 export const RegisterAgentRequest: MessageFns<RegisterAgentRequest> = {
@@ -637,6 +674,9 @@ export const RegisterAgentRequest: MessageFns<RegisterAgentRequest> = {
     }
     if (message.metadata !== undefined) {
       Struct.encode(Struct.wrap(message.metadata), writer.uint32(50).fork()).join();
+    }
+    if (message.resumable !== false) {
+      writer.uint32(56).bool(message.resumable);
     }
     return writer;
   },
@@ -702,6 +742,14 @@ export const RegisterAgentRequest: MessageFns<RegisterAgentRequest> = {
             message.metadata = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.resumable = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -728,6 +776,7 @@ export const RegisterAgentRequest: MessageFns<RegisterAgentRequest> = {
         : [],
       auth: isSet(object.auth) ? AgentAuth.fromJSON(object.auth) : undefined,
       metadata: isObject(object.metadata) ? object.metadata : undefined,
+      resumable: isSet(object.resumable) ? globalThis.Boolean(object.resumable) : false,
     };
   },
 
@@ -751,6 +800,9 @@ export const RegisterAgentRequest: MessageFns<RegisterAgentRequest> = {
     if (message.metadata !== undefined) {
       obj.metadata = message.metadata;
     }
+    if (message.resumable !== false) {
+      obj.resumable = message.resumable;
+    }
     return obj;
   },
 
@@ -765,6 +817,7 @@ export const RegisterAgentRequest: MessageFns<RegisterAgentRequest> = {
     message.capabilities = object.capabilities?.map((e) => e) || [];
     message.auth = (object.auth !== undefined && object.auth !== null) ? AgentAuth.fromPartial(object.auth) : undefined;
     message.metadata = object.metadata ?? undefined;
+    message.resumable = object.resumable ?? false;
     return message;
   },
 };
