@@ -61,6 +61,8 @@ export async function benchDatabase(name: string): Promise<BenchDb> {
 
 export interface AbcProcess {
   http: string;
+  /** The core's gRPC address. */
+  grpc: string;
   key: string;
   child: ChildProcess;
   stop(): Promise<void>;
@@ -73,17 +75,18 @@ export async function startAbc(databaseUrl: string, env: Record<string, string> 
     env: { ...process.env, DATABASE_URL: databaseUrl, ABC_API_KEYS: key, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const http = await new Promise<string>((resolve, reject) => {
+  const { http, grpc } = await new Promise<{ http: string; grpc: string }>((resolve, reject) => {
     let buffer = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       buffer += chunk.toString();
       const line = buffer.split('\n').find((l) => l.includes('"ABC is ready"'));
-      if (line) resolve(JSON.parse(line).http);
+      if (line) resolve(JSON.parse(line));
     });
     child.once('exit', (code) => reject(new Error(`abc serve exited with ${code}`)));
   });
   return {
     http,
+    grpc,
     key,
     child,
     stop: async () => {

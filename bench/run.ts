@@ -5,9 +5,10 @@ import { fanout } from './fanout.js';
 import { llmProxy } from './llm-proxy.js';
 import { observer } from './observer.js';
 import { pep } from './pep.js';
+import { pythonSdk } from './python-sdk.js';
 import { workflow } from './workflow.js';
 
-const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, engine, observer, pep, workflow };
+const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, engine, observer, pep, workflow, 'python-sdk': pythonSdk };
 const only = process.argv.slice(2);
 for (const [name, bench] of Object.entries(benches)) {
   if (only.length && !only.includes(name)) continue;

@@ -98,19 +98,18 @@ describe('a core killed mid-run', () => {
     const words = (n: string) => Array.from({ length: WORDS }, (_, i) => `${n}.${i} `);
     const resumes: Record<string, unknown>[] = [];
     const steady = await startFakeAgent(async (inv, res) => {
-      // A function of the transcript. On a resume, even runs stream again from the start
+      // A function of the transcript. The first invocation streams a few words and then holds
+      // (its core is killed mid-stream). On the resume, even runs stream again from the start
       // (ABC drops what was delivered); odd runs continue after context.resume.streamed_text.
       const n = inv.body.input_message.content;
       const resume = inv.body.context.resume as { streamed_text: string } | undefined;
       if (resume) resumes.push(resume);
-      let gone = false;
-      void inv.closed.then(() => (gone = true));
       let out = words(n);
       if (resume && Number(n) % 2 === 1) out = out.slice(resume.streamed_text.split(' ').filter(Boolean).length);
-      for (const word of out) {
-        if (gone) return;
+      for (const [i, word] of out.entries()) {
+        if (!resume && i === 5) return void (await inv.closed);
         sse(res, 'delta', { text: word });
-        await new Promise((r) => setTimeout(r, 80));
+        await new Promise((r) => setTimeout(r, 10));
       }
       sse(res, 'done', { usage: { completion_tokens: WORDS } });
       res.end();
@@ -127,7 +126,7 @@ describe('a core killed mid-run', () => {
       return { im, sessionId, n: String(i), runId: (await im.next('runStarted')).runId };
     }));
     // Every run is mid-stream: its client has some of its words, none has all.
-    await Promise.all(clients.map(({ im }) => im.until((f) => f.filter((x) => x.frame?.$case === 'delta').length >= 3)));
+    await Promise.all(clients.map(({ im }) => im.until((f) => f.filter((x) => x.frame?.$case === 'delta').length >= 3, 30_000)));
     first.child.kill('SIGKILL');
     // What each client had when its core died, and the cursor it resumes from.
     const before = clients.map(({ im }) => {
