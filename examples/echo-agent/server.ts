@@ -1,8 +1,8 @@
-// A minimal ABC agent, built on the example SDK: it streams the reply word by word.
+// A minimal ABC agent, built on the TypeScript SDK (sdk/typescript): it streams the reply word by word.
 // With `tool: NAME` in the message it first calls that tool through ABC (invoke, then wait).
 //   PORT=9001 npx tsx examples/echo-agent/server.ts
 import type { AddressInfo } from 'node:net';
-import { createAgentServer, type RunContext } from '../sdk/abc-agent.js';
+import { createAgentServer, type RunContext } from '../../sdk/typescript/src/index.js';
 
 const WORD_DELAY_MS = Number(process.env.WORD_DELAY_MS ?? 60);
 

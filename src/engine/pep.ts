@@ -1,6 +1,7 @@
 // The policy enforcement point: every plan step runs through it. A capability
 // outside the plan's whitelist (VCS) is refused with COMPLIANCE; an allowed one
 // runs on its execution unit within the step's timeout.
+import { traceparentOf } from '../runtime/tracing.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, ERROR_CATEGORIES, type ErrorCategory } from '../domain/errors.js';
 import type { ToolFacts } from '../domain/engine-types.js';
@@ -123,7 +124,7 @@ export class Pep {
   async #run(call: StepCall, ctx: UnitContext, tool: ToolRow | undefined): Promise<unknown> {
     if (tool) {
       try {
-        return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal, secret: (ref) => this.#secret(call.tenantId, ref) });
+        return await runServerTool(this.capabilities.kinds, { tool, args: ctx.input, toolCallId: `${call.ticket}:${call.stepId}`, runId: call.ticket, timeoutMs: call.timeoutMs, signal: ctx.signal, secret: (ref) => this.#secret(call.tenantId, ref), traceparent: traceparentOf() });
       } catch (error) {
         if (error instanceof ToolFailure) {
           // A webhook may name its error's category (DATA_SOURCE for "no such record"): the ticket fails as that.

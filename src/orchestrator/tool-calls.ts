@@ -390,10 +390,11 @@ export class ToolCalls {
         'abc.tool.kind': definition.kind,
         'abc.run.id': started.runId,
       },
-    }, (span) => this.#runStarted(toolCallId, tenantId, started, definition, span));
+    }, (span) => this.#run(toolCallId, tenantId, started, definition, span));
   }
 
-  async #runStarted(toolCallId: string, tenantId: string, started: ToolCallRow, definition: ToolRow, span: Span): Promise<void> {
+  /** Runs a claimed call's tool and records its outcome (a deadline that fired first stands). */
+  async #run(toolCallId: string, tenantId: string, started: ToolCallRow, definition: ToolRow, span: Span): Promise<void> {
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {

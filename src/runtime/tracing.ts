@@ -1,8 +1,8 @@
 // OpenTelemetry tracing. Every thread installs it once: a context manager, the
-// W3C propagator and a tracer provider. Spans always get real ids and the same
-// sampling, so trace ids and flags flow the same way whether or not anything
-// is exported; spans are sent over OTLP only when OTEL_EXPORTER_OTLP_(TRACES_)
-// ENDPOINT is set (the standard OTEL_* variables configure the rest).
+// W3C propagator and a tracer provider. Spans always get real ids, so trace
+// ids flow the same way whether or not anything is exported; spans are sent
+// over OTLP only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set (the
+// standard OTEL_* variables configure the rest).
 import { createRequire } from 'node:module';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Attributes, Context, Link, Span, SpanOptions, TextMapGetter } from '@opentelemetry/api';
@@ -50,7 +50,9 @@ export async function startTracing(service: string, log: Logger, env: NodeJS.Pro
     const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: service, [ATTR_SERVICE_VERSION]: VERSION }).merge(detected);
     const provider = new TracerProvider({
       resource,
-      sampler: samplerFrom(env, log),
+      // Exporting nothing, ABC records only what its caller asked to sample, so that decision
+      // still reaches agents, the router and webhooks; a trace it starts itself is unsampled.
+      sampler: exporter ? samplerFrom(env, log) : new ParentBasedSampler({ root: new AlwaysOffSampler() }),
       spanProcessors: exporter ? [new BatchSpanProcessor({ exporter, ...batchOptions(env) })] : [],
     });
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type Gateway } from '../../gateway/server.js';
-import { createAgentServer } from '../../examples/sdk/abc-agent.js';
+import { createAgentServer } from '../../sdk/typescript/src/index.js';
 import { readEvents } from '../../src/store/event-log.js';
 import { migratedOrm } from '../support/db.js';
 import { testLogger } from '../support/log.js';

@@ -2,7 +2,7 @@
 // LLM through the proxy, calls the `bank.transfer` tool (and waits through
 // its approval), then asks the `echo` agent, and answers with all three.
 import type http from 'node:http';
-import { createAgentServer } from '../../examples/sdk/abc-agent.js';
+import { createAgentServer } from '../../sdk/typescript/src/index.js';
 import { createEchoAgent } from '../../examples/echo-agent/server.js';
 import type { TestStack } from './gateway.js';
 

@@ -2,7 +2,7 @@
 // Each test scripts its behaviour; every invocation is recorded.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { InvokeBody } from '../../examples/sdk/abc-agent.js';
+import type { InvokeBody } from '../../sdk/typescript/src/index.js';
 
 export interface Invocation {
   headers: http.IncomingHttpHeaders;

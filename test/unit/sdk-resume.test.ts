@@ -2,7 +2,7 @@
 // again sends only what its user does not have yet.
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAgentServer } from '../../examples/sdk/abc-agent.js';
+import { createAgentServer } from '../../sdk/typescript/src/index.js';
 
 const server = createAgentServer(async (ctx) => {
   for (const word of ['one ', 'two ', 'three ', 'four']) ctx.delta(word);

@@ -1,6 +1,6 @@
-// A small TypeScript SDK for ABC agents (seed 001 Appendix A): serve /invoke and
+// ABC's TypeScript SDK for agents (@abc-platform/agent-sdk): serve /invoke and
 // /health, call tools (invoke, then wait), the LLM proxy and other agents, all
-// through ABC with the run's scoped token.
+// through ABC with the run's scoped token and trace.
 import http from 'node:http';
 import { createParser } from 'eventsource-parser';
 import OpenAI from 'openai';
