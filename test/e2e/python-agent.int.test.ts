@@ -103,6 +103,23 @@ describe.runIf(hasPython || required)('a Python agent written as seed 001 Append
   });
 });
 
+const hasProtoc = ['protoc', 'grpc_python_plugin'].every((bin) => spawnSync('sh', ['-c', `command -v ${bin}`]).status === 0);
+
+describe.runIf(hasProtoc || required)('Python stubs for your own package', () => {
+  it('come from the buf template in sdk/stubs: the same modules the SDK vendors', () => {
+    const out = path.join(os.tmpdir(), `abc-stubs-${process.pid}`);
+    try {
+      const run = spawnSync('npx', ['buf', 'generate', '--template', 'sdk/stubs/buf.gen.python.yaml', '-o', out], { cwd: ROOT, encoding: 'utf8' });
+      expect(run.status, run.stderr).toBe(0);
+      const modules = (dir: string) => spawnSync('find', ['.', '-name', '*_pb2.py'], { cwd: dir, encoding: 'utf8' }).stdout.split('\n').filter(Boolean).sort();
+      expect(modules(path.join(out, 'python'))).toEqual(modules(path.join(ROOT, 'sdk/python/platform_sdk/_proto')));
+      expect(modules(path.join(out, 'python')).length).toBeGreaterThan(15);
+    } finally {
+      spawnSync('rm', ['-rf', out]);
+    }
+  });
+});
+
 describe.runIf(hasPytest || required)('the Python SDK', () => {
   it('passes its pytest suite', () => {
     const run = spawnSync(PYTHON, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'sdk/python/tests'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
