@@ -23,12 +23,12 @@ afterAll(async () => {
   await off?.close();
 });
 
-const REFLECTION = path.resolve('node_modules/@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto');
+const REFLECTION = (version: string) => path.resolve(`node_modules/@grpc/reflection/build/proto/grpc/reflection/${version}/reflection.proto`);
 type Reflection = Client & { ServerReflectionInfo(): import('@grpc/grpc-js').ClientDuplexStream<Record<string, unknown>, Record<string, any>> };
 
-function reflectionClient(address: string): Reflection {
-  const pkg = loadPackageDefinition(loadSync(REFLECTION, { keepCase: true, longs: String, defaults: true, oneofs: true })) as any;
-  return new pkg.grpc.reflection.v1.ServerReflection(address, credentials.createInsecure());
+function reflectionClient(address: string, version: 'v1' | 'v1alpha' = 'v1'): Reflection {
+  const pkg = loadPackageDefinition(loadSync(REFLECTION(version), { keepCase: true, longs: String, defaults: true, oneofs: true })) as any;
+  return new pkg.grpc.reflection[version].ServerReflection(address, credentials.createInsecure());
 }
 
 /** One request on the reflection stream, its one answer. */
@@ -78,6 +78,11 @@ describe('gRPC server reflection', () => {
     expect(answer).toHaveProperty('agents');
     generic.close();
     client.close();
+
+    // Older clients (grpcurl before v1) ask v1alpha.
+    const alpha = reflectionClient(s.core.address, 'v1alpha');
+    expect((await ask(alpha, { list_services: '' })).list_services_response.service.map((x: { name: string }) => x.name)).toEqual(names);
+    alpha.close();
   });
 
   it('is off when ABC_GRPC_REFLECTION is false', async () => {
