@@ -2,6 +2,7 @@
 // duplicate keys; clients that leave mid-stream (SSE, WebSocket, the LLM
 // proxy) are info-level events without stacks; an agent going down is logged
 // once, not on every health check; lines of a request name its trace.
+import type { ChildProcess } from 'node:child_process';
 import type { ServerResponse } from 'node:http';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -16,7 +17,13 @@ import { exited, run, waitForLog } from '../support/process.js';
 const dirs: string[] = [];
 let agent: FakeAgent | undefined;
 let llm: FakeLlm | undefined;
+let serve: ChildProcess | undefined;
 afterAll(async () => {
+  // A failed test leaves no abc serve behind.
+  if (serve && serve.exitCode === null && serve.signalCode === null) {
+    serve.kill('SIGKILL');
+    await exited(serve);
+  }
   await agent?.close();
   await llm?.close();
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
@@ -63,10 +70,10 @@ describe('the logs of abc serve', () => {
     });
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'abc-logs-'));
     dirs.push(dataDir);
-    const child = run(['serve'], {
+    const child = (serve = run(['serve'], {
       ABC_DATA_DIR: dataDir, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info',
       LLM_ROUTER_URL: llm.url, AGENT_HEARTBEAT_INTERVAL_MS: '100', AGENT_UNHEALTHY_AFTER_MS: '200',
-    });
+    }));
     let stdout = '';
     child.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
     const http = (await waitForLog(child, 'ABC is ready')).http as string;
