@@ -78,9 +78,9 @@ export function endSpan(request: FastifyRequest, statusCode: number | undefined)
   span.end();
 }
 
-/** The traceparent the core continues: the request's span, else the caller's header, else one in the request's trace. */
+/** The traceparent the core continues: the request's span's, else (no tracer installed) one in the request's trace. */
 export function traceparentOf(request: FastifyRequest): string {
   const carrier: Record<string, string> = {};
   if (request.traceContext) w3c.inject(request.traceContext, carrier, { set: (c, k, v) => void (c[k] = v) });
-  return carrier.traceparent ?? `00-${request.traceId}-${randomBytes(8).toString('hex')}-01`;
+  return carrier.traceparent ?? `00-${request.traceId}-${randomBytes(8).toString('hex')}-00`;
 }
