@@ -4,6 +4,7 @@ library), or gRPC straight to a core (grpcio, with the stubs vendored in
 from __future__ import annotations
 
 import json
+import threading
 import urllib.parse
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -69,13 +70,26 @@ def _q(segment: str) -> str:
     return urllib.parse.quote(str(segment), safe="")
 
 
+_channels: Dict[str, Any] = {}
+_channels_lock = threading.Lock()
+
+
+def _channel(target: str) -> Any:
+    """One channel per target for the process: clients made per invocation share it."""
+    with _channels_lock:
+        if target not in _channels:
+            _channels[target] = grpc.insecure_channel(target)
+        return _channels[target]
+
+
 class GrpcTransport:
     """The core's services over grpcio; the same answers as HTTP."""
 
     def __init__(self, target: str, headers: Headers, timeout: float):
         if grpc is None:
             raise ImportError("the gRPC transport needs grpcio and protobuf (Debian: python3-grpcio python3-protobuf)")
-        self._channel = grpc.insecure_channel(target)
+        self._target = target
+        self._channel = _channel(target)
         self._headers = headers
         self._timeout = timeout
         self._llm = llm_pb2_grpc.LlmProxyServiceStub(self._channel)
@@ -85,6 +99,10 @@ class GrpcTransport:
         self._context = context_pb2_grpc.ContextStoreServiceStub(self._channel)
 
     def close(self) -> None:
+        """Closes the channel this process shares for the target; the next client opens another."""
+        with _channels_lock:
+            if _channels.get(self._target) is self._channel:
+                del _channels[self._target]
         self._channel.close()
 
     def _metadata(self) -> List[Tuple[str, str]]:

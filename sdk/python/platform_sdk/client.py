@@ -72,7 +72,7 @@ class PlatformClient:
         return headers
 
     def close(self) -> None:
-        """Closes a gRPC channel; nothing to do over HTTP."""
+        """Closes the gRPC channel (clients of one target share it); nothing to do over HTTP."""
         getattr(self._transport, "close", lambda: None)()
 
 
