@@ -23,7 +23,7 @@ export function contractHandlers(service: ContractService): ContractHandlers {
   return {
     submitContract: async (req, ctx) => {
       const { tenantId } = requireKey(ctx.principal);
-      return toSubmitResponse(await service.submit(tenantId, req.body ?? null, ctx.signal, String(ctx.metadata.get('traceparent')[0] ?? '') || undefined));
+      return toSubmitResponse(await service.submit(tenantId, req.body ?? null, ctx.signal));
     },
     pollTicket: async (req, ctx) => {
       const { tenantId } = requireKey(ctx.principal);

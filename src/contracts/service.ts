@@ -11,7 +11,7 @@ import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
 import { appendTicketEvent, getTicket, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type TicketRow } from '../store/ticket-store.js';
 import { newId } from '../runtime/new-id.js';
-import { traceIdFrom, w3cTraceId } from '../domain/ids.js';
+import { w3cTraceId } from '../domain/ids.js';
 import { traceIdOf, traceparentIn } from '../runtime/tracing.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
@@ -50,13 +50,13 @@ export class ContractService {
   /**
    * `signal` ends a sync wait early when the caller goes away; the execution goes on.
    * The ticket joins the caller's trace: a `correlation.client_trace_id` that is a W3C trace id
-   * (the body's own choice), else its `traceparent`; any other client_trace_id is recorded on
-   * the ticket's first event.
+   * (the body's own choice), else the active span's (the call continues the caller's
+   * `traceparent`); any other client_trace_id is recorded on the ticket's first event.
    */
-  async submit(tenantId: string, body: unknown, signal?: AbortSignal, traceparent?: string): Promise<SubmitOutcome> {
+  async submit(tenantId: string, body: unknown, signal?: AbortSignal): Promise<SubmitOutcome> {
     const received = Date.now();
     const clientTraceId = (body as { correlation?: { client_trace_id?: unknown } } | null)?.correlation?.client_trace_id;
-    const traceId = w3cTraceId(clientTraceId) ?? traceIdFrom(traceparent) ?? traceIdOf() ?? randomBytes(16).toString('hex');
+    const traceId = w3cTraceId(clientTraceId) ?? traceIdOf() ?? randomBytes(16).toString('hex');
     const contract = await this.#contractOf(tenantId, body, traceId);
     const check = this.opts.contracts.validateRequest(contract, body);
     if (!check.ok) throw validationError(check.violations, traceId);

@@ -6,12 +6,6 @@ export function makeId(prefix: string, nowMs: number, randomHex: string): string
   return `${prefix}_${nowMs.toString(36).padStart(10, '0')}${randomHex.slice(0, 12)}`;
 }
 
-/** The trace id of a W3C `traceparent` header, when it is valid and not all zeros. */
-export function traceIdFrom(traceparent: string | undefined): string | undefined {
-  const match = traceparent && /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/.exec(traceparent);
-  return match && !/^0+$/.test(match[1]!) ? match[1] : undefined;
-}
-
 /** A caller's own trace id, when it is a W3C trace id (32 lowercase hex digits, not all zeros). */
 export const w3cTraceId = (id: unknown): string | undefined => (typeof id === 'string' && /^[\da-f]{32}$/.test(id) && !/^0+$/.test(id) ? id : undefined);
 

@@ -76,7 +76,6 @@ export function runHandlers(runs: Runs): ServiceHandlers<typeof RunServiceServic
         userId,
         tenantId: principal.tenantId,
         context: req.context,
-        traceparent: String(ctx.metadata.get('traceparent')[0] ?? '') || undefined,
       });
       const run = toRunMessage(started.run);
       for await (const event of runs.follow(started.run.runId, started.cursorBefore, ctx.signal)) {

@@ -84,7 +84,7 @@ export interface StartCommand {
   tenantId: string;
   context?: Record<string, unknown>;
   parentRunId?: string;
-  /** An incoming W3C traceparent to continue; otherwise a new trace starts. */
+  /** A W3C traceparent to continue instead of the active span's (a child run whose call came in another trace). */
   traceparent?: string;
   /** Runs inside the creating transaction, e.g. to record the call on a parent run. */
   onCreated?: (tx: EntityManager, runId: string) => Promise<void>;

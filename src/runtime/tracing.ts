@@ -18,7 +18,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from './log.js';
 
-export { context, trace, SpanKind, SpanStatusCode, type Span, type Context };
+export { context, trace, SpanKind, type Span, type Context };
 
 const VERSION = '0.1.0';
 
@@ -120,7 +120,7 @@ function instrumentPostgres(): void {
   for (const from of [import.meta.url, import.meta.resolve('@mikro-orm/postgresql')]) createRequire(from)('pg');
 }
 
-export function tracer() {
+function tracer() {
   return trace.getTracer('abc', VERSION);
 }
 

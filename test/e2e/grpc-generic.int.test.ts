@@ -7,6 +7,7 @@ import { loadSync } from '@grpc/proto-loader';
 import protobuf from 'protobufjs';
 import descriptor from 'protobufjs/ext/descriptor/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RegisterAgentRequest } from '../../gen/abc/orchestrator/v1/agent.js';
 import { ErrorInfo } from '../../gen/google/rpc/error_details.js';
 import { Status } from '../../gen/google/rpc/status.js';
 import { failure, unary, withKey } from '../support/grpc.js';
@@ -46,6 +47,7 @@ function ask(client: Reflection, request: Record<string, unknown>): Promise<Reco
 
 describe('gRPC server reflection', () => {
   it('lists every service, and a client built from reflection alone calls one', async () => {
+    await unary(s.clients.agents.registerAgent.bind(s.clients.agents), RegisterAgentRequest.fromPartial({ agentId: 'reflected', name: 'Reflected', endpoint: 'http://127.0.0.1:9' }), withKey(s.key));
     const client = reflectionClient(s.core.address);
     const listed = await ask(client, { list_services: '' });
     const names = (listed.list_services_response.service as { name: string }[]).map((x) => x.name);
@@ -75,7 +77,8 @@ describe('gRPC server reflection', () => {
         (error, res) => (error ? reject(error) : resolve(res as Record<string, unknown>)),
       ),
     );
-    expect(answer).toHaveProperty('agents');
+    // Decoded with the reflected descriptors alone: the agent just registered is there.
+    expect(answer.agents).toEqual([expect.objectContaining({ name: 'Reflected', endpoint: 'http://127.0.0.1:9' })]);
     generic.close();
     client.close();
 

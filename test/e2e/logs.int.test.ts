@@ -41,7 +41,7 @@ async function trickle(res: ServerResponse, closed: Promise<void>, line: (i: num
 }
 
 /** The keys of a JSON object's top level, in order, duplicates kept. */
-export function topLevelKeys(json: string): string[] {
+function topLevelKeys(json: string): string[] {
   const keys: string[] = [];
   let depth = 0;
   for (let i = 0; i < json.length; i++) {

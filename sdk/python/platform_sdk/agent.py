@@ -16,7 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from ._context import Invocation, bind, current, unbind
+from ._context import Invocation, bind, unbind
 from .client import PlatformClient
 from .errors import PlatformError, ToolError
 from .types import ChatMessage, ResumeInfo
@@ -199,7 +199,7 @@ class _StdoutRouter(io.TextIOBase):
 
     def write(self, text: str) -> int:
         ctx = getattr(_emitters, "value", None)
-        if ctx is None or current() is None:
+        if ctx is None:
             return self._underlying.write(text)
         if text:
             ctx.delta(text)

@@ -2,12 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
-
-try:  # Python 3.8+
-    from typing import TypedDict
-except ImportError:  # pragma: no cover
-    from typing_extensions import TypedDict  # type: ignore
+from typing import Any, Dict, List, Optional, TypedDict
 
 
 class ChatMessage(TypedDict, total=False):
