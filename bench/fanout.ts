@@ -1,7 +1,8 @@
 // bench/fanout: deltas flow agent -> ABC -> WebSocket client.
 // Reports, against a baseline measured in the same run:
 //  - added latency per delta (p50, p99) vs the agent writing straight to a ws client;
-//  - deltas per second at 1, 10 and 100 concurrent runs;
+//  - deltas per second at 1, 10 and 100 concurrent runs vs the same deltas written straight to ws;
+//  - a sweep of 1, 10, 100 and 200 concurrent IM runs of 20 paced deltas: time to done, deltas per second;
 //  - event-log appends per second (per-event commits and group commit) vs raw COPY.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,12 +13,15 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import WebSocket, { WebSocketServer } from 'ws';
 import { EventWriter } from '../src/orchestrator/event-writer.js';
+import { EventAppender } from '../src/store/event-appender.js';
+import { poolOf } from '../src/store/native.js';
 import { appendEvents } from '../src/store/event-log.js';
 import { createOrm } from '../src/store/orm.js';
-import { benchDatabase, fmt, percentile, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, percentile, record, startAbc, type AbcProcess } from './lib.js';
 
 const LATENCY_DELTAS = Number(process.env.BENCH_LATENCY_DELTAS ?? 400);
-const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 2000);
+const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 10000);
+const SWEEP_DELTAS = 20;
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const PACE_MS = 2;
 
@@ -65,8 +69,9 @@ async function directLatencies(): Promise<number[]> {
   return latencies;
 }
 
-/** One IM run through ABC; resolves with per-delta latencies and the delta count. */
-async function abcRun(abc: AbcProcess, content: string, session: string): Promise<{ latencies: number[]; deltas: number }> {
+/** One IM run through ABC; resolves with per-delta latencies, the delta count and the time to `done`. */
+async function abcRun(abc: AbcProcess, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
+  const started = performance.now();
   const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
   await new Promise((r) => ws.once('open', r));
   ws.send(JSON.stringify({ type: 'hello', ts: Date.now(), api_key: abc.key, user_id: 'bench' }));
@@ -83,26 +88,69 @@ async function abcRun(abc: AbcProcess, content: string, session: string): Promis
       else if (frame.type === 'error') reject(new Error(frame.message));
     }),
   );
+  const ms = performance.now() - started;
   ws.close();
-  return { latencies, deltas };
+  return { latencies, deltas, ms };
 }
 
-async function throughput(abc: AbcProcess, concurrency: number): Promise<number> {
-  const perRun = Math.max(50, Math.floor(THROUGHPUT_DELTAS / concurrency));
+/** Baseline: `concurrency` clients, each sent `perRun` deltas straight over ws as fast as it takes them. */
+async function directThroughput(concurrency: number, perRun: number): Promise<number> {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
+  await new Promise((r) => wss.once('listening', r));
+  wss.on('connection', async (socket) => {
+    for (let i = 0; i < perRun; i++) {
+      socket.send(JSON.stringify({ type: 'delta', ts: Date.now(), session_id: 'sess', run_id: 'run', cursor: String(i), text: 'word ' }));
+      if (socket.bufferedAmount > 1 << 20) await new Promise((r) => setTimeout(r, 1));
+    }
+    socket.send(JSON.stringify({ type: 'done' }));
+  });
+  const port = (wss.address() as AddressInfo).port;
   const start = performance.now();
-  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `burst:${perRun}`, `sess_tp_${concurrency}_${i}_${Date.now()}`)));
+  const counts = await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      const ws = new WebSocket(`ws://127.0.0.1:${port}`);
+      let n = 0;
+      await new Promise<void>((resolve) =>
+        ws.on('message', (data) => {
+          if (JSON.parse(data.toString()).type === 'delta') n++;
+          else resolve();
+        }),
+      );
+      ws.close();
+      return n;
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  wss.close();
+  return counts.reduce((a, b) => a + b, 0) / seconds;
+}
+
+const perRunOf = (concurrency: number) => Math.max(50, Math.floor(THROUGHPUT_DELTAS / concurrency));
+
+async function throughput(abc: AbcProcess, concurrency: number): Promise<number> {
+  const start = performance.now();
+  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `burst:${perRunOf(concurrency)}`, `sess_tp_${concurrency}_${i}_${Date.now()}`)));
   const seconds = (performance.now() - start) / 1000;
   return results.reduce((n, r) => n + r.deltas, 0) / seconds;
+}
+
+/** `concurrency` IM runs at once, each of SWEEP_DELTAS paced deltas: time to done and deltas per second. */
+async function sweep(abc: AbcProcess, concurrency: number): Promise<{ p50: number; p99: number; rate: number }> {
+  const start = performance.now();
+  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `paced:${SWEEP_DELTAS}`, `sess_sw_${concurrency}_${i}_${Date.now()}`)));
+  const seconds = (performance.now() - start) / 1000;
+  const ms = results.map((r) => r.ms).sort((a, b) => a - b);
+  return { p50: percentile(ms, 50), p99: percentile(ms, 99), rate: results.reduce((n, r) => n + r.deltas, 0) / seconds };
 }
 
 async function appendRates(url: string): Promise<{ perEvent: number; grouped: number; copy: number }> {
   const orm = await createOrm({ url, poolMax: 4 });
   const em = () => orm.em.fork();
   const newRun = async (id: string) => {
-    await em().execute("INSERT INTO sessions (session_id, user_id) VALUES (?, 'bench') ON CONFLICT DO NOTHING", [`s_${id}`]);
+    await em().execute("INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, 'bench', 'default') ON CONFLICT DO NOTHING", [`s_${id}`]);
     // Leased far ahead, so the live core's recovery sweep leaves these synthetic runs alone.
     await em().execute(
-      "INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, lease_owner, lease_until) VALUES (?, ?, 'bench', 'RUNNING', 't', 'bench', now() + interval '1 day')",
+      "INSERT INTO runs (run_id, session_id, tenant_id, root_agent_id, status, trace_id, lease_owner, lease_until) VALUES (?, ?, 'default', 'bench', 'RUNNING', 't', 'bench', now() + interval '1 day')",
       [id, `s_${id}`],
     );
   };
@@ -114,7 +162,7 @@ async function appendRates(url: string): Promise<{ perEvent: number; grouped: nu
   const perEvent = APPENDS / ((performance.now() - t) / 1000);
 
   await newRun('r_group');
-  const writer = new EventWriter(orm, 'r_group');
+  const writer = new EventWriter(new EventAppender(poolOf(orm)), 'r_group');
   t = performance.now();
   for (let i = 0; i < APPENDS; i++) writer.push({ type: 'agent_stream_delta', payload });
   await writer.flush();
@@ -159,10 +207,31 @@ export async function fanout(): Promise<void> {
     console.log(`| added by ABC | ${fmt(a50 - d50)} | ${fmt(a99 - d99)} |`);
     console.log(`| ratio ABC / direct | ${fmt(a50 / d50, 1)}x | ${fmt(a99 / d99, 1)}x |`);
 
-    console.log('\n## fanout: deltas per second through ABC');
-    console.log('| concurrent runs | deltas/s |');
-    console.log('|---|---|');
-    for (const c of [1, 10, 100]) console.log(`| ${c} | ${fmt(await throughput(abc, c), 0)} |`);
+    record({ bench: 'fanout', name: 'delta added latency p50', value: a50 - d50, unit: 'ms', ratio: a50 / d50, against: 'agent -> ws direct', goal: '<= 0.5 ms' });
+    record({ bench: 'fanout', name: 'delta added latency p99', value: a99 - d99, unit: 'ms', ratio: a99 / d99, against: 'agent -> ws direct', goal: '<= 3 ms' });
+
+    console.log(`\n## fanout: deltas per second (${THROUGHPUT_DELTAS} deltas, unpaced), vs the same deltas written straight to ws`);
+    console.log('| concurrent runs | through ABC | direct ws | ABC / direct |');
+    console.log('|---|---|---|---|');
+    for (const c of [1, 10, 100]) {
+      const direct = await directThroughput(c, perRunOf(c));
+      const through = await throughput(abc, c);
+      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} |`);
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs`, value: through, unit: 'deltas/s', ratio: through / direct, against: 'ws direct', goal: c === 100 ? '>= 25,000 and >= 0.25x' : undefined });
+    }
+
+    console.log(`\n## fanout: concurrent IM runs of ${SWEEP_DELTAS} deltas, one every ${PACE_MS} ms (connect, hello, invoke, stream, done)`);
+    console.log('| concurrent runs | time to done p50 ms | p99 ms | deltas/s |');
+    console.log('|---|---|---|---|');
+    let alone = NaN;
+    for (const c of [1, 10, 100, 200]) {
+      const r = await sweep(abc, c);
+      if (c === 1) alone = r.p50;
+      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(r.rate, 0)} |`);
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50`, value: r.p50, unit: 'ms', ratio: r.p50 / alone, against: 'one run alone', goal: c === 200 ? '<= 300 ms' : undefined });
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p99`, value: r.p99, unit: 'ms' });
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, deltas per second`, value: r.rate, unit: 'deltas/s' });
+    }
 
     const rates = await appendRates(db.url);
     console.log(`\n## event log: appends per second (${APPENDS} events)`);

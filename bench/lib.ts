@@ -16,6 +16,26 @@ export function percentile(sorted: number[], p: number): number {
 
 export const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 
+/** One figure of a bench, for bench/results.json. `ratio` is against the baseline named in `against`. */
+export interface Figure {
+  bench: string;
+  name: string;
+  value: number;
+  unit: string;
+  ratio?: number;
+  against?: string;
+  goal?: string;
+}
+
+/** Every figure recorded in this run, in order. */
+export const figures: Figure[] = [];
+
+/** Records a figure for bench/results.json and returns its value. */
+export function record(figure: Figure): number {
+  figures.push(figure);
+  return figure.value;
+}
+
 /** `n` calls of `call`, `concurrency` at a time: each call's latency and the calls per second. */
 export async function loadCalls(n: number, concurrency: number, call: (i: number) => Promise<unknown>): Promise<{ latencies: number[]; rps: number }> {
   const latencies: number[] = [];
@@ -71,7 +91,9 @@ export interface AbcProcess {
 /** `abc serve` as a child process against `databaseUrl`, with a known API key. */
 export async function startAbc(databaseUrl: string, env: Record<string, string> = {}): Promise<AbcProcess> {
   const key = `abc_bench_${Date.now()}_key_material`;
-  const child = spawn(process.execPath, ['bin/abc.js', 'serve'], {
+  // BENCH_CPU_PROF=DIR writes a V8 CPU profile of every ABC thread into DIR.
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = spawn(process.execPath, [...profile, 'bin/abc.js', 'serve'], {
     env: { ...process.env, DATABASE_URL: databaseUrl, ABC_API_KEYS: key, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

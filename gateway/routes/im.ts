@@ -30,8 +30,20 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), pingIntervalMs);
     ping.unref();
 
+    // Frames that arrive together leave together: the socket is corked until the tick ends, one write for the lot.
+    const tcp = (socket as unknown as { _socket?: import('node:net').Socket })._socket;
+    let corked = false;
+    const uncork = () => {
+      corked = false;
+      tcp?.uncork();
+    };
     stream.on('data', (res: ConnectResponse) => {
       if (res.frame?.$case === 'error' && res.frame.value.code === 'unauthenticated') guards.failures.record(req.ip);
+      if (tcp && !corked) {
+        corked = true;
+        tcp.cork();
+        process.nextTick(uncork);
+      }
       send(serverFrameJson(res));
     });
     stream.on('end', () => socket.close(1000, 'closed'));

@@ -21,7 +21,13 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
 
   async *[Symbol.asyncIterator](): AsyncIterator<T> {
     for (;;) {
-      while (this.#items.length) yield this.#items.shift()!;
+      if (this.#items.length) {
+        // Take the whole backlog at once: a long queue is drained in order without shifting it.
+        const items = this.#items;
+        this.#items = [];
+        for (const item of items) yield item;
+        continue;
+      }
       if (this.#ended) return;
       await new Promise<void>((resolve) => (this.#wake = resolve));
       this.#wake = undefined;

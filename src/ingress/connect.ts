@@ -20,6 +20,7 @@ import { getSession } from '../store/session-store.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
+import { poolOf } from '../store/native.js';
 import { frameOf } from './frames.js';
 
 export interface ConnectDeps {
@@ -222,10 +223,10 @@ class Connection {
     this.#watchers.set(sessionId, controller);
     // This connection can now run the session's client tools.
     void this.#deps.presence.join(this.#id, sessionId, this.#user!.userId).catch((error) => this.#log.warn({ err: error }, 'presence update failed'));
-    const em = () => this.#deps.orm.em.fork();
+    const pool = poolOf(this.#deps.orm);
     void (async () => {
       try {
-        for await (const event of watchEvents(em, this.#deps.bus, { filter: { sessionId, excludeTypes: this.#exclude }, cursor, signal: controller.signal })) {
+        for await (const event of watchEvents(() => pool, this.#deps.bus, { filter: { sessionId, excludeTypes: this.#exclude }, cursor, signal: controller.signal })) {
           const frame = frameOf(event);
           if (frame) this.out.push(frame);
         }

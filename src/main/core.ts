@@ -25,6 +25,8 @@ import { sealLegacyTokens, startHealthMonitor } from '../orchestrator/agents.js'
 import type { SecretBox } from '../access/secret-box.js';
 import { Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
+import { EventAppender } from '../store/event-appender.js';
+import { poolOf } from '../store/native.js';
 import { pendingMigrations, type Orm } from '../store/orm.js';
 import { newId } from '../runtime/new-id.js';
 import { services } from './services.js';
@@ -85,6 +87,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const runTokens = new RunTokens(opts.orm);
   const bus = await EventBus.start(opts.orm.config.get('clientUrl')!, root);
   bus.onRunEnded((runId) => runTokens.ended(runId));
+  const appender = new EventAppender(poolOf(opts.orm), bus);
   const shutdown = new AbortController();
   // Every service binds one listener to it.
   setMaxListeners(64, shutdown.signal);
@@ -113,6 +116,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
     orm: opts.orm,
     bus,
+    appender,
     log: root,
     publicBaseUrl: opts.publicBaseUrl,
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,
@@ -127,6 +131,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const retry = opts.retry;
   const llm = new LlmProxy({
     orm: opts.orm,
+    appender,
     log: root,
     policy: (tenantId: string) => policy.forTenant(tenantId),
     upstream: opts.llm.routerUrl

@@ -1,22 +1,21 @@
-// Group commit for a run's stream events: while one append is in flight, new
-// events queue up and go out together in the next transaction. Low load costs
-// no added latency; high load costs one commit per batch, not per delta.
-import type { Orm } from '../store/orm.js';
+// A run's stream events in order: while one of its batches is being committed,
+// new events queue up and go out together in its next one. The appender shares
+// each commit among every run streaming in this process.
 import { newId } from '../runtime/new-id.js';
-import { appendEvents, eventExists, type NewEvent } from '../store/event-log.js';
-import { retryWhileUnavailable } from '../store/outage.js';
+import type { EventAppender } from '../store/event-appender.js';
+import type { NewEvent } from '../store/event-log.js';
 
 export class EventWriter {
-  readonly #orm: Orm;
+  readonly #appender: EventAppender;
   readonly #runId: string;
+  readonly #onlyIfActive: boolean;
   #pending: NewEvent[] = [];
   #flushing: Promise<void> | undefined;
   #failure: unknown;
-  readonly #onlyIfActive: boolean;
 
   /** With `onlyIfActive` (the default), events arriving after the run ended are dropped. */
-  constructor(orm: Orm, runId: string, opts: { onlyIfActive?: boolean } = {}) {
-    this.#orm = orm;
+  constructor(appender: EventAppender, runId: string, opts: { onlyIfActive?: boolean } = {}) {
+    this.#appender = appender;
     this.#runId = runId;
     this.#onlyIfActive = opts.onlyIfActive ?? true;
   }
@@ -34,29 +33,18 @@ export class EventWriter {
   }
 
   async #drain(): Promise<void> {
+    // Events pushed in this same turn go out in the first batch.
     await Promise.resolve();
     try {
       while (this.#pending.length) {
         const batch = this.#pending;
         this.#pending = [];
-        await this.#append(batch);
+        await this.#appender.append(this.#runId, batch, this.#onlyIfActive);
       }
     } catch (error) {
       this.#failure = error;
     } finally {
       this.#flushing = undefined;
     }
-  }
-
-  /**
-   * Appends one batch (one atomic statement). While the database is away it
-   * retries; a retry first checks whether the lost attempt committed after all,
-   * so a batch is written exactly once.
-   */
-  async #append(batch: NewEvent[]): Promise<void> {
-    await retryWhileUnavailable(async (attempt) => {
-      if (attempt > 0 && (await eventExists(this.#orm.em.fork(), batch[0]!.eventId!))) return;
-      await appendEvents(this.#orm.em.fork(), this.#runId, batch, { onlyIfActive: this.#onlyIfActive });
-    });
   }
 }

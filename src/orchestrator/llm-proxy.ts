@@ -17,10 +17,13 @@ import type { Logger } from '../runtime/log.js';
 import { failSpan, SpanKind, startSpan, traceparentOf, type Span } from '../runtime/tracing.js';
 import type { Orm } from '../store/orm.js';
 import { EventWriter } from './event-writer.js';
+import type { EventAppender } from '../store/event-appender.js';
 import { addRunTokens, findRun } from '../store/run-store.js';
 
 export interface LlmProxyOptions {
   orm: Orm;
+  /** The process's shared commit for run events. */
+  appender: EventAppender;
   log: Logger;
   upstream: LlmUpstream | undefined;
   /** The policies a tenant is under: which models it or an agent may call, and token budgets. */
@@ -261,7 +264,7 @@ export class LlmProxy {
     if (!call.runId) return null;
     let entry = this.#writers.get(call.runId);
     if (!entry) {
-      entry = { writer: new EventWriter(this.#opts.orm, call.runId, { onlyIfActive: false }), users: 0 };
+      entry = { writer: new EventWriter(this.#opts.appender, call.runId, { onlyIfActive: false }), users: 0 };
       this.#writers.set(call.runId, entry);
     }
     entry.users++;

@@ -15,11 +15,13 @@ import { context as otel, contextInTrace, contextOf, failSpan, SpanKind, startSp
 import { openContract } from '../store/execution-contracts.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
+import type { EventAppender } from '../store/event-appender.js';
 import { appendEvents, type StoredEvent } from '../store/event-log.js';
 import { decide, verdictRecord, type PolicySet } from '../domain/policy.js';
 import { ALLOW_ALL } from './policy-store.js';
 import type { Orm } from '../store/orm.js';
 import { watchEvents } from '../store/event-watch.js';
+import { poolOf } from '../store/native.js';
 import { getAgent, invocableAgent, type AgentRow } from './agents.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 import { EventWriter } from './event-writer.js';
@@ -49,6 +51,8 @@ export interface RunsOptions {
   secrets: Secrets;
   orm: Orm;
   bus: EventBus;
+  /** The process's shared commit for stream events. */
+  appender: EventAppender;
   log: Logger;
   publicBaseUrl: string;
   agentIdleTimeoutMs: number;
@@ -280,7 +284,8 @@ export class Runs {
   /** The run's events after `cursor`, live, until the run has ended and its log is drained. */
   follow(runId: string, cursor: string, signal: AbortSignal): AsyncGenerator<StoredEvent> {
     const finished = async () => RUN_MACHINE.isTerminal((await this.get(runId)).status);
-    return watchEvents(() => this.#em(), this.#opts.bus, { filter: { runId }, cursor, signal, finished });
+    const pool = poolOf(this.#opts.orm);
+    return watchEvents(() => pool, this.#opts.bus, { filter: { runId }, cursor, signal, finished });
   }
 
   /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
@@ -397,7 +402,7 @@ export class Runs {
 
   async #execute(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, signal: AbortSignal, alreadySent = ''): Promise<void> {
     const log = this.#log.child({ runId: run.runId, agentId: agent.agentId });
-    const writer = new EventWriter(this.#opts.orm, run.runId);
+    const writer = new EventWriter(this.#opts.appender, run.runId);
     const started = Date.now();
     const texts: string[] = [alreadySent];
     // On resume, the agent either streams again from the start (what clients already have is dropped) or continues after it.

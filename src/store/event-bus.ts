@@ -1,12 +1,18 @@
-// Cross-process wake-ups over PostgreSQL LISTEN/NOTIFY. A notification only says
-// "look again"; watchers always read the log from their own cursor.
+// Wake-ups over PostgreSQL LISTEN/NOTIFY, and committed batches handed straight
+// to this process's watchers. A notification says "look again" and how far the
+// run or session has got; a watcher reads the log from its own cursor, unless a
+// local batch follows with no gap what it has.
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import type { Logger } from '../runtime/log.js';
 import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { OUTAGE_RETRY } from './outage.js';
-import { EVENTS_CHANNEL } from './event-log.js';
+import { EVENTS_CHANNEL, type StoredEvent } from './event-log.js';
+import { newId } from '../runtime/new-id.js';
+
+/** A position from a notification; absent from notifications of older cores. */
+const positionOf = (text: string | undefined): number | undefined => (text && /^\d+$/.test(text) ? Number(text) : undefined);
 
 /** Sleeps `ms`, or less when `signal` aborts; keeps no process alive. */
 const sleep = (ms: number, signal?: AbortSignal) => delay(ms, undefined, { signal, ref: false }).catch(() => {});
@@ -30,9 +36,12 @@ export class EventBus {
   readonly #log: Logger;
   readonly #retry: RetryPolicy;
   readonly #wakes = new EventEmitter();
+  readonly #batches = new EventEmitter();
   readonly #cancels = new EventEmitter();
   readonly #states = new EventEmitter();
   readonly #ends = new EventEmitter();
+  /** Names this process in the notifications of the batches it delivers itself. */
+  readonly origin = newId('bus');
   #client: pg.Client | undefined;
   #closed = false;
   #loop: Promise<void> | undefined;
@@ -43,6 +52,7 @@ export class EventBus {
     this.#log = log;
     this.#retry = retry;
     this.#wakes.setMaxListeners(0);
+    this.#batches.setMaxListeners(0);
     this.#cancels.setMaxListeners(0);
     this.#states.setMaxListeners(0);
   }
@@ -154,13 +164,33 @@ export class EventBus {
       this.#cancels.emit(payload, payload);
       return;
     }
-    const [sessionId, runId] = payload.split(' ');
-    this.#wakes.emit(`run:${runId}`);
-    this.#wakes.emit(`session:${sessionId}`);
+    const [sessionId, runId, , sessionHead, runSeq, origin] = payload.split(' ');
+    // This process committed it and hands the batch to its watchers itself.
+    if (origin === this.origin) return;
+    this.#wakes.emit(`run:${runId}`, positionOf(runSeq));
+    this.#wakes.emit(`session:${sessionId}`, positionOf(sessionHead));
   }
 
-  /** Calls `fn` whenever events of `key` (`run:ID`, `session:ID` or `ticket:ID`) may have been committed. */
-  onWake(key: string, fn: () => void): () => void {
+  /** Hands a batch of one run's events, just committed by this process, to its watchers here. */
+  publish(events: StoredEvent[]): void {
+    const first = events[0];
+    if (!first) return;
+    this.#batches.emit(`run:${first.runId}`, events);
+    this.#batches.emit(`session:${first.sessionId}`, events);
+  }
+
+  /** Calls `fn` with each batch of `key`'s events (`run:ID` or `session:ID`) this process commits. */
+  onBatch(key: string, fn: (events: StoredEvent[]) => void): () => void {
+    this.#batches.on(key, fn);
+    return () => this.#batches.off(key, fn);
+  }
+
+  /**
+   * Calls `fn` whenever events of `key` (`run:ID`, `session:ID` or `ticket:ID`)
+   * may have been committed; with the run's seq or the session's head they reached
+   * when the notification says it.
+   */
+  onWake(key: string, fn: (position?: number) => void): () => void {
     this.#wakes.on(key, fn);
     this.#wakes.on('*', fn);
     return () => {

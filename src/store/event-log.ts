@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { metrics } from '../runtime/metrics.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../runtime/new-id.js';
+import { prepared, type Queryable } from './native.js';
 
 export const EVENTS_CHANNEL = 'abc_events';
 
@@ -23,7 +24,10 @@ export interface StoredEvent {
   eventId: string;
   runId: string;
   sessionId: string;
+  /** Gap-free per run. */
   seq: number;
+  /** Gap-free per session; absent on events written before sessions counted them. */
+  sessionSeq?: number;
   ts: number;
   type: string;
   payload: Record<string, unknown>;
@@ -35,6 +39,7 @@ interface EventRow {
   run_id: string;
   session_id: string;
   seq: number;
+  session_seq: string | null;
   ts: string;
   type: string;
   payload: Record<string, unknown> | null;
@@ -46,20 +51,53 @@ const toEvent = (r: EventRow): StoredEvent => ({
   runId: r.run_id,
   sessionId: r.session_id,
   seq: r.seq,
+  ...(r.session_seq != null && { sessionSeq: Number(r.session_seq) }),
   ts: Number(r.ts),
   type: r.type,
   payload: r.payload ?? {},
 });
 
+const COLUMNS = 'id, event_id, run_id, session_id, seq, session_seq, ts, type, payload';
+
+/**
+ * Bumps the run's seq and the session's head (taking their row locks, so a
+ * session's events commit in cursor order and a session-wide watcher can never
+ * skip one), appends, and notifies: `session run last-id session-head run-seq`.
+ */
+const appendSql = (onlyIfActive: boolean) => `WITH run AS (
+       UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
+       ${onlyIfActive ? "AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')" : ''}
+       RETURNING last_seq, session_id
+     ), head AS (
+       UPDATE sessions s SET event_head = s.event_head + ?::int FROM run WHERE s.session_id = run.session_id
+       RETURNING s.session_id, s.event_head
+     ), added AS (
+       INSERT INTO events (event_id, run_id, session_id, seq, session_seq, ts, type, payload)
+       SELECT e.event_id, ?, head.session_id, run.last_seq - ? + e.i, head.event_head - ? + e.i, e.ts, e.type, e.payload
+       FROM run, head, jsonb_to_recordset(?::jsonb) AS e(event_id text, i int, ts bigint, type text, payload jsonb)
+       ORDER BY e.i
+       RETURNING ${COLUMNS}
+     ), notified AS (
+       SELECT pg_notify(?, max(session_id) || ' ' || max(run_id) || ' ' || max(id) || ' ' || max(session_seq) || ' ' || max(seq)) FROM added HAVING count(*) > 0
+     )
+     SELECT added.* FROM added, notified`;
+const APPEND = { active: appendSql(true), any: appendSql(false) };
+
+/** Where a statement runs: the caller's transaction, or straight on a pool (autocommit). */
+export type Db = EntityManager | Queryable;
+
+async function query<R>(db: Db, sql: string, params: unknown[]): Promise<R[]> {
+  if ('execute' in db) return db.execute<R[]>(sql, params);
+  return (await db.query<R>({ ...prepared(sql), values: params })).rows;
+}
+
 /**
  * Appends events to a run, in one statement: inside the caller's transaction
- * `tx`, or atomically on its own. Locks the run row (for a gap-free seq) and then
- * its session row, so events of one session commit in cursor order and a
- * session-wide watcher can never skip one. With `onlyIfActive`, events of a run
+ * `db`, or atomically on its own (a pool). With `onlyIfActive`, events of a run
  * that has ended are dropped (late deltas).
  */
 export async function appendEvents(
-  tx: EntityManager,
+  db: Db,
   runId: string,
   events: NewEvent[],
   opts: { onlyIfActive?: boolean } = {},
@@ -69,29 +107,82 @@ export async function appendEvents(
   // One JSON document for the whole batch (the driver would expand array parameters).
   const batch = events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
   const started = performance.now();
-  const rows = await tx.execute<EventRow[]>(
-    `WITH run AS (
-       UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
-       ${opts.onlyIfActive ? "AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')" : ''}
-       RETURNING last_seq, session_id
-     ), locked AS (
-       SELECT s.session_id FROM sessions s JOIN run ON s.session_id = run.session_id FOR UPDATE OF s
-     ), added AS (
-       INSERT INTO events (event_id, run_id, session_id, seq, ts, type, payload)
-       SELECT e.event_id, ?, locked.session_id, run.last_seq - ? + e.i, e.ts, e.type, e.payload
-       FROM run, locked, jsonb_to_recordset(?::jsonb) AS e(event_id text, i int, ts bigint, type text, payload jsonb)
-       ORDER BY e.i
-       RETURNING id, event_id, run_id, session_id, seq, ts, type, payload
-     ), notified AS (
-       SELECT pg_notify(?, max(session_id) || ' ' || max(run_id) || ' ' || max(id)) FROM added HAVING count(*) > 0
-     )
-     SELECT added.* FROM added, notified`,
-    [events.length, runId, runId, events.length, JSON.stringify(batch), EVENTS_CHANNEL],
-  );
+  const onlyIfActive = opts.onlyIfActive ?? false;
+  const n = events.length;
+  const rows = await query<EventRow>(db, onlyIfActive ? APPEND.active : APPEND.any, [n, runId, n, runId, n, n, JSON.stringify(batch), EVENTS_CHANNEL]);
   metrics.eventAppend.observe((performance.now() - started) / 1000);
-  metrics.eventBatch.observe(events.length);
-  if (rows.length === 0 && !opts.onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
+  metrics.eventBatch.observe(n);
+  if (rows.length === 0 && !onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
   return rows.map(toEvent).sort((a, b) => a.seq - b.seq);
+}
+
+/** One run's events, as a part of a shared append. */
+export interface RunEvents {
+  runId: string;
+  events: NewEvent[];
+  /** Drop the events if the run has ended. */
+  onlyIfActive: boolean;
+}
+
+/**
+ * `appendEvents` for several runs in one statement (one commit): each run's seq,
+ * each session's head and the event ids stay gap-free and in commit order.
+ * A run may appear once. Its notifications name `origin`, so the process that
+ * delivers the batch itself can pass over them. Returns the committed events by run; a run missing
+ * from the answer had ended (with `onlyIfActive`) or does not exist.
+ */
+const APPEND_MANY = `WITH input AS (
+       SELECT * FROM jsonb_to_recordset(?::jsonb) AS e(event_id text, run_id text, i int, ts bigint, type text, payload jsonb)
+     ), wanted AS (
+       SELECT * FROM jsonb_to_recordset(?::jsonb) AS w(run_id text, n int, active bool)
+     ), run AS (
+       UPDATE runs r SET last_seq = r.last_seq + w.n FROM wanted w
+       WHERE r.run_id = w.run_id AND (NOT w.active OR r.status NOT IN ('DONE', 'FAILED', 'CANCELLED'))
+       RETURNING r.run_id, r.session_id, r.last_seq - w.n AS base, w.n
+     ), per_session AS (
+       SELECT session_id, sum(n)::int AS n FROM run GROUP BY session_id
+     ), head AS (
+       UPDATE sessions s SET event_head = s.event_head + p.n FROM per_session p WHERE s.session_id = p.session_id
+       RETURNING s.session_id, s.event_head - p.n AS base
+     ), added AS (
+       INSERT INTO events (event_id, run_id, session_id, seq, session_seq, ts, type, payload)
+       SELECT e.event_id, e.run_id, run.session_id, run.base + e.i,
+              head.base + row_number() OVER (PARTITION BY run.session_id ORDER BY e.run_id, e.i), e.ts, e.type, e.payload
+       FROM input e JOIN run ON run.run_id = e.run_id JOIN head ON head.session_id = run.session_id
+       ORDER BY run.session_id, e.run_id, e.i
+       RETURNING ${COLUMNS}
+     ), notified AS (
+       SELECT pg_notify(?, session_id || ' ' || run_id || ' ' || max(id) || ' ' || max(session_seq) || ' ' || max(seq) || ' ' || ?) FROM added GROUP BY session_id, run_id
+     )
+     SELECT added.* FROM added, (SELECT count(*) FROM notified) n`;
+
+export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promise<Map<string, StoredEvent[]>> {
+  const now = Date.now();
+  const input = parts.flatMap((part) =>
+    part.events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), run_id: part.runId, i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} })),
+  );
+  const wanted = parts.map((part) => ({ run_id: part.runId, n: part.events.length, active: part.onlyIfActive }));
+  const started = performance.now();
+  const rows = await query<EventRow>(db, APPEND_MANY, [JSON.stringify(input), JSON.stringify(wanted), EVENTS_CHANNEL, origin]);
+  metrics.eventAppend.observe((performance.now() - started) / 1000);
+  metrics.eventBatch.observe(input.length);
+  return byRun(rows.map(toEvent));
+}
+
+/** Committed events by their ids, by run. */
+export async function readByIds(db: Db, eventIds: string[]): Promise<Map<string, StoredEvent[]>> {
+  const sql = `SELECT ${COLUMNS} FROM events WHERE event_id IN (SELECT jsonb_array_elements_text(?::jsonb))`;
+  return byRun((await query<EventRow>(db, sql, [JSON.stringify(eventIds)])).map(toEvent));
+}
+
+function byRun(events: StoredEvent[]): Map<string, StoredEvent[]> {
+  const byRun = new Map<string, StoredEvent[]>();
+  for (const event of events.sort((a, b) => a.seq - b.seq)) {
+    const list = byRun.get(event.runId);
+    if (list) list.push(event);
+    else byRun.set(event.runId, [event]);
+  }
+  return byRun;
 }
 
 export interface EventFilter {
@@ -103,8 +194,7 @@ export interface EventFilter {
   afterTs?: number;
 }
 
-/** Events matching `filter` with a cursor greater than `after`, in cursor order. */
-export async function readEvents(em: EntityManager, filter: EventFilter, after: string, limit: number): Promise<StoredEvent[]> {
+function whereOf(filter: EventFilter, after: string): { where: string; params: unknown[] } {
   const where: string[] = ['id > ?'];
   const params: unknown[] = [after || '0'];
   if (filter.runId) where.push('run_id = ?'), params.push(filter.runId);
@@ -112,16 +202,41 @@ export async function readEvents(em: EntityManager, filter: EventFilter, after: 
   if (filter.types?.length) where.push('type IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.types));
   if (filter.excludeTypes?.length) where.push('type NOT IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.excludeTypes));
   if (filter.afterTs) where.push('ts > ?'), params.push(filter.afterTs);
-  params.push(limit);
-  const rows = await em.execute<EventRow[]>(
-    `SELECT id, event_id, run_id, session_id, seq, ts, type, payload FROM events WHERE ${where.join(' AND ')} ORDER BY id LIMIT ?`,
-    params,
-  );
-  return rows.map(toEvent);
+  return { where: where.join(' AND '), params };
+}
+
+/** Whether `event` passes `filter`, as `readEvents` would judge it. */
+export function matches(filter: EventFilter, event: StoredEvent): boolean {
+  if (filter.runId && event.runId !== filter.runId) return false;
+  if (filter.sessionId && event.sessionId !== filter.sessionId) return false;
+  if (filter.types?.length && !filter.types.includes(event.type)) return false;
+  if (filter.excludeTypes?.includes(event.type)) return false;
+  return !filter.afterTs || event.ts > filter.afterTs;
+}
+
+/** Events matching `filter` with a cursor greater than `after`, in cursor order. */
+export async function readEvents(db: Db, filter: EventFilter, after: string, limit: number): Promise<StoredEvent[]> {
+  const { where, params } = whereOf(filter, after);
+  const sql = `SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY id LIMIT ?`;
+  return (await query<EventRow>(db, sql, [...params, limit])).map(toEvent);
+}
+
+/**
+ * `readEvents` for a watcher of one run (or else one session), with that run's
+ * seq (or the session's head) as of the same snapshot: every event up to it is
+ * committed, so a batch that starts right after it follows with no gap.
+ */
+export async function readWatched(db: Db, filter: EventFilter, after: string, limit: number): Promise<{ events: StoredEvent[]; head: number | undefined }> {
+  const { where, params } = whereOf(filter, after);
+  const head = filter.runId ? ['last_seq', 'runs', 'run_id', filter.runId] : ['event_head', 'sessions', 'session_id', filter.sessionId];
+  const sql = `SELECT h.head, e.* FROM (SELECT ${head[0]} AS head FROM ${head[1]} WHERE ${head[2]} = ?) h
+    LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY id LIMIT ?) e ON true`;
+  const rows = await query<EventRow & { head: string }>(db, sql, [head[3], ...params, limit]);
+  return { events: rows.filter((r) => r.id != null).map(toEvent), head: rows[0] ? Number(rows[0].head) : undefined };
 }
 
 /** Whether an event with this id was committed. */
-export async function eventExists(em: EntityManager, eventId: string): Promise<boolean> {
-  const rows = await em.execute<unknown[]>('SELECT 1 FROM events WHERE event_id = ?', [eventId]);
-  return rows.length > 0;
+export async function eventExists(db: Db, eventId: string): Promise<boolean> {
+  const sql = 'SELECT 1 FROM events WHERE event_id = ?';
+  return (await query(db, sql, [eventId])).length > 0;
 }

@@ -1,10 +1,15 @@
 // Reads the log from a cursor, then waits for wake-ups and reads again.
 // Yields every matching event exactly once, in cursor order.
+//
+// A batch committed by this process is delivered from memory, without a read,
+// when it starts right after the position the watcher has reached (the run's
+// seq, or the session's head): those counters are gap-free and bumped under the
+// row lock that orders the run's or session's commits, so no event can sit
+// between. Anything else (a gap, a batch of another core) is read from the log.
 import { metrics } from '../runtime/metrics.js';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventBus } from './event-bus.js';
 import { isDatabaseUnavailable } from '../domain/errors.js';
-import { readEvents, type EventFilter, type StoredEvent } from './event-log.js';
+import { matches, readWatched, type Db, type EventFilter, type StoredEvent } from './event-log.js';
 import { untraced } from '../runtime/tracing.js';
 
 export interface WatchOptions {
@@ -19,14 +24,34 @@ export interface WatchOptions {
 
 /** How long a watcher waits before reading again while the database is away. */
 const UNAVAILABLE_RETRY_MS = 1000;
+/** Local batches held for a consumer that lags; past this many events it reads the log instead. */
+const MAX_HELD_EVENTS = 2000;
 
-export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts: WatchOptions): AsyncGenerator<StoredEvent> {
-  const key = opts.filter.runId ? `run:${opts.filter.runId}` : `session:${opts.filter.sessionId}`;
+export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptions): AsyncGenerator<StoredEvent> {
+  const byRun = Boolean(opts.filter.runId);
+  const key = byRun ? `run:${opts.filter.runId}` : `session:${opts.filter.sessionId}`;
+  const positionOf = (event: StoredEvent) => (byRun ? event.seq : event.sessionSeq);
+  const limit = opts.batch ?? 500;
   let cursor = opts.cursor || '0';
+  /** Every event of the run or session up to this position has been yielded or passed over; unknown during a read. */
+  let reached: number | undefined;
   let dirty = true;
+  let held: StoredEvent[][] = [];
+  let heldEvents = 0;
   let wake: (() => void) | undefined;
-  const off = bus.onWake(key, () => {
+  /** The position a held batch reaches: a notification up to it needs no read. */
+  const heldUpTo = () => {
+    const events = held.at(-1);
+    return (events && positionOf(events.at(-1)!)) ?? -1;
+  };
+  const offWake = bus.onWake(key, (position) => {
+    if (position !== undefined && position <= Math.max(reached ?? -1, heldUpTo())) return;
     dirty = true;
+    wake?.();
+  });
+  const offBatch = bus.onBatch(key, (events) => {
+    if (heldEvents + events.length > MAX_HELD_EVENTS) dirty = true;
+    else (held.push(events), (heldEvents += events.length));
     wake?.();
   });
   const onAbort = () => wake?.();
@@ -34,25 +59,51 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
   metrics.liveSubscribers.inc();
   try {
     while (!opts.signal.aborted) {
+      if (!dirty && held.length) {
+        const events = held.shift()!;
+        heldEvents -= events.length;
+        const first = positionOf(events[0]!);
+        const last = positionOf(events.at(-1)!);
+        if (first === undefined || last === undefined || reached === undefined) dirty = true;
+        else if (last <= reached) continue;
+        else if (first !== reached + 1) dirty = true;
+        else {
+          reached = last;
+          for (const event of events) {
+            if (BigInt(event.id) > BigInt(cursor)) cursor = event.id;
+            if (!matches(opts.filter, event)) continue;
+            yield event;
+            if (opts.signal.aborted) return;
+          }
+        }
+        continue;
+      }
       if (!dirty) {
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         continue;
       }
       dirty = false;
+      // Batches committed before this read are in it; later ones are judged against what it reaches.
+      held = [];
+      heldEvents = 0;
+      reached = undefined;
       let last = false;
       try {
         // Read `finished` first: whatever committed before it turned true is read below.
         // A watch's reads are delivery, not work of the call that watches: no spans.
         last = (await untraced(async () => opts.finished?.())) ?? false;
         for (;;) {
-          const page = await untraced(() => readEvents(em(), opts.filter, cursor, opts.batch ?? 500));
-          for (const event of page) {
+          const page = await untraced(() => readWatched(db(), opts.filter, cursor, limit));
+          for (const event of page.events) {
             cursor = event.id;
             yield event;
             if (opts.signal.aborted) return;
           }
-          if (page.length < (opts.batch ?? 500)) break;
+          if (page.events.length < limit) {
+            reached = page.head;
+            break;
+          }
         }
       } catch (error) {
         // The database is away: keep the cursor and read again once the bus
@@ -69,7 +120,8 @@ export async function* watchEvents(em: () => EntityManager, bus: EventBus, opts:
     }
   } finally {
     metrics.liveSubscribers.dec();
-    off();
+    offWake();
+    offBatch();
     opts.signal.removeEventListener('abort', onAbort);
   }
 }

@@ -1,8 +1,15 @@
-// The event log's append: one statement, alone or in a caller's transaction.
+// The event log's append: one statement, alone or in a caller's transaction, or
+// shared among runs; and its watchers, which take this process's batches from
+// memory and read the log for everything else.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appendEvents, readEvents } from '../../src/store/event-log.js';
+import { EventAppender } from '../../src/store/event-appender.js';
+import { EventBus } from '../../src/store/event-bus.js';
+import { appendEvents, readEvents, type StoredEvent } from '../../src/store/event-log.js';
+import { watchEvents } from '../../src/store/event-watch.js';
+import { poolOf, type Queryable } from '../../src/store/native.js';
 import type { Orm } from '../../src/store/orm.js';
 import { migratedOrm } from '../support/db.js';
+import { testLogger } from '../support/log.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
 let orm: Orm;
@@ -14,11 +21,11 @@ beforeAll(async () => {
 });
 afterAll(() => store.close());
 
-async function newRun(status = 'STREAMING'): Promise<{ runId: string; sessionId: string }> {
-  const sessionId = `sess_log_${++n}`;
-  const runId = `run_log_${n}`;
+async function newRun(status = 'STREAMING', session?: string): Promise<{ runId: string; sessionId: string }> {
+  const sessionId = session ?? `sess_log_${++n}`;
+  const runId = `run_log_${++n}`;
   const em = orm.em.fork();
-  await em.execute('INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, ?, ?)', [sessionId, 'u', 'default']);
+  if (!session) await em.execute('INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, ?, ?)', [sessionId, 'u', 'default']);
   await em.execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES (?, ?, ?, ?, ?, ?)', [runId, sessionId, 'agent', status, 't'.repeat(32), 'default']);
   return { runId, sessionId };
 }
@@ -57,5 +64,111 @@ describe('appending events', () => {
     expect(await readEvents(orm.em.fork(), { runId }, '0', 10)).toEqual([]);
     expect(await appendEvents(orm.em.fork(), runId, [{ type: 'run_note' }])).toHaveLength(1);
     await expect(appendEvents(orm.em.fork(), 'run_missing', [{ type: 'delta' }])).rejects.toThrow(/does not exist/);
+  });
+});
+
+const delta = (text: string) => ({ type: 'agent_stream_delta', payload: { text }, eventId: `evt_${text}_${++n}` });
+
+describe('the shared append', () => {
+  it('commits the batches of many runs at once, each run and session gap-free and in cursor order', async () => {
+    const a = await newRun();
+    const b = await newRun('STREAMING', a.sessionId);
+    const c = await newRun();
+    const ended = await newRun('DONE');
+    const appender = new EventAppender(poolOf(orm));
+    const appends = [];
+    for (let i = 0; i < 30; i++) for (const run of [a, b, c, ended]) appends.push(appender.append(run.runId, [delta(`${i}a`), delta(`${i}b`)], true));
+    const answers = await Promise.all(appends);
+    expect(answers.filter((events) => events.length === 0)).toHaveLength(30); // the ended run's
+    // Fewer commits than batches: the batches arriving together went out together.
+    const [commits] = await orm.em.fork().execute<{ n: number }[]>('SELECT count(DISTINCT xmin::text)::int AS n FROM events WHERE session_id IN (?, ?)', [a.sessionId, c.sessionId]);
+    expect(commits!.n).toBeLessThan(90);
+    for (const sessionId of [a.sessionId, c.sessionId]) {
+      const log = await readEvents(orm.em.fork(), { sessionId }, '0', 1000);
+      expect(log.map((e) => e.sessionSeq)).toEqual(log.map((_, i) => i + 1));
+      for (const run of [a, b, c]) {
+        const seqs = log.filter((e) => e.runId === run.runId).map((e) => e.seq);
+        expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+      }
+    }
+    expect(await readEvents(orm.em.fork(), { runId: ended.runId }, '0', 10)).toEqual([]);
+  });
+
+  it('fails only the batch the database refuses', async () => {
+    const a = await newRun();
+    const b = await newRun();
+    const appender = new EventAppender(poolOf(orm));
+    const good = appender.append(a.runId, [delta('fine')], true);
+    // PostgreSQL's jsonb refuses a NUL character.
+    const bad = appender.append(b.runId, [{ type: 'agent_stream_delta', payload: { text: 'nul \u0000 here' }, eventId: `evt_bad_${++n}` }], true);
+    expect(await good).toHaveLength(1);
+    await expect(bad).rejects.toThrow();
+    expect((await readEvents(orm.em.fork(), { runId: a.runId }, '0', 10)).map((e) => e.payload)).toEqual([{ text: 'fine' }]);
+  });
+});
+
+describe('watching', () => {
+  let bus: EventBus;
+  beforeAll(async () => {
+    bus = await EventBus.start(store.db.url, testLogger());
+  });
+  afterAll(() => bus.close());
+
+  /** The pool, counting the reads a watcher makes. */
+  const counted = (): { db: Queryable; reads: () => number } => {
+    const pool = poolOf(orm);
+    let reads = 0;
+    return { db: { query: (config) => (reads++, pool.query(config)) }, reads: () => reads };
+  };
+
+  async function collect(watch: AsyncGenerator<StoredEvent>, count: number): Promise<StoredEvent[]> {
+    const seen: StoredEvent[] = [];
+    for await (const event of watch) if (seen.push(event) >= count) break;
+    return seen;
+  }
+
+  it('takes this process’s batches from memory, with no read', async () => {
+    const { runId, sessionId } = await newRun();
+    const appender = new EventAppender(poolOf(orm), bus);
+    await appender.append(runId, [delta('before')], true);
+    const { db, reads } = counted();
+    const controller = new AbortController();
+    const watched = collect(watchEvents(() => db, bus, { filter: { sessionId }, cursor: '0', signal: controller.signal }), 41);
+    await new Promise((r) => setTimeout(r, 100)); // the first read is made
+    for (let i = 0; i < 40; i++) await appender.append(runId, [delta(`live${i}`)], true);
+    const seen = await watched;
+    controller.abort();
+    expect(seen.map((e) => e.payload.text)).toEqual(['before', ...Array.from({ length: 40 }, (_, i) => `live${i}`)]);
+    expect(reads()).toBe(1);
+  });
+
+  it('yields every event once, in cursor order, when local batches, other writers and gaps interleave', async () => {
+    const a = await newRun();
+    const b = await newRun('STREAMING', a.sessionId);
+    const appender = new EventAppender(poolOf(orm), bus);
+    // Another core: its own appender, announced only by notification.
+    const otherBus = await EventBus.start(store.db.url, testLogger());
+    const other = new EventAppender(poolOf(orm), otherBus);
+    const watches = ['0', '0'].map(() => {
+      const controller = new AbortController();
+      return { controller, seen: collect(watchEvents(() => poolOf(orm), bus, { filter: { sessionId: a.sessionId }, cursor: '0', signal: controller.signal }), 200) };
+    });
+    const runWatch = collect(watchEvents(() => poolOf(orm), bus, { filter: { runId: b.runId }, cursor: '0', signal: new AbortController().signal }), 100);
+    await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => {
+        await appender.append(a.runId, [delta(`a${i}`)], true);
+        await other.append(b.runId, [delta(`b${i}`)], true);
+        await orm.em.fork().transactional((tx) => appendEvents(tx, a.runId, [delta(`t${i}`)]));
+        await appender.append(b.runId, [delta(`c${i}`)], true);
+      }),
+    );
+    const log = await readEvents(orm.em.fork(), { sessionId: a.sessionId }, '0', 1000);
+    expect(log).toHaveLength(200);
+    for (const watch of watches) {
+      expect((await watch.seen).map((e) => e.id)).toEqual(log.map((e) => e.id));
+      watch.controller.abort();
+    }
+    expect((await runWatch).map((e) => e.id)).toEqual(log.filter((e) => e.runId === b.runId).map((e) => e.id));
+    await otherBus.close();
   });
 });

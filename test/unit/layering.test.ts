@@ -160,7 +160,7 @@ describe('layering', () => {
       memory: ['src/store/memory.ts', /* seed 004 execution facts */ 'src/store/execution-contracts.ts'],
       agents: ['src/store/agent-store.ts'],
       tools: ['src/store/tool-store.ts'],
-      sessions: ['src/store/session-store.ts'],
+      sessions: ['src/store/session-store.ts', /* the session's event head, bumped with each append */ 'src/store/event-log.ts'],
       assemblies: ['src/store/assembly-store.ts'],
       frozen_plans: ['src/store/assembly-store.ts'],
       snapshots: ['src/store/snapshot-store.ts'],

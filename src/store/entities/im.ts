@@ -10,6 +10,8 @@ export const Session = defineEntity({
     tenantId: p.string().length(64),
     createdAt: p.datetime().defaultRaw('now()'),
     metadata: p.json<Record<string, unknown>>().nullable(),
+    /** How many events the session has; bumped with each append, so a watcher can tell a batch follows what it has. */
+    eventHead: p.bigint('number').default(0),
   },
 });
 
@@ -81,6 +83,8 @@ export const Event = defineEntity({
     run: () => p.manyToOne(Run).fieldName('run_id').mapToPk(),
     sessionId: p.string().length(64),
     seq: p.integer(),
+    /** Gap-free per session (null before the session counted its events). */
+    sessionSeq: p.bigint('number').nullable(),
     ts: p.bigint('number'),
     type: p.string().length(64),
     payload: p.json<Record<string, unknown>>().nullable(),

@@ -11,6 +11,7 @@ import { Migration20261123144057 } from './Migration20261123144057_budgets_appro
 import { Migration20261123161035 } from './Migration20261123161035_tenant_catalogues.js';
 import { Migration20261123165227 } from './Migration20261123165227_workflows.js';
 import { Migration20261123200701 } from './Migration20261123200701_traceparents_resumable_agents.js';
+import { Migration20261123220802 } from './Migration20261123220802_event_heads.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -25,4 +26,5 @@ export const migrations = [
   { name: 'Migration20261123161035_tenant_catalogues', class: Migration20261123161035 },
   { name: 'Migration20261123165227_workflows', class: Migration20261123165227 },
   { name: 'Migration20261123200701_traceparents_resumable_agents', class: Migration20261123200701 },
+  { name: 'Migration20261123220802_event_heads', class: Migration20261123220802 },
 ];

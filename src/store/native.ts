@@ -1,0 +1,46 @@
+// The ORM's own pg pool, for hot paths: a statement goes to PostgreSQL as a
+// named prepared statement, with no query builder or hydration in between.
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import type { Orm } from './orm.js';
+
+/** What a hot path needs of a pool (the ORM bundles its own copy of pg). */
+export interface Queryable {
+  query<R>(config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: R[] }>;
+}
+
+/** The pool the ORM itself draws from. */
+export async function nativePool(orm: Orm): Promise<pg.Pool> {
+  const connection = orm.em.getDriver().getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> };
+  return connection.getNativeClient();
+}
+
+const pools = new WeakMap<Orm, Queryable>();
+
+/** The ORM's pool as a `Queryable`, at hand without awaiting it. */
+export function poolOf(orm: Orm): Queryable {
+  const known = pools.get(orm);
+  if (known) return known;
+  const native = nativePool(orm);
+  const pool: Queryable = { query: async <R>(config: { name?: string; text: string; values?: unknown[] }) => (await native).query(config) as unknown as { rows: R[] } };
+  pools.set(orm, pool);
+  return pool;
+}
+
+/**
+ * `sql`, written with `?` placeholders as for the ORM, as a prepared statement:
+ * each connection parses and plans it once.
+ */
+export function prepared(sql: string): { name: string; text: string } {
+  let statement = statements.get(sql);
+  if (!statement) {
+    let n = 0;
+    const text = sql.replace(/\?/g, () => `$${++n}`);
+    statement = { name: `abc_${createHash('sha1').update(text).digest('hex').slice(0, 16)}`, text };
+    statements.set(sql, statement);
+  }
+  return statement;
+}
+
+/** Statements by their source text; callers build few distinct texts. */
+const statements = new Map<string, { name: string; text: string }>();
