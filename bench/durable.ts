@@ -1,0 +1,252 @@
+// bench/durable: ABC's contract execution side by side with two durable-execution
+// peers, on one embedded PostgreSQL in the same run (each in its own database):
+// - DBOS (@dbos-inc/dbos-sdk): an 8-step workflow;
+// - LangGraph (@langchain/langgraph + PostgresSaver): an 8-node graph, checkpointed
+//   before each next node (durability "sync");
+// each step runs the pack's own analyze_portfolio units (bench/portfolio-steps.ts).
+// Reported: submit-to-done p50/p99 at c=1, completed per second at c=16, and write
+// transactions per unit (the cluster's transaction ids consumed, peers measured
+// with ABC stopped); then an approval round trip against a LangGraph
+// interrupt()/resume, with the side effects each re-executes.
+import { execFile } from 'node:child_process';
+import { writeFile, mkdtemp } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { ensureDatabase } from '../src/store/database.js';
+import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
+import { runToken } from './llm-proxy.js';
+import { importPeer } from './peers.js';
+import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
+
+const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
+const THROUGHPUT_RUNS = Number(process.env.BENCH_THROUGHPUT_RUNS ?? 160);
+const APPROVALS = Number(process.env.BENCH_APPROVALS ?? 30);
+const CONCURRENCY = 16;
+
+interface Side {
+  name: string;
+  p50: number;
+  p99: number;
+  perSecond: number;
+  /** Write transactions per unit of work (one contract, one workflow, one graph run). */
+  transactions: number;
+}
+
+/** The cluster's next transaction id: each write transaction consumes one. */
+async function nextXid(admin: pg.Pool): Promise<number> {
+  const { rows } = await admin.query<{ xid: string }>('SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xid');
+  return Number(rows[0]!.xid);
+}
+
+/** Latency at c=1, throughput at c=16 and transactions per unit, for one way of running the work. */
+async function measure(name: string, admin: pg.Pool, unit: () => Promise<unknown>): Promise<Side> {
+  for (let i = 0; i < 5; i++) await unit(); // warm-up
+  const before = await nextXid(admin);
+  const serial = await loadCalls(LATENCY_RUNS, 1, unit);
+  const transactions = ((await nextXid(admin)) - before - 1) / LATENCY_RUNS;
+  const parallel = await loadCalls(THROUGHPUT_RUNS, CONCURRENCY, unit);
+  const sorted = serial.latencies.sort((a, b) => a - b);
+  return { name, p50: percentile(sorted, 50), p99: percentile(sorted, 99), perSecond: parallel.rps, transactions };
+}
+
+function databaseOn(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+async function abcSide(abc: AbcProcess, admin: pg.Pool): Promise<Side> {
+  const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
+  return measure('ABC contract (analyze_portfolio, sync)', admin, async () => {
+    const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody('sync', 'bench-durable') });
+    const json = (await res.json()) as { kind?: string };
+    if (res.status !== 200 || json.kind !== 'result') throw new Error(`sync submit answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
+  });
+}
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- the peers are loaded at run time, untyped */
+async function dbosSide(url: string, work: ReturnType<typeof steps>, admin: pg.Pool): Promise<{ side: Side; stop(): Promise<void> }> {
+  const { DBOS } = await importPeer<any>('@dbos-inc/dbos-sdk');
+  DBOS.setConfig({ name: 'abc-bench', systemDatabaseUrl: url, logLevel: 'error', systemDatabasePoolSize: CONCURRENCY + 4 });
+  const workflow = DBOS.registerWorkflow(
+    async () => {
+      const outputs: Outputs = {};
+      for (const step of work) outputs[step.id] = await DBOS.runStep(() => step.run(outputs), { name: step.id });
+      return (outputs.report as { result: unknown }).result;
+    },
+    { name: 'analyzePortfolio' },
+  );
+  await DBOS.launch();
+  const side = await measure('DBOS 8-step workflow', admin, () => workflow());
+  return { side, stop: () => DBOS.shutdown() };
+}
+
+async function langGraph(url: string): Promise<{ lg: any; saver: any }> {
+  const lg = await importPeer<any>('@langchain/langgraph');
+  const { PostgresSaver } = await importPeer<any>('@langchain/langgraph-checkpoint-postgres');
+  const saver = PostgresSaver.fromConnString(url, { pool: { max: CONCURRENCY + 4 } });
+  await saver.setup();
+  return { lg, saver };
+}
+
+let threads = 0;
+const thread = () => ({ configurable: { thread_id: `t${process.pid}_${++threads}` }, durability: 'sync' as const });
+
+async function langGraphSide(lg: any, saver: any, work: ReturnType<typeof steps>, admin: pg.Pool): Promise<Side> {
+  const State = lg.Annotation.Root({ outputs: lg.Annotation({ reducer: (a: Outputs, b: Outputs) => ({ ...a, ...b }), default: () => ({}) }) });
+  let graph = new lg.StateGraph(State);
+  for (const step of work) graph = graph.addNode(step.id, async (state: { outputs: Outputs }) => ({ outputs: { [step.id]: await step.run(state.outputs) } }));
+  graph = graph.addEdge(lg.START, work[0]!.id);
+  for (let i = 1; i < work.length; i++) graph = graph.addEdge(work[i - 1]!.id, work[i]!.id);
+  const app = graph.addEdge(work.at(-1)!.id, lg.END).compile({ checkpointer: saver });
+  return measure('LangGraph 8-node graph, PostgresSaver', admin, () => app.invoke({ outputs: {} }, thread()));
+}
+
+interface ApprovalSide {
+  name: string;
+  p50: number;
+  p99: number;
+  /** Times the code before the approval ran, per run (1 = never again). */
+  before: number;
+  /** Times the approved action ran, per run. */
+  effects: number;
+}
+
+/** LangGraph: a node does work, interrupts for approval, then acts; resumed with Command({resume}). */
+async function langGraphApprovals(lg: any, saver: any): Promise<ApprovalSide> {
+  let before = 0;
+  let effects = 0;
+  const State = lg.Annotation.Root({ done: lg.Annotation() });
+  const app = new lg.StateGraph(State)
+    .addNode('transfer', async () => {
+      before++;
+      const approved = lg.interrupt({ tool: 'payments.transfer', amount: 500 });
+      if (approved) effects++;
+      return { done: Boolean(approved) };
+    })
+    .addEdge(lg.START, 'transfer')
+    .addEdge('transfer', lg.END)
+    .compile({ checkpointer: saver });
+  const latencies: number[] = [];
+  for (let i = 0; i < APPROVALS; i++) {
+    const config = thread();
+    const t = performance.now();
+    await app.invoke({ done: false }, config);
+    const out = await app.invoke(new lg.Command({ resume: true }), config);
+    latencies.push(performance.now() - t);
+    if (!out.done) throw new Error('the graph did not finish after its resume');
+  }
+  latencies.sort((a, b) => a - b);
+  return { name: 'LangGraph interrupt() / Command({resume})', p50: percentile(latencies, 50), p99: percentile(latencies, 99), before: before / APPROVALS, effects: effects / APPROVALS };
+}
+/* eslint-enable @typescript-eslint/no-explicit-any */
+
+/** ABC: an agent's tool call that policy holds for approval; a user approves; the webhook runs once. */
+async function abcApprovals(abc: AbcProcess, webhookUrl: string, calls: () => number): Promise<ApprovalSide> {
+  const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
+  const registered = await fetch(`${abc.http}/v1/tools/register`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ name: 'payments.transfer', kind: 'http', endpoint: webhookUrl, side_effect: true }),
+  });
+  if (!registered.ok) throw new Error(`tool registration answered ${registered.status}`);
+  const run = await runToken(abc);
+  let before = 0;
+  const latencies: number[] = [];
+  try {
+    const agent = { authorization: `Bearer ${run.token}`, 'content-type': 'application/json' };
+    for (let i = 0; i < APPROVALS; i++) {
+      const t = performance.now();
+      before++; // the agent's code before the call: ABC never runs it again
+      const invoked = (await (await fetch(`${abc.http}/v1/tools/payments.transfer:invoke`, { method: 'POST', headers: agent, body: JSON.stringify({ run_id: run.runId, args: { amount: 500, i } }) })).json()) as { status: string; tool_call_id: string };
+      if (invoked.status !== 'pending') throw new Error(`the call was not held for approval: ${JSON.stringify(invoked)}`);
+      const { approvals } = (await (await fetch(`${abc.http}/v1/approvals?run_id=${run.runId}&status=PENDING`, { headers })).json()) as { approvals: { approval_id: string; tool_call_id: string }[] };
+      const approval = approvals.find((a) => a.tool_call_id === invoked.tool_call_id)!;
+      const decided = await fetch(`${abc.http}/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', headers: { ...headers, 'x-user-id': 'bench' }, body: JSON.stringify({ decision: 'approve' }) });
+      if (!decided.ok) throw new Error(`the decision answered ${decided.status}: ${await decided.text()}`);
+      let outcome = { status: 'pending' };
+      while (!['succeeded', 'failed'].includes(outcome.status)) outcome = (await (await fetch(`${abc.http}/v1/tool_calls/${invoked.tool_call_id}:wait?timeout_ms=5000`, { method: 'POST', headers: agent })).json()) as { status: string };
+      if (outcome.status !== 'succeeded') throw new Error(`the approved call ended ${JSON.stringify(outcome)}`);
+      latencies.push(performance.now() - t);
+    }
+  } finally {
+    run.close();
+  }
+  latencies.sort((a, b) => a - b);
+  return { name: 'ABC tool call held for approval, approved, run', p50: percentile(latencies, 50), p99: percentile(latencies, 99), before: before / APPROVALS, effects: calls() / APPROVALS };
+}
+
+export async function durable(): Promise<void> {
+  const db = await benchDatabase('bench_durable');
+  const admin = new pg.Pool({ connectionString: databaseOn(db.url, 'postgres'), max: 2 });
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'abc-bench-durable-'));
+  const policyFile = path.join(dir, 'policy.json');
+  await writeFile(policyFile, JSON.stringify({ version: 1, default: 'allow', rules: [{ id: 'transfers', tools: ['payments.transfer'], decision: 'require_approval' }] }));
+  let webhookCalls = 0;
+  const webhook = http.createServer((req, res) => {
+    req.resume().on('end', () => {
+      webhookCalls++;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    });
+  });
+  await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
+  const stepsPool = new pg.Pool({ connectionString: db.url, max: CONCURRENCY });
+  for (const pool of [admin, stepsPool]) pool.on('error', (e) => console.error('pool error', e.message));
+  const work = steps(packDbOver(stepsPool));
+  const sides: Side[] = [];
+  const approvals: ApprovalSide[] = [];
+  try {
+    // ABC first, then stopped, so the peers' transaction counts hold only their own.
+    const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4', ABC_POLICY_FILE: policyFile });
+    try {
+      await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+      sides.push(await abcSide(abc, admin));
+      approvals.push(await abcApprovals(abc, `http://127.0.0.1:${(webhook.address() as AddressInfo).port}/hook`, () => webhookCalls));
+    } finally {
+      await abc.stop();
+    }
+    for (const name of ['bench_dbos', 'bench_langgraph']) await ensureDatabase(databaseOn(db.url, 'postgres'), name);
+    const dbos = await dbosSide(databaseOn(db.url, 'bench_dbos'), work, admin);
+    sides.push(dbos.side);
+    await dbos.stop();
+    const { lg, saver } = await langGraph(databaseOn(db.url, 'bench_langgraph'));
+    try {
+      sides.push(await langGraphSide(lg, saver, work, admin));
+      approvals.push(await langGraphApprovals(lg, saver));
+    } finally {
+      await saver.end();
+    }
+  } finally {
+    webhook.close();
+    await stepsPool.end();
+    await admin.end();
+    await db.close();
+  }
+
+  const [abcRow, dbos] = [sides[0]!, sides[1]!];
+  console.log('\n## durable execution: analyze_portfolio (8 units) side by side, one PostgreSQL');
+  console.log(`| system | c=1 p50 ms | c=1 p99 ms | c=${CONCURRENCY} completed/s | write transactions per run | p50 vs DBOS | completed/s vs DBOS |`);
+  console.log('|---|---|---|---|---|---|---|');
+  for (const s of sides) {
+    console.log(`| ${s.name} | ${fmt(s.p50, 1)} | ${fmt(s.p99, 1)} | ${fmt(s.perSecond, 1)} | ${fmt(s.transactions, 1)} | ${fmt(s.p50 / dbos.p50)}x | ${fmt(s.perSecond / dbos.perSecond)}x |`);
+    const key = s === abcRow ? 'ABC' : s === dbos ? 'DBOS' : 'LangGraph';
+    record({ bench: 'durable', name: `${key} c=1 p50`, value: s.p50, unit: 'ms', ratio: s.p50 / dbos.p50, against: 'DBOS', goal: s === abcRow ? '<= 1.0x' : undefined });
+    record({ bench: 'durable', name: `${key} c=1 p99`, value: s.p99, unit: 'ms' });
+    record({ bench: 'durable', name: `${key} c=${CONCURRENCY} completed per second`, value: s.perSecond, unit: 'runs/s', ratio: s.perSecond / dbos.perSecond, against: 'DBOS', goal: s === abcRow ? '>= 1.5x' : undefined });
+    record({ bench: 'durable', name: `${key} write transactions per run`, value: s.transactions, unit: 'transactions' });
+  }
+  console.log('\n## durable execution: an approval round trip (no human wait), and what runs again');
+  console.log('| system | p50 ms | p99 ms | code before the approval ran, per run | approved action ran, per run |');
+  console.log('|---|---|---|---|---|');
+  for (const a of approvals) {
+    console.log(`| ${a.name} | ${fmt(a.p50, 1)} | ${fmt(a.p99, 1)} | ${fmt(a.before, 1)} | ${fmt(a.effects, 1)} |`);
+    const key = a === approvals[0] ? 'ABC' : 'LangGraph';
+    record({ bench: 'durable', name: `${key} approval round trip p50`, value: a.p50, unit: 'ms' });
+    record({ bench: 'durable', name: `${key} code before the approval, runs per approval`, value: a.before, unit: 'runs' });
+  }
+}
