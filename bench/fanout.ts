@@ -17,7 +17,7 @@ import { EventAppender } from '../src/store/event-appender.js';
 import { poolOf } from '../src/store/native.js';
 import { appendEvents } from '../src/store/event-log.js';
 import { createOrm } from '../src/store/orm.js';
-import { benchDatabase, fmt, percentile, record, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
 
 const LATENCY_DELTAS = Number(process.env.BENCH_LATENCY_DELTAS ?? 400);
 const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 10000);
@@ -132,6 +132,22 @@ async function throughput(abc: AbcProcess, concurrency: number): Promise<number>
   const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `burst:${perRunOf(concurrency)}`, `sess_tp_${concurrency}_${i}_${Date.now()}`)));
   const seconds = (performance.now() - start) / 1000;
   return results.reduce((n, r) => n + r.deltas, 0) / seconds;
+}
+
+/** `n` IM runs of 5 deltas each, `concurrency` at a time, through a bench agent of their own. */
+export async function imRuns(abc: AbcProcess, n: number, concurrency: number): Promise<void> {
+  const agent = await startAgent();
+  try {
+    await fetch(`${abc.http}/v1/agents/register`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ agent_id: 'bench', name: 'Bench', endpoint: `http://127.0.0.1:${(agent.address() as AddressInfo).port}` }),
+    });
+    await loadCalls(n, concurrency, (i) => abcRun(abc, 'burst:5', `sess_im_${i}_${Date.now()}`));
+  } finally {
+    agent.closeAllConnections();
+    agent.close();
+  }
 }
 
 /** `concurrency` IM runs at once, each of SWEEP_DELTAS paced deltas: time to done and deltas per second. */

@@ -1,12 +1,15 @@
-// bench/llm-proxy: a client calling a fake OpenAI upstream directly vs through ABC
-// (gateway -> gRPC -> core -> upstream), in interleaved rounds of one run. A bare
-// chain of the same hops (bench/floor.ts) shows what any proxy on this path costs.
+// bench/llm-proxy: a client calling a fake OpenAI upstream (in its own process)
+// directly vs through ABC (gateway -> gRPC -> core -> upstream) vs through the
+// Portkey gateway (a Node gateway of the same kind, from bench/peers), in
+// interleaved rounds of one run. A bare chain of ABC's hops (bench/floor.ts)
+// shows what any proxy on this path costs.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { benchDatabase, fmt, loadCalls, percentile, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
+import { peerPath } from './peers.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 1000);
@@ -30,7 +33,7 @@ export function startUpstream(): Promise<http.Server> {
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     for (let i = 0; i < CHUNKS; i++) {
-      res.write(`data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4","choices":[{"index":0,"delta":{"content":"${performance.now()}"},"finish_reason":null}]}\n\n`);
+      res.write(`data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4","choices":[{"index":0,"delta":{"content":"${now()}"},"finish_reason":null}]}\n\n`);
       await new Promise((r) => setImmediate(r));
     }
     if (body.stream_options?.include_usage) res.write('data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":20,"total_tokens":40}}\n\n');
@@ -39,6 +42,9 @@ export function startUpstream(): Promise<http.Server> {
   server.keepAliveTimeout = 60_000;
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
+
+/** Milliseconds since the epoch, to the microsecond: comparable across processes. */
+const now = () => performance.timeOrigin + performance.now();
 
 type Target = { url: string; headers: Record<string, string> };
 
@@ -60,31 +66,70 @@ async function streamCall(t: Target): Promise<number[]> {
   const decoder = new TextDecoder();
   let buffer = '';
   for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) {
-    const now = performance.now();
+    const at = now();
     buffer += decoder.decode(part, { stream: true });
     let cut;
     while ((cut = buffer.indexOf('\n\n')) >= 0) {
       const event = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
       const match = /"content":"([\d.]+)"/.exec(event);
-      if (match) latencies.push(now - Number(match[1]));
+      if (match) latencies.push(at - Number(match[1]));
     }
   }
   return latencies;
 }
 
-/** `n` calls with `concurrency` in flight; returns latencies and requests per second. */
+/** What one streamed call through `t` gives: its chunks, or how it failed. */
+async function streamOutcome(t: Target): Promise<string> {
+  try {
+    const res = await fetch(`${t.url}/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: STREAM_BODY });
+    const text = await res.text();
+    const chunks = text.split('\n\n').filter((e) => e.includes('chat.completion.chunk')).length;
+    return chunks === CHUNKS ? `HTTP ${res.status}, all ${CHUNKS} chunks` : `HTTP ${res.status}, ${chunks} of ${CHUNKS} chunks; it answered: ${text.slice(0, 200).replace(/\s+/g, ' ')}`;
+  } catch (error) {
+    return `failed: ${(error as Error).message}`;
+  }
+}
+
 /** `n` JSON calls to `t`, `concurrency` at a time. */
 const load = (t: Target, n: number, concurrency: number) => loadCalls(n, concurrency, () => jsonCall(t));
 
-/** bench/floor.ts as a child process, like ABC. */
-async function startFloor(upstreamUrl: string): Promise<{ url: string; stop(): void }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/floor.ts', upstreamUrl], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.once('data', (chunk: Buffer) => resolve(chunk.toString().trim()));
-    child.once('exit', (code) => reject(new Error(`bench/floor.ts exited with ${code}`)));
+/** A child process that prints its URL on its first line of output. */
+async function startChild(args: string[], url: (line: string) => string | undefined, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<{ url: string; stop(): void }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
+  const found = await new Promise<string>((resolve, reject) => {
+    let buffer = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      for (const line of buffer.split('\n')) {
+        const u = url(line.trim());
+        if (u) return resolve(u);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
   });
-  return { url, stop: () => child.kill() };
+  return { url: found, stop: () => child.kill() };
+}
+
+/** bench/floor.ts as a child process, like ABC. */
+const startFloor = (upstreamUrl: string) => startChild(['--import', 'tsx', 'bench/floor.ts', upstreamUrl], (line) => line || undefined);
+
+/** The Portkey gateway (bench/peers), headless, on a free port. */
+async function startPortkey(): Promise<{ url: string; stop(): void }> {
+  const port = await new Promise<number>((resolve) => {
+    const probe = http.createServer().listen(0, '127.0.0.1', () => {
+      const p = (probe.address() as AddressInfo).port;
+      probe.close(() => resolve(p));
+    });
+  });
+  const server = await peerPath('@portkey-ai/gateway', 'build/start-server.js');
+  const child = await startChild([server, `--port=${port}`, '--headless'], (line) => (/listening|running|ready|http:\/\//i.test(line) ? `http://127.0.0.1:${port}/v1` : undefined), 'ignore');
+  // It prints before it accepts: wait until it answers.
+  for (let i = 0; i < 100; i++) {
+    if (await fetch(`http://127.0.0.1:${port}/`).then(() => true, () => false)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return child;
 }
 
 /** A live run and its token, to measure run-linked (recorded) calls. */
@@ -112,21 +157,25 @@ export async function runToken(abc: AbcProcess): Promise<{ runId: string; token:
 }
 
 export async function llmProxy(): Promise<void> {
-  const upstream = await startUpstream();
-  const upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/v1`;
+  const upstream = await startChild(['--import', 'tsx', 'bench/upstream-main.ts'], (line) => (line.startsWith('http') ? line : undefined));
+  const upstreamUrl = upstream.url;
   const db = await benchDatabase('abc_bench_llm');
   const abc = await startAbc(db.url, { LLM_ROUTER_URL: upstreamUrl });
   const run = await runToken(abc);
   const floorServer = await startFloor(upstreamUrl);
+  const portkeyServer = await startPortkey();
   try {
     const direct: Target = { url: upstreamUrl, headers: {} };
     const viaAbc: Target = { url: `${abc.http}/v1`, headers: { authorization: `Bearer ${abc.key}` } };
     const recorded: Target = { url: `${abc.http}/v1`, headers: { authorization: `Bearer ${run.token}`, 'x-run-id': run.runId } };
     const floor: Target = { url: `${floorServer.url}/v1`, headers: {} };
+    const portkey: Target = { url: portkeyServer.url, headers: { 'x-portkey-provider': 'openai', 'x-portkey-custom-host': upstreamUrl, authorization: 'Bearer unused' } };
     await load(direct, 50, 4);
     await load(floor, 200, 4);
     await load(viaAbc, 200, 4); // warm-up
     await load(recorded, 50, 4);
+    await load(portkey, 200, 4);
+    const portkeyStream = await streamOutcome(portkey);
 
     const results: Record<string, { latencies: number[]; rps: number[] }> = {};
     const add = (key: string, r: { latencies: number[]; rps: number }) => {
@@ -137,7 +186,7 @@ export async function llmProxy(): Promise<void> {
     const chunks: Record<string, number[]> = { direct: [], abc: [] };
     for (let round = 0; round < ROUNDS; round++) {
       // Interleave, and alternate who goes first, so drift hits both sides alike.
-      const order: [string, Target][] = [['direct', direct], ['floor', floor], ['recorded', recorded], ['abc', viaAbc]];
+      const order: [string, Target][] = [['direct', direct], ['floor', floor], ['recorded', recorded], ['abc', viaAbc], ['portkey', portkey]];
       if (round % 2) order.reverse();
       for (const [name, target] of order) {
         add(`${name}/1`, await load(target, PER_ROUND / 2, 1));
@@ -158,6 +207,19 @@ export async function llmProxy(): Promise<void> {
       const a = stat(`abc/${c}`);
       console.log(`| concurrency ${c} | ${fmt(d.p50)} / ${fmt(d.p99)} | ${fmt(a.p50)} / ${fmt(a.p99)} | ${fmt(a.p50 / d.p50, 1)}x | ${fmt(a.p99 / d.p99, 1)}x | ${fmt(d.rps, 0)} | ${fmt(a.rps, 0)} | ${fmt((100 * a.rps) / d.rps, 0)}% |`);
     }
+    console.log('\n## llm-proxy: JSON chat completions against the Portkey gateway, same rounds, same upstream');
+    console.log('| case | Portkey p50 / p99 ms | ABC p50 / p99 ms | ABC p50 / Portkey p50 | Portkey req/s | ABC req/s | ABC / Portkey req/s |');
+    console.log('|---|---|---|---|---|---|---|');
+    for (const c of ['1', '16']) {
+      const p = stat(`portkey/${c}`);
+      const a = stat(`abc/${c}`);
+      console.log(`| concurrency ${c} | ${fmt(p.p50)} / ${fmt(p.p99)} | ${fmt(a.p50)} / ${fmt(a.p99)} | ${fmt(a.p50 / p.p50)}x | ${fmt(p.rps, 0)} | ${fmt(a.rps, 0)} | ${fmt(a.rps / p.rps)}x |`);
+      record({ bench: 'llm-proxy', name: `JSON c=${c} p50 vs Portkey`, value: a.p50, unit: 'ms', ratio: a.p50 / p.p50, against: 'Portkey gateway p50', goal: c === '1' ? '<= 0.5x' : undefined });
+      record({ bench: 'llm-proxy', name: `JSON c=${c} req/s vs Portkey`, value: a.rps, unit: 'req/s', ratio: a.rps / p.rps, against: 'Portkey gateway req/s', goal: c === '16' ? '>= 3x' : undefined });
+      record({ bench: 'llm-proxy', name: `JSON c=${c} req/s vs direct`, value: a.rps, unit: 'req/s', ratio: a.rps / stat(`direct/${c}`).rps, against: 'direct to the upstream' });
+    }
+    console.log(`\nPortkey, a streamed call to the same upstream: ${portkeyStream}`);
+
     console.log('\n## llm-proxy: the floor of the path (bare Fastify -> grpc-js -> undici, no ABC logic), same rounds');
     console.log('| case | floor p50 ms | floor p50 vs direct | ABC p50 vs floor | floor req/s vs direct | ABC req/s vs floor |');
     console.log('|---|---|---|---|---|---|');
@@ -175,6 +237,10 @@ export async function llmProxy(): Promise<void> {
     console.log(`| direct | ${fmt(percentile(dc, 50))} | ${fmt(percentile(dc, 99))} |`);
     console.log(`| through ABC | ${fmt(percentile(ac, 50))} | ${fmt(percentile(ac, 99))} |`);
     console.log(`| added by ABC | ${fmt(percentile(ac, 50) - percentile(dc, 50))} | ${fmt(percentile(ac, 99) - percentile(dc, 99))} |`);
+    record({ bench: 'llm-proxy', name: 'streaming, added per chunk p50', value: percentile(ac, 50) - percentile(dc, 50), unit: 'ms', ratio: percentile(ac, 50) / percentile(dc, 50), against: 'direct per-chunk p50', goal: '<= 0.25 ms' });
+    const s16 = { direct: await loadCalls(200, 16, () => streamCall(direct)), abc: await loadCalls(200, 16, () => streamCall(viaAbc)) };
+    console.log(`\nstreamed calls (${CHUNKS} chunks) at concurrency 16: direct ${fmt(s16.direct.rps, 0)} req/s, ABC ${fmt(s16.abc.rps, 0)} req/s (${fmt((100 * s16.abc.rps) / s16.direct.rps, 0)}%)`);
+    record({ bench: 'llm-proxy', name: 'streaming c=16 req/s', value: s16.abc.rps, unit: 'req/s', ratio: s16.abc.rps / s16.direct.rps, against: 'direct to the upstream', goal: '>= 0.25x' });
 
     const plain = stat('abc/1');
     const rec = stat('recorded/1');
@@ -188,9 +254,9 @@ export async function llmProxy(): Promise<void> {
   } finally {
     run.close();
     floorServer.stop();
+    portkeyServer.stop();
     await abc.stop();
     await db.close();
-    upstream.closeAllConnections();
-    upstream.close();
+    upstream.stop();
   }
 }

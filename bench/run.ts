@@ -9,10 +9,11 @@ import { llmProxy } from './llm-proxy.js';
 import { observer } from './observer.js';
 import { pep } from './pep.js';
 import { pythonSdk } from './python-sdk.js';
+import { transitions } from './transitions.js';
 import { workflow } from './workflow.js';
 import { figures } from './lib.js';
 
-const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, durable, engine, observer, pep, workflow, 'python-sdk': pythonSdk };
+const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, durable, engine, observer, pep, workflow, 'python-sdk': pythonSdk, transitions };
 const only = process.argv.slice(2);
 const unknown = only.filter((name) => !(name in benches));
 if (unknown.length) {

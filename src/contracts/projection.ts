@@ -21,7 +21,7 @@ export function preferencesOf(request: Record<string, unknown>): Preferences {
   return { mode: p.mode ?? 'auto', max_latency_ms: p.max_latency_ms ?? 1500, progress_granularity: p.progress_granularity ?? 'phase', poll_long_wait_ms: p.poll_long_wait_ms ?? 0 };
 }
 
-export const isFinished = (row: TicketRow) => CONTRACT_LIFECYCLE_MACHINE.isTerminal(row.lifecycle_state);
+export const isFinished = (row: Pick<TicketRow, 'lifecycle_state'>) => CONTRACT_LIFECYCLE_MACHINE.isTerminal(row.lifecycle_state);
 
 /**
  * ttl_seconds: how long this answer may be cached. A running ticket changes

@@ -9,7 +9,7 @@ import { AbcError } from '../domain/errors.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
-import { appendTicketEvent, getTicket, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvent, getTicket, getTicketState, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type TicketRow } from '../store/ticket-store.js';
 import { newId } from '../runtime/new-id.js';
 import { w3cTraceId } from '../domain/ids.js';
 import { traceIdOf, traceparentIn } from '../runtime/tracing.js';
@@ -67,12 +67,16 @@ export class ContractService {
     const expected = assembly.expected_latency_ms ?? 0;
     const sync = prefs.mode === 'sync' || (prefs.mode === 'auto' && expected <= prefs.max_latency_ms);
 
-    const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected);
+    // A sync submission runs in this core at once when it has room; its queue job waits a lease, as the way back.
+    const now = sync && this.opts.engine.canExecuteNow;
+    const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected, now);
     const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
     // An idempotent replay of a finished execution answers with its outcome, whatever the mode.
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
-    const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, received + prefs.max_latency_ms, isFinished, signal);
+    const deadline = received + prefs.max_latency_ms;
+    if (now && row.created && !isFinished(row)) await untilOrDeadline(this.opts.engine.executeNow(row.ticket), deadline, signal);
+    const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, deadline, signal);
     if (finished.lifecycle_state === 'COMPLETED') {
       const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
       return { kind: 'result', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, finished.trace_id) };
@@ -179,7 +183,16 @@ export class ContractService {
   }
 
   /** Creates the ticket and its queue job in one transaction, or finds the idempotent original. */
-  async #admit(tenantId: string, contract: ContractVersion, request: Record<string, unknown>, correlation: { request_id: string; idempotency_key: string; session_id: string }, traceId: string, expectedLatencyMs: number): Promise<TicketRow> {
+  async #admit(
+    tenantId: string,
+    contract: ContractVersion,
+    request: Record<string, unknown>,
+    correlation: { request_id: string; idempotency_key: string; session_id: string },
+    traceId: string,
+    expectedLatencyMs: number,
+    /** The submitting core runs it now: the job waits a lease before a worker may take it. */
+    deferJob: boolean,
+  ): Promise<TicketRow & { created: boolean }> {
     const hash = requestHash(request);
     const ticket = newId('tkt');
     return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
@@ -200,10 +213,10 @@ export class ContractService {
         retention_ms: this.opts.ticketRetentionMs,
       });
       if (inserted) {
-        await this.opts.engine.queue.enqueue(tx, ticket);
+        await this.opts.engine.queue.enqueue(tx, ticket, deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined);
         const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
         await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) });
-        return inserted;
+        return { ...inserted, created: true };
       }
       const existing = await ticketByIdempotencyKey(tx, tenantId, contract.contract_id, correlation.idempotency_key);
       if (existing!.request_hash !== hash) {
@@ -216,7 +229,7 @@ export class ContractService {
           details: { pointer: '/correlation/idempotency_key', ticket: existing!.ticket },
         });
       }
-      return existing!;
+      return { ...existing!, created: false };
     });
   }
 
@@ -238,9 +251,11 @@ export class ContractService {
     return { row, document: pollDocument(row, row.steps, Date.now()) };
   }
 
-  /** Waits until `done(row)` or the deadline, woken by the ticket's notifications. */
-  async #waitFor(ticket: string, deadline: number, done: (row: TicketRow) => boolean, signal?: AbortSignal): Promise<TicketRow> {
-    return waitUntil(this.opts.bus, `ticket:${ticket}`, async () => (await getTicket(this.opts.orm.em.fork(), ticket))!, done, deadline, signal);
+  /** Waits until the ticket has finished or the deadline, woken by its notifications; reads the whole row once, at the end. */
+  async #waitFor(ticket: string, deadline: number, signal?: AbortSignal): Promise<TicketRow> {
+    const em = () => this.opts.orm.em.fork();
+    await waitUntil(this.opts.bus, `ticket:${ticket}`, async () => (await getTicketState(em(), ticket))!, isFinished, deadline, signal);
+    return (await getTicket(em(), ticket))!;
   }
 
   /** A response that would break its schema is never sent: it is logged and answered as INTERNAL. */
@@ -282,3 +297,18 @@ function ticketError(row: TicketRow): AbcError {
   return new AbcError(status, { ...e, traceId: row.trace_id, details: { ...e.details, ticket: row.ticket } });
 }
 
+/** Resolves when `work` settles, the deadline passes or `signal` aborts, whichever is first; `work` goes on. */
+async function untilOrDeadline(work: Promise<unknown>, deadline: number, signal?: AbortSignal): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  await Promise.race([
+    work,
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
+      onAbort = resolve;
+      signal?.addEventListener('abort', onAbort, { once: true });
+    }),
+  ]);
+  clearTimeout(timer);
+  if (onAbort) signal?.removeEventListener('abort', onAbort);
+}

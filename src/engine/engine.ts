@@ -37,7 +37,8 @@ import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } fr
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
 import { syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
-import { getSteps, getTicket, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
+import { retryWhileUnavailable } from '../store/outage.js';
+import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 export interface EngineOptions {
   orm: Orm;
@@ -81,6 +82,8 @@ export class ContractEngine {
   /** Tickets this engine is executing, by ticket. */
   readonly #running = new InFlight();
   #stopping = false;
+  /** Tickets `executeNow` is running. */
+  #now = 0;
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -114,6 +117,38 @@ export class ContractEngine {
       await settlesWithin(stopped, HAND_BACK_MS);
     }
     await this.queue.close();
+  }
+
+  /** Whether `executeNow` may take one more ticket in this core now. */
+  get canExecuteNow(): boolean {
+    return !this.#stopping && this.opts.concurrency > 0 && this.#now < this.opts.concurrency;
+  }
+
+  /**
+   * Runs a sync submission's ticket in this core at once, instead of waiting
+   * for a queue worker. Its queue job, deferred by a lease and pushed on while
+   * this runs, is the way back: if this core stops, a worker resumes the ticket
+   * from its last transition, as for any ticket. Afterwards the job is dropped
+   * (finished), left (waiting for a human: its deadline job) or run now.
+   */
+  async executeNow(ticket: string): Promise<void> {
+    this.#now++;
+    const workerId = `now-${ticket}`;
+    const deferral = () => new Date(Date.now() + this.opts.leaseMs);
+    const keep = setInterval(() => void this.#em().transactional((tx) => this.queue.enqueue(tx, ticket, deferral())).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job')), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
+    try {
+      await this.execute(ticket, workerId);
+    } catch (error) {
+      this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
+    } finally {
+      clearInterval(keep);
+      this.#now--;
+    }
+    await retryWhileUnavailable(async () => {
+      const state = await getTicketState(this.#em(), ticket);
+      if (!state || FINISHED.includes(state.lifecycle_state)) return this.queue.drop(this.#em(), ticket);
+      if (state.lifecycle_state !== 'WAIT_HUMAN') await this.#em().transactional((tx) => this.queue.enqueue(tx, ticket));
+    }).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not settle the queue job; it runs when due'));
   }
 
   /** Runs (or resumes) one ticket's lifecycle until it finishes or waits for a human. */

@@ -98,6 +98,12 @@ export async function getTicket(em: EntityManager, ticket: string, lock = false)
   return row;
 }
 
+/** Where a ticket's lifecycle stands, without its documents: what a waiter checks on each wake. */
+export async function getTicketState(em: EntityManager, ticket: string): Promise<Pick<TicketRow, 'lifecycle_state' | 'status'> | undefined> {
+  const [row] = await em.execute<Pick<TicketRow, 'lifecycle_state' | 'status'>[]>('SELECT lifecycle_state, status FROM tickets WHERE ticket = ?', [ticket]);
+  return row;
+}
+
 export async function getSteps(em: EntityManager, ticket: string): Promise<StepRow[]> {
   return em.execute<StepRow[]>('SELECT * FROM ticket_steps WHERE ticket = ? ORDER BY position', [ticket]);
 }

@@ -141,3 +141,46 @@ it('hands a ticket back within the shutdown grace period on SIGTERM, and the nex
     await next.close();
   }
 }, 60_000);
+
+it('runs a sync submission in the submitting core, and when that core dies mid-run another completes it from its deferred job', async () => {
+  hangFirstGate();
+  const { child, clients } = await childCore();
+  const meta = withKey(KEY);
+  await registerAuditAssembly(clients);
+  // A sync submission that never answers: its core dies first.
+  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), { body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }, meta).catch((error: Error) => error);
+  await gateCalled;
+  const em = store.orm.em.fork();
+  const [ticket] = await em.execute<{ ticket: string; lease_owner: string }[]>("SELECT ticket, lease_owner FROM tickets WHERE lifecycle_state = 'STEP_EXECUTION' ORDER BY created_at DESC LIMIT 1");
+  // Run by the submitting core, not a queue worker: the job waits, deferred, and no worker holds it.
+  expect(ticket!.lease_owner).toBe(`now-${ticket!.ticket}`);
+  const [job] = await em.execute<{ deferred: boolean; locked: boolean }[]>('SELECT run_at > now() AS deferred, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?', [ticket!.ticket]);
+  expect(job).toEqual({ deferred: true, locked: false });
+  child.kill('SIGKILL');
+  await new Promise((r) => child.once('exit', r));
+  expect(await answer).toBeInstanceOf(Error);
+  closeCore(clients);
+
+  const recoverer = await nextCore();
+  try {
+    expect(await finalStatus(recoverer.clients, ticket!.ticket)).toBe('TICKET_STATUS_SUCCEEDED');
+    expect(calls).toEqual({ audit: 1, gate: 2 });
+  } finally {
+    await recoverer.close();
+  }
+}, 60_000);
+
+it('answers a sync submission from the submitting core and leaves no queue job behind', async () => {
+  const next = await nextCore();
+  try {
+    const submitted = await unary(next.clients.ingress.submitContract.bind(next.clients.ingress), { body: request({ execution_preferences: { mode: 'sync' } }) }, withKey(KEY));
+    expect(submitted.outcome?.$case).toBe('result');
+    const em = store.orm.em.fork();
+    const [row] = await em.execute<{ lease_owner: string | null; n: number }[]>('SELECT lease_owner, (SELECT count(*)::int FROM graphile_worker._private_jobs WHERE key = t.ticket) AS n FROM tickets t WHERE ticket = ?', [submitted.ticket]);
+    expect(row).toEqual({ lease_owner: null, n: 0 });
+    const moves = await em.execute<{ payload: { to: string } }[]>("SELECT payload FROM ticket_events WHERE ticket = ? AND type = 'STATE_TRANSITION' ORDER BY seq", [submitted.ticket]);
+    expect(moves.at(-1)!.payload.to).toBe('COMPLETED');
+  } finally {
+    await next.close();
+  }
+}, 60_000);

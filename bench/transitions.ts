@@ -1,0 +1,75 @@
+// bench/transitions: durable state transitions per second. Each transition is a
+// move of a state machine through the one transition writer, committed with its
+// records (seed 004's execution_transitions rows, events). Measured at
+// concurrency 16 on one `abc serve`:
+// - tool calls: an agent's calls of the built-in echo tool: the tool-call
+//   machine's moves and the execution contract's recorded transitions, counted
+//   from the committed rows;
+// - run moves: IM runs started and finished (each run is created, runs, ends).
+// The baseline is PostgreSQL itself: single-row UPDATE commits of a state
+// column, at the same concurrency, on the same cluster.
+import { performance } from 'node:perf_hooks';
+import pg from 'pg';
+import { benchDatabase, fmt, loadCalls, record, startAbc } from './lib.js';
+import { runToken } from './llm-proxy.js';
+import { imRuns } from './fanout.js';
+
+const CALLS = Number(process.env.BENCH_TRANSITION_CALLS ?? 2000);
+const RUNS = Number(process.env.BENCH_TRANSITION_RUNS ?? 400);
+const CONCURRENCY = 16;
+
+export async function transitions(): Promise<void> {
+  const db = await benchDatabase('bench_transitions');
+  const abc = await startAbc(db.url);
+  const sql = new pg.Pool({ connectionString: db.url, max: CONCURRENCY + 1 });
+  const count = async (query: string) => Number((await sql.query<{ n: string }>(query)).rows[0]!.n);
+  const run = await runToken(abc);
+  try {
+    const call = async (i: number) => {
+      const res = await fetch(`${abc.http}/v1/tools/echo:invoke`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${run.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ run_id: run.runId, args: { i } }),
+      });
+      const body = (await res.json()) as { status: string };
+      if (body.status !== 'succeeded') throw new Error(`echo answered ${JSON.stringify(body)}`);
+    };
+    await loadCalls(100, 4, call); // warm-up
+    // The tool-call machine's moves (each bumps the row's version) and seed 004's recorded transitions of its execution contract.
+    const toolMoves = `SELECT (SELECT coalesce(sum(version), 0) FROM tool_calls) + (SELECT count(*) FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.action_type = 'tool_call') AS n`;
+    let before = await count(toolMoves);
+    let t = performance.now();
+    await loadCalls(CALLS, CONCURRENCY, (i) => call(i + 1000));
+    let seconds = (performance.now() - t) / 1000;
+    const toolRate = ((await count(toolMoves)) - before) / seconds;
+    const perCall = ((await count(toolMoves)) - before) / CALLS;
+
+    // Run moves: the run machine's transitions, as its events record them.
+    const runMoves = "SELECT count(*) AS n FROM events WHERE type IN ('run_started', 'run_done')";
+    before = await count(runMoves);
+    t = performance.now();
+    await imRuns(abc, RUNS, CONCURRENCY);
+    seconds = (performance.now() - t) / 1000;
+    const runRate = ((await count(runMoves)) - before) / seconds;
+
+    // The floor: a state column moved by single-row UPDATE commits.
+    await sql.query('CREATE TABLE bench_states (id int PRIMARY KEY, state int NOT NULL)');
+    await sql.query('INSERT INTO bench_states SELECT g, 0 FROM generate_series(1, 1000) g');
+    const raw = await loadCalls(CALLS * 2, CONCURRENCY, (i) => sql.query('UPDATE bench_states SET state = state + 1 WHERE id = $1', [(i % 1000) + 1]));
+
+    console.log(`\n## durable state transitions per second (concurrency ${CONCURRENCY})`);
+    console.log('| what | transitions/s | vs raw UPDATE commits |');
+    console.log('|---|---|---|');
+    console.log(`| raw single-row UPDATE commits (baseline) | ${fmt(raw.rps, 0)} | 1.00 |`);
+    console.log(`| tool calls (${fmt(perCall, 1)} recorded moves each) | ${fmt(toolRate, 0)} | ${fmt(toolRate / raw.rps)} |`);
+    console.log(`| run moves (IM runs: created, done) | ${fmt(runRate, 0)} | ${fmt(runRate / raw.rps)} |`);
+    record({ bench: 'transitions', name: 'tool call transitions per second', value: toolRate, unit: 'transitions/s', ratio: toolRate / raw.rps, against: 'raw single-row UPDATE commits', goal: '>= 3,000' });
+    record({ bench: 'transitions', name: 'run transitions per second', value: runRate, unit: 'transitions/s', ratio: runRate / raw.rps, against: 'raw single-row UPDATE commits' });
+    record({ bench: 'transitions', name: 'raw single-row UPDATE commits per second', value: raw.rps, unit: 'commits/s' });
+  } finally {
+    run.close();
+    await sql.end();
+    await abc.stop();
+    await db.close();
+  }
+}
