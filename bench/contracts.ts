@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, contractBody, fmt, percentile, startAbc } from './lib.js';
+import { benchDatabase, contractBody, fmt, percentile, record, startAbc } from './lib.js';
 
 const CONCURRENCY = 16;
 const SUBMITS = Number(process.env.BENCH_SUBMITS ?? 400);
@@ -82,6 +82,10 @@ export async function contracts(): Promise<void> {
     console.log(`polls/s at concurrency ${CONCURRENCY}: ${fmt(pollRate / 2, 0)}  raw SELECT/s: ${fmt(rawRate / 2, 0)}  ratio: ${fmt(pollRate / rawRate, 3)}x`);
     console.log(`submit-to-done sync:  p50 ${fmt(percentile(sync, 50), 1)} ms  p99 ${fmt(percentile(sync, 99), 1)} ms`);
     console.log(`submit-to-done async + long poll: p50 ${fmt(percentile(async, 50), 1)} ms  p99 ${fmt(percentile(async, 99), 1)} ms`);
+    record({ bench: 'contracts', name: `submits per second, c=${CONCURRENCY}, durable`, value: submitsPerSec, unit: 'submits/s', goal: '>= 1,000' });
+    record({ bench: 'contracts', name: `polls per second, c=${CONCURRENCY}`, value: pollRate / 2, unit: 'polls/s', ratio: pollRate / rawRate, against: 'raw SELECT of the same row', goal: '>= 0.5x' });
+    record({ bench: 'contracts', name: 'sync submit-to-done p50', value: percentile(sync, 50), unit: 'ms' });
+    record({ bench: 'contracts', name: 'async submit + long poll to done p50', value: percentile(async, 50), unit: 'ms' });
   } finally {
     await raw.end();
     await abc.stop();

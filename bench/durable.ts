@@ -70,9 +70,18 @@ async function abcSide(abc: AbcProcess, admin: pg.Pool): Promise<Side> {
 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- the peers are loaded at run time, untyped */
+/** A pool of the peers' own pg, whose idle connections may end quietly when the cluster stops. */
+async function peerPool(url: string): Promise<any> {
+  const { default: peerPg } = await importPeer<any>('pg');
+  const pool = new peerPg.Pool({ connectionString: url, max: CONCURRENCY + 4 });
+  pool.on('error', () => {});
+  return pool;
+}
+
 async function dbosSide(url: string, work: ReturnType<typeof steps>, admin: pg.Pool): Promise<{ side: Side; stop(): Promise<void> }> {
   const { DBOS } = await importPeer<any>('@dbos-inc/dbos-sdk');
-  DBOS.setConfig({ name: 'abc-bench', systemDatabaseUrl: url, logLevel: 'error', systemDatabasePoolSize: CONCURRENCY + 4 });
+  const pool = await peerPool(url);
+  DBOS.setConfig({ name: 'abc-bench', systemDatabaseUrl: url, systemDatabasePool: pool, logLevel: 'error' });
   const workflow = DBOS.registerWorkflow(
     async () => {
       const outputs: Outputs = {};
@@ -83,13 +92,13 @@ async function dbosSide(url: string, work: ReturnType<typeof steps>, admin: pg.P
   );
   await DBOS.launch();
   const side = await measure('DBOS 8-step workflow', admin, () => workflow());
-  return { side, stop: () => DBOS.shutdown() };
+  return { side, stop: async () => (await DBOS.shutdown(), await pool.end()) };
 }
 
 async function langGraph(url: string): Promise<{ lg: any; saver: any }> {
   const lg = await importPeer<any>('@langchain/langgraph');
   const { PostgresSaver } = await importPeer<any>('@langchain/langgraph-checkpoint-postgres');
-  const saver = PostgresSaver.fromConnString(url, { pool: { max: CONCURRENCY + 4 } });
+  const saver = new PostgresSaver(await peerPool(url));
   await saver.setup();
   return { lg, saver };
 }
@@ -196,7 +205,7 @@ export async function durable(): Promise<void> {
   });
   await new Promise<void>((r) => webhook.listen(0, '127.0.0.1', r));
   const stepsPool = new pg.Pool({ connectionString: db.url, max: CONCURRENCY });
-  for (const pool of [admin, stepsPool]) pool.on('error', (e) => console.error('pool error', e.message));
+  for (const pool of [admin, stepsPool]) pool.on('error', () => {}); // idle connections end with the cluster
   const work = steps(packDbOver(stepsPool));
   const sides: Side[] = [];
   const approvals: ApprovalSide[] = [];

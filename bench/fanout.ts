@@ -159,7 +159,7 @@ async function sweep(abc: AbcProcess, concurrency: number): Promise<{ p50: numbe
   return { p50: percentile(ms, 50), p99: percentile(ms, 99), rate: results.reduce((n, r) => n + r.deltas, 0) / seconds };
 }
 
-async function appendRates(url: string): Promise<{ perEvent: number; grouped: number; copy: number }> {
+async function appendRates(url: string): Promise<{ perEvent: number; grouped: number; copy: number; commitP50: number }> {
   const orm = await createOrm({ url, poolMax: 4 });
   const em = () => orm.em.fork();
   const newRun = async (id: string) => {
@@ -191,9 +191,18 @@ async function appendRates(url: string): Promise<{ perEvent: number; grouped: nu
   t = performance.now();
   await pipeline(Readable.from(rows), client.query(copyFrom('COPY events (event_id, run_id, session_id, seq, ts, type, payload) FROM STDIN')));
   const copy = APPENDS / ((performance.now() - t) / 1000);
+  // The floor of a durable delta: one single-row INSERT, committed, alone.
+  await client.query('CREATE TABLE bench_commits (id bigserial PRIMARY KEY, payload jsonb)');
+  const commits: number[] = [];
+  for (let i = 0; i < 400; i++) {
+    const start = performance.now();
+    await client.query('INSERT INTO bench_commits (payload) VALUES ($1)', [payload]);
+    commits.push(performance.now() - start);
+  }
+  commits.sort((a, b) => a - b);
   await client.end();
   await orm.close();
-  return { perEvent, grouped, copy };
+  return { perEvent, grouped, copy, commitP50: percentile(commits, 50) };
 }
 
 export async function fanout(): Promise<void> {
@@ -256,6 +265,9 @@ export async function fanout(): Promise<void> {
     console.log(`| raw COPY (baseline) | ${fmt(rates.copy, 0)} | 1.00 |`);
     console.log(`| appendEvents, one commit per event | ${fmt(rates.perEvent, 0)} | ${fmt(rates.perEvent / rates.copy)} |`);
     console.log(`| EventWriter group commit | ${fmt(rates.grouped, 0)} | ${fmt(rates.grouped / rates.copy)} |`);
+    console.log(`\nThe floor of a durable delta on this machine: one single-row INSERT committed alone takes ${fmt(rates.commitP50)} ms p50; ABC adds ${fmt(a50 - d50)} ms p50 to a delta (${fmt((a50 - d50) / rates.commitP50, 1)}x that commit).`);
+    record({ bench: 'fanout', name: 'durable commit floor p50 (single-row INSERT)', value: rates.commitP50, unit: 'ms' });
+    record({ bench: 'fanout', name: 'delta added latency p50 vs the commit floor', value: a50 - d50, unit: 'ms', ratio: (a50 - d50) / rates.commitP50, against: 'one single-row INSERT commit' });
   } finally {
     agent.close();
     await abc.stop();

@@ -3,7 +3,7 @@
 // read-only pool), against a raw SQL query returning the same rows.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, fmt, startAbc } from './lib.js';
+import { benchDatabase, fmt, record, startAbc } from './lib.js';
 
 const CONTRACTS = 1000;
 const CONCURRENCY = 8;
@@ -81,6 +81,8 @@ export async function observer(): Promise<void> {
     console.log(`\n## observer (a session of ${CONTRACTS} contracts, concurrency ${CONCURRENCY}, through gateway → gRPC → core)`);
     console.log(`timeline/s: ${fmt(t / 2, 1)}  raw SQL/s: ${fmt(rt / 2, 1)}  ratio: ${fmt(t / rt, 3)}x`);
     console.log(`snapshot/s: ${fmt(s / 2, 0)}  raw SQL/s: ${fmt(rs / 2, 0)}  ratio: ${fmt(s / rs, 3)}x`);
+    record({ bench: 'observer', name: 'timeline reads per second', value: t / 2, unit: 'reads/s', ratio: t / rt, against: 'raw SQL of the same rows', goal: '>= 0.6x' });
+    record({ bench: 'observer', name: 'snapshot reads per second', value: s / 2, unit: 'reads/s', ratio: s / rs, against: 'raw SQL of the same rows', goal: '>= 0.5x' });
   } finally {
     await raw.end();
     await abc.stop();
