@@ -23,8 +23,8 @@ async function throughput(n: number, fn: (i: number) => Promise<unknown>): Promi
 async function seed(db: pg.Pool, session: string): Promise<string[]> {
   const ids = Array.from({ length: CONTRACTS }, (_, i) => `exe_bench_${String(i).padStart(5, '0')}`);
   await db.query(
-    `INSERT INTO execution_contracts (execution_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key, result, created_at, entered_at)
-     SELECT id, $1, NULL, id, 'tool_call', 'email.send → user' || n || '@example.com', 'completed', n % 3 = 0, 'key-' || n, '{"ok":true}',
+    `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key, result, created_at, entered_at)
+     SELECT id, 'default', $1, NULL, id, 'tool_call', 'email.send → user' || n || '@example.com', 'completed', n % 3 = 0, 'key-' || n, '{"ok":true}',
             now() - (($2 - n) * interval '1 second'), now() - (($2 - n) * interval '1 second') + interval '400 milliseconds'
      FROM unnest($3::text[]) WITH ORDINALITY AS x(id, n)`,
     [session, CONTRACTS, ids],

@@ -21,12 +21,20 @@ if (unknown.length) {
   process.exit(2);
 }
 const started = new Date();
+// A bench that fails is reported and the others still run; the run then exits non-zero.
+const failed: string[] = [];
 for (const [name, bench] of Object.entries(benches)) {
   if (only.length && !only.includes(name)) continue;
-  await bench();
+  try {
+    await bench();
+  } catch (error) {
+    failed.push(name);
+    console.error(`bench ${name} failed:`, error);
+  }
 }
 // Every figure with its ratio, machine-readable, so that runs can be compared.
 const file = process.env.BENCH_RESULTS ?? 'bench/results.json';
 const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model, memory_gb: Math.round(os.totalmem() / 2 ** 30), node: process.version };
-await writeFile(file, `${JSON.stringify({ started: started.toISOString(), finished: new Date().toISOString(), benches: only.length ? only : Object.keys(benches), machine, figures }, null, 2)}\n`);
+await writeFile(file, `${JSON.stringify({ started: started.toISOString(), finished: new Date().toISOString(), benches: only.length ? only : Object.keys(benches), failed, machine, figures }, null, 2)}\n`);
 console.log(`\n${figures.length} figures written to ${file}`);
+if (failed.length) process.exitCode = 1;
