@@ -82,8 +82,8 @@ export class ContractEngine {
   /** Tickets this engine is executing, by ticket. */
   readonly #running = new InFlight();
   #stopping = false;
-  /** Tickets `executeNow` is running. */
-  #now = 0;
+  /** The tickets `executeNow` is running; shutdown waits for them as for the queue's. */
+  readonly #now = new Set<Promise<void>>();
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -110,7 +110,7 @@ export class ContractEngine {
    */
   async close(graceMs: number): Promise<void> {
     this.#stopping = true;
-    const stopped = this.queue.stopWorkers();
+    const stopped = Promise.all([this.queue.stopWorkers(), ...this.#now]);
     if (!(await settlesWithin(stopped, graceMs))) {
       this.#log.warn({ tickets: this.#running.keys() }, 'grace period over: handing tickets back to the queue');
       this.#running.abortAll(HAND_BACK);
@@ -121,7 +121,7 @@ export class ContractEngine {
 
   /** Whether `executeNow` may take one more ticket in this core now. */
   get canExecuteNow(): boolean {
-    return !this.#stopping && this.opts.concurrency > 0 && this.#now < this.opts.concurrency;
+    return !this.#stopping && this.opts.concurrency > 0 && this.#now.size < this.opts.concurrency;
   }
 
   /**
@@ -131,8 +131,14 @@ export class ContractEngine {
    * from its last transition, as for any ticket. Afterwards the job is dropped
    * (finished), left (waiting for a human: its deadline job) or run now.
    */
-  async executeNow(ticket: string): Promise<void> {
-    this.#now++;
+  executeNow(ticket: string): Promise<void> {
+    const run = this.#executeNow(ticket);
+    this.#now.add(run);
+    void run.finally(() => this.#now.delete(run));
+    return run;
+  }
+
+  async #executeNow(ticket: string): Promise<void> {
     const workerId = `now-${ticket}`;
     const deferral = () => new Date(Date.now() + this.opts.leaseMs);
     const keep = setInterval(() => void this.#em().transactional((tx) => this.queue.enqueue(tx, ticket, deferral())).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job')), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
@@ -142,7 +148,6 @@ export class ContractEngine {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     } finally {
       clearInterval(keep);
-      this.#now--;
     }
     await retryWhileUnavailable(async () => {
       const state = await getTicketState(this.#em(), ticket);

@@ -184,3 +184,30 @@ it('answers a sync submission from the submitting core and leaves no queue job b
     await next.close();
   }
 }, 60_000);
+
+it('hands a sync submission running in its core back within the grace period on SIGTERM, ready to run at once', async () => {
+  hangFirstGate();
+  const { child, clients } = await childCore({ ABC_SHUTDOWN_GRACE_MS: '1000', ABC_CONTRACT_LEASE_MS: '30000' });
+  const meta = withKey(KEY);
+  await registerAuditAssembly(clients);
+  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), { body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }, meta).catch((error: Error) => error);
+  await gateCalled;
+  const em = store.orm.em.fork();
+  const [running] = await em.execute<{ ticket: string; lease_owner: string }[]>("SELECT ticket, lease_owner FROM tickets WHERE lifecycle_state = 'STEP_EXECUTION' ORDER BY created_at DESC LIMIT 1");
+  expect(running!.lease_owner).toBe(`now-${running!.ticket}`);
+  child.kill('SIGTERM');
+  expect(await new Promise((r) => child.once('exit', r))).toBe(0);
+  await answer;
+  closeCore(clients);
+  // Handed back, not left to its 30 s deferral: a worker may take it now.
+  const [job] = await em.execute<{ due: boolean; locked: boolean }[]>('SELECT run_at <= now() AS due, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?', [running!.ticket]);
+  expect(job).toEqual({ due: true, locked: false });
+
+  const next = await nextCore();
+  try {
+    expect(await finalStatus(next.clients, running!.ticket)).toBe('TICKET_STATUS_SUCCEEDED');
+    expect(calls).toEqual({ audit: 1, gate: 2 });
+  } finally {
+    await next.close();
+  }
+}, 60_000);
