@@ -7,23 +7,12 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, contractBody, fmt, percentile, record, startAbc } from './lib.js';
+import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc } from './lib.js';
 
 const CONCURRENCY = 16;
 const SUBMITS = Number(process.env.BENCH_SUBMITS ?? 400);
 const POLLS = Number(process.env.BENCH_POLLS ?? 4000);
 const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
-
-
-/** Runs `n` calls of `fn` with `concurrency` in flight; returns calls per second. */
-async function throughput(n: number, concurrency: number, fn: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < n) await fn(next++);
-  }));
-  return n / ((performance.now() - start) / 1000);
-}
 
 export async function contracts(): Promise<void> {
   const db = await benchDatabase('bench_contracts');
@@ -48,7 +37,7 @@ export async function contracts(): Promise<void> {
 
     // 1. Submits per second (async: the ticket and its job commit, then the answer).
     const tickets: string[] = [];
-    const submitsPerSec = await throughput(SUBMITS, CONCURRENCY, async () => tickets.push((await submit('async')).ticket));
+    const submitsPerSec = (await loadCalls(SUBMITS, CONCURRENCY, async () => tickets.push((await submit('async')).ticket))).rps;
 
     // Let the queue drain so polls read settled rows.
     for (const t of tickets.slice(-CONCURRENCY)) while (!['SUCCEEDED', 'FAILED'].includes((await poll(t, 5000)).status));
@@ -57,8 +46,8 @@ export async function contracts(): Promise<void> {
     let pollRate = 0;
     let rawRate = 0;
     for (let round = 0; round < 2; round++) {
-      pollRate += await throughput(POLLS / 2, CONCURRENCY, (i) => poll(tickets[i % tickets.length]!));
-      rawRate += await throughput(POLLS / 2, CONCURRENCY, (i) => raw.query('SELECT * FROM tickets WHERE ticket = $1', [tickets[i % tickets.length]]));
+      pollRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => poll(tickets[i % tickets.length]!))).rps;
+      rawRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => raw.query('SELECT * FROM tickets WHERE ticket = $1', [tickets[i % tickets.length]]))).rps;
     }
 
     // 3. Submit-to-done latency: sync, and async with a long poll.

@@ -17,9 +17,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import WebSocket from 'ws';
 import { ensureDatabase } from '../src/store/database.js';
 import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
-import { runToken } from './llm-proxy.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
 
@@ -155,7 +155,11 @@ async function langGraphApprovals(lg: any, saver: any): Promise<ApprovalSide> {
 }
 /* eslint-enable @typescript-eslint/no-explicit-any */
 
-/** ABC: an agent's tool call that policy holds for approval; a user approves; the webhook runs once. */
+/**
+ * ABC: an agent, invoked over IM, calls a tool that policy holds for approval
+ * and waits; a user approves over the API; the tool runs and the agent ends.
+ * Counted: the agent's invocations (its code before the call) and the tool's runs.
+ */
 async function abcApprovals(abc: AbcProcess, webhookUrl: string, calls: () => number): Promise<ApprovalSide> {
   const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
   const registered = await fetch(`${abc.http}/v1/tools/register`, {
@@ -164,30 +168,49 @@ async function abcApprovals(abc: AbcProcess, webhookUrl: string, calls: () => nu
     body: JSON.stringify({ name: 'payments.transfer', kind: 'http', endpoint: webhookUrl, side_effect: true }),
   });
   if (!registered.ok) throw new Error(`tool registration answered ${registered.status}`);
-  const run = await runToken(abc);
-  let before = 0;
+  let invocations = 0;
+  const agent = http.createServer(async (req, res) => {
+    if (req.url === '/health') return res.end('{"status":"healthy"}');
+    for await (const _ of req);
+    invocations++;
+    const auth = { authorization: `Bearer ${req.headers['x-abc-run-token']}`, 'content-type': 'application/json' };
+    const runId = String(req.headers['x-run-id']);
+    let call = (await (await fetch(`${abc.http}/v1/tools/payments.transfer:invoke`, { method: 'POST', headers: auth, body: JSON.stringify({ run_id: runId, args: { amount: 500 } }) })).json()) as { status: string; tool_call_id: string };
+    while (!['succeeded', 'failed'].includes(call.status)) call = (await (await fetch(`${abc.http}/v1/tool_calls/${call.tool_call_id}:wait?timeout_ms=5000`, { method: 'POST', headers: auth })).json()) as typeof call;
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end(`event: delta\ndata: {"text":"${call.status}"}\n\nevent: done\ndata: {"usage":{}}\n\n`);
+  });
+  await new Promise<void>((r) => agent.listen(0, '127.0.0.1', r));
   const latencies: number[] = [];
   try {
-    const agent = { authorization: `Bearer ${run.token}`, 'content-type': 'application/json' };
+    await fetch(`${abc.http}/v1/agents/register`, { method: 'POST', headers, body: JSON.stringify({ agent_id: 'payer', name: 'Payer', endpoint: `http://127.0.0.1:${(agent.address() as AddressInfo).port}` }) });
     for (let i = 0; i < APPROVALS; i++) {
+      const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
+      await new Promise((r) => ws.once('open', r));
       const t = performance.now();
-      before++; // the agent's code before the call: ABC never runs it again
-      const invoked = (await (await fetch(`${abc.http}/v1/tools/payments.transfer:invoke`, { method: 'POST', headers: agent, body: JSON.stringify({ run_id: run.runId, args: { amount: 500, i } }) })).json()) as { status: string; tool_call_id: string };
-      if (invoked.status !== 'pending') throw new Error(`the call was not held for approval: ${JSON.stringify(invoked)}`);
-      const { approvals } = (await (await fetch(`${abc.http}/v1/approvals?run_id=${run.runId}&status=PENDING`, { headers })).json()) as { approvals: { approval_id: string; tool_call_id: string }[] };
-      const approval = approvals.find((a) => a.tool_call_id === invoked.tool_call_id)!;
-      const decided = await fetch(`${abc.http}/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', headers: { ...headers, 'x-user-id': 'bench' }, body: JSON.stringify({ decision: 'approve' }) });
-      if (!decided.ok) throw new Error(`the decision answered ${decided.status}: ${await decided.text()}`);
-      let outcome = { status: 'pending' };
-      while (!['succeeded', 'failed'].includes(outcome.status)) outcome = (await (await fetch(`${abc.http}/v1/tool_calls/${invoked.tool_call_id}:wait?timeout_ms=5000`, { method: 'POST', headers: agent })).json()) as { status: string };
-      if (outcome.status !== 'succeeded') throw new Error(`the approved call ended ${JSON.stringify(outcome)}`);
+      const done = new Promise<string>((resolve, reject) =>
+        ws.on('message', async (data) => {
+          const frame = JSON.parse(data.toString()) as { type: string; approval_id?: string; text?: string; message?: string };
+          if (frame.type === 'approval_required') {
+            const decided = await fetch(`${abc.http}/v1/approvals/${frame.approval_id}:decide`, { method: 'POST', headers: { ...headers, 'x-user-id': 'bench' }, body: JSON.stringify({ decision: 'approve' }) });
+            if (!decided.ok) reject(new Error(`the decision answered ${decided.status}: ${await decided.text()}`));
+          } else if (frame.type === 'delta') resolve(frame.text ?? '');
+          else if (frame.type === 'error') reject(new Error(frame.message));
+        }),
+      );
+      ws.send(JSON.stringify({ type: 'hello', api_key: abc.key, user_id: 'bench' }));
+      ws.send(JSON.stringify({ type: 'agent_invoke', session_id: `sess_approval_${Date.now()}_${i}`, agent_id: 'payer', message: { role: 'user', content: 'pay' } }));
+      const outcome = await done;
       latencies.push(performance.now() - t);
+      ws.close();
+      if (outcome !== 'succeeded') throw new Error(`the approved call ended ${outcome}`);
     }
   } finally {
-    run.close();
+    agent.closeAllConnections();
+    agent.close();
   }
   latencies.sort((a, b) => a - b);
-  return { name: 'ABC tool call held for approval, approved, run', p50: percentile(latencies, 50), p99: percentile(latencies, 99), before: before / APPROVALS, effects: calls() / APPROVALS };
+  return { name: 'ABC agent tool call held for approval, approved, run', p50: percentile(latencies, 50), p99: percentile(latencies, 99), before: invocations / APPROVALS, effects: calls() / APPROVALS };
 }
 
 export async function durable(): Promise<void> {

@@ -1,23 +1,13 @@
 // bench/observer: timeline and snapshot queries per second for a session with
 // 1,000 execution contracts, through ABC (HTTP gateway → gRPC → core →
 // read-only pool), against a raw SQL query returning the same rows.
-import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, fmt, record, startAbc } from './lib.js';
+import { benchDatabase, fmt, loadCalls, record, startAbc } from './lib.js';
 
 const CONTRACTS = 1000;
 const CONCURRENCY = 8;
 const TIMELINES = Number(process.env.BENCH_TIMELINES ?? 100);
 const SNAPSHOTS = Number(process.env.BENCH_SNAPSHOTS ?? 3000);
-
-async function throughput(n: number, fn: (i: number) => Promise<unknown>): Promise<number> {
-  let next = 0;
-  const start = performance.now();
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < n) await fn(next++);
-  }));
-  return n / ((performance.now() - start) / 1000);
-}
 
 /** 1,000 finished tool-call contracts with two transitions each, as the writer leaves them. */
 async function seed(db: pg.Pool, session: string): Promise<string[]> {
@@ -73,10 +63,10 @@ export async function observer(): Promise<void> {
 
     let [t, rt, s, rs] = [0, 0, 0, 0];
     for (let round = 0; round < 2; round++) {
-      t += await throughput(TIMELINES / 2, timeline);
-      rt += await throughput(TIMELINES / 2, rawTimeline);
-      s += await throughput(SNAPSHOTS / 2, snapshot);
-      rs += await throughput(SNAPSHOTS / 2, rawSnapshot);
+      t += (await loadCalls(TIMELINES / 2, CONCURRENCY, timeline)).rps;
+      rt += (await loadCalls(TIMELINES / 2, CONCURRENCY, rawTimeline)).rps;
+      s += (await loadCalls(SNAPSHOTS / 2, CONCURRENCY, snapshot)).rps;
+      rs += (await loadCalls(SNAPSHOTS / 2, CONCURRENCY, rawSnapshot)).rps;
     }
     console.log(`\n## observer (a session of ${CONTRACTS} contracts, concurrency ${CONCURRENCY}, through gateway → gRPC → core)`);
     console.log(`timeline/s: ${fmt(t / 2, 1)}  raw SQL/s: ${fmt(rt / 2, 1)}  ratio: ${fmt(t / rt, 3)}x`);

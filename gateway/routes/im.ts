@@ -1,11 +1,13 @@
 // GET /v1/im: the IM WebSocket. Each socket is one IngressService.Connect stream;
 // the gateway validates and translates frames and holds no state of its own.
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AuthFailures } from '../auth-failures.js';
 import type { ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { CoreClients } from '../core-client.js';
 import { metadataOf } from '../grpc-call.js';
 import { parseClientFrame, serverFrameJson, type Parsed } from '../im-frames.js';
+import { corkPerTick } from '../cork.js';
 import { endSpan } from '../tracing.js';
 
 export interface ImGuards {
@@ -30,20 +32,11 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     const ping = setInterval(() => socket.readyState === socket.OPEN && socket.ping(), pingIntervalMs);
     ping.unref();
 
-    // Frames that arrive together leave together: the socket is corked until the tick ends, one write for the lot.
-    const tcp = (socket as unknown as { _socket?: import('node:net').Socket })._socket;
-    let corked = false;
-    const uncork = () => {
-      corked = false;
-      tcp?.uncork();
-    };
+    // ws keeps its TCP socket private; frames arriving together leave in one write to it.
+    const cork = corkPerTick((socket as unknown as { _socket?: Socket })._socket);
     stream.on('data', (res: ConnectResponse) => {
       if (res.frame?.$case === 'error' && res.frame.value.code === 'unauthenticated') guards.failures.record(req.ip);
-      if (tcp && !corked) {
-        corked = true;
-        tcp.cork();
-        process.nextTick(uncork);
-      }
+      cork();
       send(serverFrameJson(res));
     });
     stream.on('end', () => socket.close(1000, 'closed'));

@@ -4,6 +4,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { CallOptions, ClientReadableStream, ClientUnaryCall, Metadata, ServiceError } from '@grpc/grpc-js';
 import type { CoreClients } from '../core-client.js';
+import { corkPerTick } from '../cork.js';
 import { fromGrpcError } from '../errors.js';
 import { call, metadataOf } from '../grpc-call.js';
 
@@ -90,19 +91,10 @@ function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, b
       reply.hijack();
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-abc-request-id': requestId });
     };
-    // Events that arrive together leave together: the socket is corked until the tick ends.
-    let corked = false;
-    const uncork = () => {
-      corked = false;
-      reply.raw.uncork();
-    };
+    const cork = corkPerTick(reply.raw);
     stream.on('data', (msg: { data: Uint8Array; done: boolean; requestId: string; event?: string }) => {
       start(msg.requestId);
-      if (!corked) {
-        corked = true;
-        reply.raw.cork();
-        process.nextTick(uncork);
-      }
+      cork();
       if (msg.done) {
         if (!named) reply.raw.write('data: [DONE]\n\n');
         return;

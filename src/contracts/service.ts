@@ -16,6 +16,7 @@ import { traceIdOf, traceparentIn } from '../runtime/tracing.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
 import { retryOnConflict } from '../store/outage.js';
+import { settlesWithin } from '../runtime/in-flight.js';
 import { waitUntil } from '../store/wake-watch.js';
 import type { Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
@@ -75,7 +76,7 @@ export class ContractService {
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
     const deadline = received + prefs.max_latency_ms;
-    if (now && row.created && !isFinished(row)) await untilOrDeadline(this.opts.engine.executeNow(row.ticket), deadline, signal);
+    if (now && row.created && !isFinished(row)) await settlesWithin(this.opts.engine.executeNow(row.ticket), deadline - Date.now(), signal);
     const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, deadline, signal);
     if (finished.lifecycle_state === 'COMPLETED') {
       const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
@@ -295,20 +296,4 @@ function ticketError(row: TicketRow): AbcError {
   const e = row.error as { code: string; category: AbcError['payload']['category']; message: string; retryable: boolean; details?: Record<string, unknown> };
   const status = e.category === 'DATA_SOURCE' ? 'NOT_FOUND' : e.category === 'COMPLIANCE' ? 'PERMISSION_DENIED' : e.category === 'TIMEOUT' ? 'DEADLINE_EXCEEDED' : e.category === 'VALIDATION' ? 'INVALID_ARGUMENT' : 'INTERNAL';
   return new AbcError(status, { ...e, traceId: row.trace_id, details: { ...e.details, ticket: row.ticket } });
-}
-
-/** Resolves when `work` settles, the deadline passes or `signal` aborts, whichever is first; `work` goes on. */
-async function untilOrDeadline(work: Promise<unknown>, deadline: number, signal?: AbortSignal): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  await Promise.race([
-    work,
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
-      onAbort = resolve;
-      signal?.addEventListener('abort', onAbort, { once: true });
-    }),
-  ]);
-  clearTimeout(timer);
-  if (onAbort) signal?.removeEventListener('abort', onAbort);
 }

@@ -6,12 +6,12 @@ import type pg from 'pg';
 import type { HostPort } from '../config.js';
 import { registry, scrapedGauge } from '../runtime/metrics.js';
 import type { Orm } from '../store/orm.js';
+import { nativePool } from '../store/native.js';
 import { queueStats } from '../store/ticket-queue.js';
 
 /** Registers the gauges read at each scrape. */
 export async function watchResources(orm: Orm, readOnly: pg.Pool): Promise<void> {
-  const connection = orm.em.getDriver().getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> };
-  const pools = { orm: await connection.getNativeClient(), read_only: readOnly };
+  const pools = { orm: await nativePool(orm), read_only: readOnly };
   scrapedGauge('abc_db_pool_connections', 'Connections of the core’s database pools, by pool and state (total, idle, waiting clients)', ['pool', 'state'], (set) => {
     for (const [pool, p] of Object.entries(pools)) {
       set({ pool, state: 'total' }, p.totalCount);

@@ -43,11 +43,17 @@ export class InFlight {
   }
 }
 
-/** Whether `promise` settles within `ms`. */
-export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+/** Whether `promise` settles within `ms` (false, too, as soon as `signal` aborts). */
+export async function settlesWithin(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  let onAbort: (() => void) | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    onAbort = () => resolve(false);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
   const settled = await Promise.race([promise.then(() => true, () => true), timeout]);
   clearTimeout(timer);
+  signal?.removeEventListener('abort', onAbort!);
   return settled;
 }

@@ -59,61 +59,12 @@ const toEvent = (r: EventRow): StoredEvent => ({
 
 const COLUMNS = 'id, event_id, run_id, session_id, seq, session_seq, ts, type, payload';
 
-/**
- * Bumps the run's seq and the session's head (taking their row locks, so a
- * session's events commit in cursor order and a session-wide watcher can never
- * skip one), appends, and notifies: `session run last-id session-head run-seq`.
- */
-const appendSql = (onlyIfActive: boolean) => `WITH run AS (
-       UPDATE runs SET last_seq = last_seq + ? WHERE run_id = ?
-       ${onlyIfActive ? "AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')" : ''}
-       RETURNING last_seq, session_id
-     ), head AS (
-       UPDATE sessions s SET event_head = s.event_head + ?::int FROM run WHERE s.session_id = run.session_id
-       RETURNING s.session_id, s.event_head
-     ), added AS (
-       INSERT INTO events (event_id, run_id, session_id, seq, session_seq, ts, type, payload)
-       SELECT e.event_id, ?, head.session_id, run.last_seq - ? + e.i, head.event_head - ? + e.i, e.ts, e.type, e.payload
-       FROM run, head, jsonb_to_recordset(?::jsonb) AS e(event_id text, i int, ts bigint, type text, payload jsonb)
-       ORDER BY e.i
-       RETURNING ${COLUMNS}
-     ), notified AS (
-       SELECT pg_notify(?, max(session_id) || ' ' || max(run_id) || ' ' || max(id) || ' ' || max(session_seq) || ' ' || max(seq)) FROM added HAVING count(*) > 0
-     )
-     SELECT added.* FROM added, notified`;
-const APPEND = { active: appendSql(true), any: appendSql(false) };
-
 /** Where a statement runs: the caller's transaction, or straight on a pool (autocommit). */
 export type Db = EntityManager | Queryable;
 
 async function query<R>(db: Db, sql: string, params: unknown[]): Promise<R[]> {
   if ('execute' in db) return db.execute<R[]>(sql, params);
   return (await db.query<R>({ ...prepared(sql), values: params })).rows;
-}
-
-/**
- * Appends events to a run, in one statement: inside the caller's transaction
- * `db`, or atomically on its own (a pool). With `onlyIfActive`, events of a run
- * that has ended are dropped (late deltas).
- */
-export async function appendEvents(
-  db: Db,
-  runId: string,
-  events: NewEvent[],
-  opts: { onlyIfActive?: boolean } = {},
-): Promise<StoredEvent[]> {
-  if (events.length === 0) return [];
-  const now = Date.now();
-  // One JSON document for the whole batch (the driver would expand array parameters).
-  const batch = events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} }));
-  const started = performance.now();
-  const onlyIfActive = opts.onlyIfActive ?? false;
-  const n = events.length;
-  const rows = await query<EventRow>(db, onlyIfActive ? APPEND.active : APPEND.any, [n, runId, n, runId, n, n, JSON.stringify(batch), EVENTS_CHANNEL]);
-  metrics.eventAppend.observe((performance.now() - started) / 1000);
-  metrics.eventBatch.observe(n);
-  if (rows.length === 0 && !onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
-  return rows.map(toEvent).sort((a, b) => a.seq - b.seq);
 }
 
 /** One run's events, as a part of a shared append. */
@@ -125,11 +76,10 @@ export interface RunEvents {
 }
 
 /**
- * `appendEvents` for several runs in one statement (one commit): each run's seq,
- * each session's head and the event ids stay gap-free and in commit order.
- * A run may appear once. Its notifications name `origin`, so the process that
- * delivers the batch itself can pass over them. Returns the committed events by run; a run missing
- * from the answer had ended (with `onlyIfActive`) or does not exist.
+ * The one append: for each run, bump its seq and its session's head (taking
+ * their row locks, so a session's events commit in cursor order and a
+ * session-wide watcher can never skip one), insert, and notify
+ * `session run last-id session-head run-seq origin` for each run.
  */
 const APPEND_MANY = `WITH input AS (
        SELECT * FROM jsonb_to_recordset(?::jsonb) AS e(event_id text, run_id text, i int, ts bigint, type text, payload jsonb)
@@ -156,6 +106,13 @@ const APPEND_MANY = `WITH input AS (
      )
      SELECT added.* FROM added, (SELECT count(*) FROM notified) n`;
 
+/**
+ * Appends the events of several runs in one statement: inside the caller's
+ * transaction `db`, or atomically on its own (a pool). A run may appear once.
+ * Its notifications name `origin`, so the process that delivers the batch
+ * itself can pass over them. Returns the committed events by run; a run
+ * missing from the answer had ended (with `onlyIfActive`) or does not exist.
+ */
 export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promise<Map<string, StoredEvent[]>> {
   const now = Date.now();
   const input = parts.flatMap((part) =>
@@ -167,6 +124,18 @@ export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promi
   metrics.eventAppend.observe((performance.now() - started) / 1000);
   metrics.eventBatch.observe(input.length);
   return byRun(rows.map(toEvent));
+}
+
+/**
+ * Appends events to one run (see `appendMany`). With `onlyIfActive`, events of
+ * a run that has ended are dropped (late deltas); without it, an unknown run is an error.
+ */
+export async function appendEvents(db: Db, runId: string, events: NewEvent[], opts: { onlyIfActive?: boolean } = {}): Promise<StoredEvent[]> {
+  if (events.length === 0) return [];
+  const onlyIfActive = opts.onlyIfActive ?? false;
+  const added = (await appendMany(db, [{ runId, events, onlyIfActive }])).get(runId) ?? [];
+  if (added.length === 0 && !onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
+  return added;
 }
 
 /** Committed events by their ids, by run. */

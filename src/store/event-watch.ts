@@ -70,7 +70,7 @@ export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptio
         else {
           reached = last;
           for (const event of events) {
-            if (BigInt(event.id) > BigInt(cursor)) cursor = event.id;
+            cursor = event.id;
             if (!matches(opts.filter, event)) continue;
             yield event;
             if (opts.signal.aborted) return;
