@@ -106,6 +106,8 @@ export class Runs {
   readonly #opts: RunsOptions;
   readonly #log: Logger;
   readonly #inFlight = new InFlight();
+  /** Runs this core is starting: leased, not yet launched (tracked in #inFlight). */
+  readonly #starting = new Set<string>();
 
   constructor(opts: RunsOptions) {
     this.#opts = opts;
@@ -136,6 +138,16 @@ export class Runs {
     await this.#admit(cmd.tenantId);
     const runId = newId('run');
     const token = newRunToken();
+    // From its lease to its launch the run is this core's: the sweep must not take it for an orphan.
+    this.#starting.add(runId);
+    try {
+      return await this.#startRun(cmd, agent, runId, token);
+    } finally {
+      this.#starting.delete(runId);
+    }
+  }
+
+  async #startRun(cmd: StartCommand, agent: AgentRow, runId: string, token: string): Promise<Started> {
     // The run joins its caller's trace: the traceparent given, else the active span's.
     const parent = cmd.traceparent ? contextOf(cmd.traceparent, otel.active()) : otel.active();
     const traceId = traceIdOf(parent) ?? randomBytes(16).toString('hex');
@@ -314,7 +326,7 @@ export class Runs {
    *   client already saw.
    */
   async recoverOrphans(): Promise<number> {
-    const claimed = await claimOrphanRuns(this.#em(), this.#opts.coreId, this.#inFlight.keys(), this.#opts.leaseMs);
+    const claimed = await claimOrphanRuns(this.#em(), this.#opts.coreId, [...this.#inFlight.keys(), ...this.#starting], this.#opts.leaseMs);
     for (const { run_id: runId, status, detached: wasDetached, streamed, after_pause: afterPause, done_early: doneEarly } of claimed) {
       // A run that died while paused (or right after its pause ended) resumes; its agent was waiting, not streaming.
       const detached = wasDetached || afterPause;
