@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc } from './lib.js';
+import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, startReadFloor } from './lib.js';
 
 const CONCURRENCY = 16;
 const SUBMITS = Number(process.env.BENCH_SUBMITS ?? 400);
@@ -18,6 +18,8 @@ export async function contracts(): Promise<void> {
   const db = await benchDatabase('bench_contracts');
   const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4' });
   const raw = new pg.Pool({ connectionString: db.url, max: CONCURRENCY });
+  const POLL_SQL = 'SELECT * FROM tickets WHERE ticket = $1';
+  const floor = await startReadFloor(db.url, { poll: POLL_SQL });
   try {
     await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
@@ -42,12 +44,15 @@ export async function contracts(): Promise<void> {
     // Let the queue drain so polls read settled rows.
     for (const t of tickets.slice(-CONCURRENCY)) while (!['SUCCEEDED', 'FAILED'].includes((await poll(t, 5000)).status));
 
-    // 2. Polls per second, against a raw SELECT of the same row (interleaved halves).
-    let pollRate = 0;
-    let rawRate = 0;
+    // 2. Polls per second, against a raw SELECT of the same row and the floors of
+    //    any gateway in front of it (HTTP -> SELECT; HTTP -> gRPC -> SELECT), interleaved halves.
+    let [pollRate, rawRate, httpRate, grpcRate] = [0, 0, 0, 0];
+    const ticketOf = (i: number) => tickets[i % tickets.length]!;
     for (let round = 0; round < 2; round++) {
-      pollRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => poll(tickets[i % tickets.length]!))).rps;
-      rawRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => raw.query('SELECT * FROM tickets WHERE ticket = $1', [tickets[i % tickets.length]]))).rps;
+      pollRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => poll(ticketOf(i)))).rps;
+      rawRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => raw.query(POLL_SQL, [ticketOf(i)]))).rps;
+      httpRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => floor.get('sql', 'poll', ticketOf(i)))).rps;
+      grpcRate += (await loadCalls(POLLS / 2, CONCURRENCY, (i) => floor.get('grpc', 'poll', ticketOf(i)))).rps;
     }
 
     // 3. Submit-to-done latency: sync, and async with a long poll.
@@ -69,13 +74,18 @@ export async function contracts(): Promise<void> {
     console.log('\n## contracts (analyze_portfolio through gateway → gRPC → core → queue worker)');
     console.log(`submits/s at concurrency ${CONCURRENCY} (async, ticket + job committed): ${fmt(submitsPerSec, 0)}`);
     console.log(`polls/s at concurrency ${CONCURRENCY}: ${fmt(pollRate / 2, 0)}  raw SELECT/s: ${fmt(rawRate / 2, 0)}  ratio: ${fmt(pollRate / rawRate, 3)}x`);
+    console.log(`  floors: HTTP + SELECT ${fmt(httpRate / 2, 0)}/s (${fmt(httpRate / rawRate, 3)}x raw), HTTP + gRPC + SELECT ${fmt(grpcRate / 2, 0)}/s (${fmt(grpcRate / rawRate, 3)}x raw); ABC is ${fmt(pollRate / grpcRate, 3)}x the gRPC floor`);
     console.log(`submit-to-done sync:  p50 ${fmt(percentile(sync, 50), 1)} ms  p99 ${fmt(percentile(sync, 99), 1)} ms`);
     console.log(`submit-to-done async + long poll: p50 ${fmt(percentile(async, 50), 1)} ms  p99 ${fmt(percentile(async, 99), 1)} ms`);
     record({ bench: 'contracts', name: `submits per second, c=${CONCURRENCY}, durable`, value: submitsPerSec, unit: 'submits/s', goal: '>= 1,000' });
     record({ bench: 'contracts', name: `polls per second, c=${CONCURRENCY}`, value: pollRate / 2, unit: 'polls/s', ratio: pollRate / rawRate, against: 'raw SELECT of the same row', goal: '>= 0.5x' });
+    record({ bench: 'contracts', name: 'poll floor: HTTP + SELECT', value: httpRate / 2, unit: 'reads/s', ratio: httpRate / rawRate, against: 'raw SELECT of the same row' });
+    record({ bench: 'contracts', name: 'poll floor: HTTP + gRPC + SELECT', value: grpcRate / 2, unit: 'reads/s', ratio: grpcRate / rawRate, against: 'raw SELECT of the same row' });
+    record({ bench: 'contracts', name: 'polls per second against the gRPC floor', value: pollRate / 2, unit: 'polls/s', ratio: pollRate / grpcRate, against: 'HTTP + gRPC + SELECT, no ABC work' });
     record({ bench: 'contracts', name: 'sync submit-to-done p50', value: percentile(sync, 50), unit: 'ms' });
     record({ bench: 'contracts', name: 'async submit + long poll to done p50', value: percentile(async, 50), unit: 'ms' });
   } finally {
+    floor.stop();
     await raw.end();
     await abc.stop();
     await db.close();

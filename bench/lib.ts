@@ -118,6 +118,39 @@ export async function startAbc(databaseUrl: string, env: Record<string, string> 
   };
 }
 
+/** A child process that prints its URL on its first line of output. */
+export async function startChild(args: string[], url: (line: string) => string | undefined, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<{ url: string; stop(): void }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
+  const found = await new Promise<string>((resolve, reject) => {
+    let buffer = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      for (const line of buffer.split('\n')) {
+        const u = url(line.trim());
+        if (u) return resolve(u);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
+  });
+  return { url: found, stop: () => child.kill() };
+}
+
+/**
+ * bench/read-floor.ts in a process of its own, like ABC: `get('grpc', name, arg)`
+ * reads through HTTP -> gRPC -> SELECT, `get('sql', name, arg)` through HTTP -> SELECT.
+ */
+export async function startReadFloor(databaseUrl: string, queries: Record<string, string>) {
+  const child = await startChild(['--import', 'tsx', 'bench/read-floor.ts', databaseUrl, JSON.stringify(queries)], (line) => (line.startsWith('http') ? line : undefined));
+  return {
+    ...child,
+    get: async (hops: 'grpc' | 'sql', name: string, arg: string) => {
+      const res = await fetch(`${child.url}/${hops}/${name}/${encodeURIComponent(arg)}`);
+      if (res.status !== 200) throw new Error(`read floor answered ${res.status}`);
+      return res.json();
+    },
+  };
+}
+
 /** An analyze_portfolio request for the sample portfolio, with fresh correlation ids. */
 export function contractBody(mode: 'sync' | 'async', sessionId: string): string {
   const id = randomUUID();

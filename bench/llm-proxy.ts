@@ -3,12 +3,11 @@
 // Portkey gateway (a Node gateway of the same kind, from bench/peers), in
 // interleaved rounds of one run. A bare chain of ABC's hops (bench/floor.ts)
 // shows what any proxy on this path costs.
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
 import { peerPath } from './peers.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -93,23 +92,6 @@ async function streamOutcome(t: Target): Promise<string> {
 
 /** `n` JSON calls to `t`, `concurrency` at a time. */
 const load = (t: Target, n: number, concurrency: number) => loadCalls(n, concurrency, () => jsonCall(t));
-
-/** A child process that prints its URL on its first line of output. */
-async function startChild(args: string[], url: (line: string) => string | undefined, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<{ url: string; stop(): void }> {
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
-  const found = await new Promise<string>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      for (const line of buffer.split('\n')) {
-        const u = url(line.trim());
-        if (u) return resolve(u);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
-  });
-  return { url: found, stop: () => child.kill() };
-}
 
 /** bench/floor.ts as a child process, like ABC. */
 const startFloor = (upstreamUrl: string) => startChild(['--import', 'tsx', 'bench/floor.ts', upstreamUrl], (line) => line || undefined);

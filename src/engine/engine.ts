@@ -209,62 +209,60 @@ export class ContractEngine {
   }
 
   async #advance(ticket: string, signal: AbortSignal): Promise<void> {
+    let row = (await getTicket(this.#em(), ticket))!;
     for (;;) {
-      if (signal.aborted) return;
-      const row = (await getTicket(this.#em(), ticket))!;
-      if (FINISHED.includes(row.lifecycle_state)) return;
+      if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return;
       const state = row.lifecycle_state;
-      const more = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(row, signal));
-      if (!more) return;
+      const current = row;
+      const next = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(current, signal));
+      if (next === STOP) return;
+      row = next ?? (await getTicket(this.#em(), ticket))!;
     }
   }
 
-  /** Runs the phase the ticket is in; false when this pass ends there (it waits for a human). */
-  async #phase(row: TicketRow, signal: AbortSignal): Promise<boolean> {
+  /**
+   * Runs the phase the ticket is in. Answers the row as the phase committed it
+   * (this worker holds the lease: no other writer moves it but a cancel, which
+   * aborts the pass), null when it must be read again, or STOP when this pass
+   * ends there (it waits for a human).
+   */
+  async #phase(row: TicketRow, signal: AbortSignal): Promise<TicketRow | null | typeof STOP> {
     const rec = recordOf(row);
     switch (row.lifecycle_state) {
       case 'CONTEXT_BUILD':
-        await this.#buildContext(row, rec);
-        return true;
+        return (await this.#buildContext(row, rec)) ?? null;
       case 'PLAN_GENERATION':
-        await this.#generatePlan(row, rec);
-        return true;
+        return (await this.#generatePlan(row, rec)) ?? null;
       case 'PLAN_CHECK':
-        await this.#checkPlan(row, rec);
-        return true;
+        return (await this.#checkPlan(row, rec)) ?? null;
       case 'REPLAN':
         await this.#replan(row, rec);
-        return true;
+        return null;
       case 'EXECUTION_PREPARE':
-        await this.#prepare(row, rec);
-        return true;
+        return this.#prepare(row, rec);
       case 'STEP_EXECUTION':
-        await this.#executeBatch(row, rec, signal);
-        return true;
+        return (await this.#executeBatch(row, rec, signal)) ?? null;
       case 'STEP_REVIEW':
-        await this.#reviewBatch(row, rec);
-        return true;
+        return (await this.#reviewBatch(row, rec)) ?? null;
       case 'ROLLBACK':
         await this.#rollback(row, rec);
-        return true;
+        return null;
       case 'GLOBAL_REVIEW':
-        await this.#reviewResult(row, rec);
-        return true;
+        return (await this.#reviewResult(row, rec)) ?? null;
       case 'PACKAGING':
-        await this.#package(row, rec);
-        return true;
+        return this.#package(row, rec);
       case 'WAIT_HUMAN':
         await this.#checkHumanDeadline(row, rec);
-        return false;
+        return STOP;
       default:
-        return false;
+        return STOP;
     }
   }
 
   // ---- the phases --------------------------------------------------------
 
   /** CONTEXT_BUILD: the contract, the assembly, the policy settings, and what memory says about the intent. */
-  async #buildContext(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #buildContext(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
     const run = await this.#role('CONTEXT_BUILDER', row, rec, null, []);
     if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
     const data = run.output.data as { assembly: { assembly_id: string; version: string; engine?: Partial<EngineSettings> }; failure_counts: Record<string, number>; similar_successes: unknown[]; avoid: string[] };
@@ -274,7 +272,7 @@ export class ContractEngine {
       avoid: [...new Set([...rec.avoid, ...data.avoid])].sort(),
       hints: { failure_counts: data.failure_counts, similar_successes: data.similar_successes },
     };
-    await this.#move(row.ticket, 'context_built', next, { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, { trace: [decisionEvent(run)] });
+    return this.#move(row.ticket, 'context_built', next, { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, { trace: [decisionEvent(run)] });
   }
 
   /**
@@ -282,30 +280,30 @@ export class ContractEngine {
    * the critic is the built-in alone (a pure check), its verdict is known
    * before the commit: generation, approval and preparation commit together.
    */
-  async #generatePlan(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #generatePlan(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
     const run = await this.#role('PLANNER', row, rec, null, []);
     if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
     const { body, hash } = plannerBody(run.output.data);
     const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
-    const generated = await this.#em().transactional(async (tx) => {
+    const [generated, prepared] = await this.#em().transactional(async (tx) => {
       const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body), tenant_id: row.tenant_id }, undefined, tx);
       const moved = await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
-      if (!critique?.output.success) return moved;
+      if (!critique?.output.success) return [moved, undefined];
       await transitionTicket(tx, row.ticket, 'plan_approved', {}, 'engine', { trace: [decisionEvent(critique)] });
-      await this.#prepareIn(tx, row, rec, plan);
-      return undefined;
+      return [undefined, await this.#prepareIn(tx, row, rec, plan)];
     });
     // A rejection the built-in critic already gave is acted on now, not asked for again.
-    if (generated && critique) await this.#verdict(generated, rec, critique);
+    if (generated && critique) return this.#verdict(generated, rec, critique);
+    return prepared ?? generated;
   }
 
   /** PLAN_CHECK: the critic's verdict; a repairable plan is replanned around its culprits. */
-  async #checkPlan(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #checkPlan(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
-    await this.#verdict(row, rec, await this.#role('PLAN_CRITIC', row, rec, plan, []));
+    return this.#verdict(row, rec, await this.#role('PLAN_CRITIC', row, rec, plan, []));
   }
 
-  async #verdict(row: TicketRow, rec: ExecRecord, run: RoleRun): Promise<void> {
+  async #verdict(row: TicketRow, rec: ExecRecord, run: RoleRun): Promise<TicketRow | void> {
     if (run.output.success) return this.#move(row.ticket, 'plan_approved', rec, {}, { trace: [decisionEvent(run)] });
     const error = run.output.errors[0] ?? toStructured(new Error('the plan critic rejected the plan'));
     const policy = this.#policy(row, rec, { kind: 'failure', step_id: null, error });
@@ -319,7 +317,7 @@ export class ContractEngine {
       avoid: [...new Set([...rec.avoid, ...culprits])].sort(),
       replan: { scope: policy.scope ?? 'GLOBAL', failed_step_id: null },
     };
-    await this.#move(row.ticket, 'plan_rejected', next, {}, { trace, reason: policy.reason });
+    return this.#move(row.ticket, 'plan_rejected', next, {}, { trace, reason: policy.reason });
   }
 
   /** REPLAN: a successor plan (LOCAL: the failed subtree; GLOBAL: everything, latest assembly), frozen. */
@@ -350,15 +348,15 @@ export class ContractEngine {
   }
 
   /** EXECUTION_PREPARE: step rows match the plan, and a snapshot marks where a GLOBAL rollback returns. */
-  async #prepare(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #prepare(row: TicketRow, rec: ExecRecord): Promise<TicketRow> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
-    await this.#em().transactional((tx) => this.#prepareIn(tx, row, rec, plan));
+    return this.#em().transactional((tx) => this.#prepareIn(tx, row, rec, plan));
   }
 
-  async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<void> {
+  async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<TicketRow> {
     await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
-    const snapshot = await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec);
-    await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot, base_snapshot_id: snapshot } });
+    const snapshot = this.#remember(await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec));
+    return transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event] });
   }
 
   /**
@@ -368,7 +366,7 @@ export class ContractEngine {
    * the built-in reviewer alone, a batch that passes commits its settling and
    * its review together.
    */
-  async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<void> {
+  async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<TicketRow | void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
     const steps = await getSteps(this.#em(), row.ticket);
@@ -405,11 +403,11 @@ export class ContractEngine {
       if (!review.problem) {
         return this.#em().transactional(async (tx) => {
           await transitionTicket(tx, row.ticket, 'steps_settled', { engine: { ...settled } });
-          await this.#passReview(tx, row, settled, after, review.trace);
+          return this.#passReview(tx, row, settled, after, review.trace);
         });
       }
     }
-    await this.#move(row.ticket, 'steps_settled', settled);
+    return this.#move(row.ticket, 'steps_settled', settled);
   }
 
   /** Finished steps the last passed review (its snapshot) has not seen. */
@@ -419,21 +417,22 @@ export class ContractEngine {
     return steps.filter((s) => (s.status === 'SUCCEEDED' || s.status === 'FAILED') && snapshot?.steps[s.step_id]?.status !== s.status).map((s) => s.step_id);
   }
 
-  /** Snapshots never change: each is read once. */
+  /** Snapshots never change: each is read once, or not at all by the core that wrote it. */
   async #snapshot(id: string): Promise<SnapshotContent | undefined> {
-    let found = this.#snapshots.get(id);
-    if (!found) {
-      found = await restoreSnapshot(this.#em(), id);
-      if (found) {
-        if (this.#snapshots.size >= 1000) this.#snapshots.delete(this.#snapshots.keys().next().value!);
-        this.#snapshots.set(id, found);
-      }
-    }
+    const found = this.#snapshots.get(id) ?? (await restoreSnapshot(this.#em(), id));
+    if (found) this.#remember({ snapshotId: id, content: found });
     return found;
   }
 
+  /** Keeps a snapshot this core wrote or read (an id is never reused, so one rolled back is never asked for). */
+  #remember<T extends { snapshotId: string; content: SnapshotContent }>(snapshot: T): T {
+    if (!this.#snapshots.has(snapshot.snapshotId) && this.#snapshots.size >= 1000) this.#snapshots.delete(this.#snapshots.keys().next().value!);
+    this.#snapshots.set(snapshot.snapshotId, snapshot.content);
+    return snapshot;
+  }
+
   /** STEP_REVIEW: each step of the batch against its schema and the confidence threshold; failures go to the policy. */
-  async #reviewBatch(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #reviewBatch(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
     const batch = rec.batch ?? NO_BATCH;
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const steps = await getSteps(this.#em(), row.ticket);
@@ -501,12 +500,12 @@ export class ContractEngine {
   }
 
   /** A passed review: the batch's step contexts end, a snapshot marks what is reviewed, and execution goes on. */
-  async #passReview(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): Promise<void> {
+  async #passReview(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): Promise<TicketRow> {
     const batch = rec.batch ?? NO_BATCH;
     await this.memory.clear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`), tx);
-    const snapshot = await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec);
+    const snapshot = this.#remember(await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
-    await transitionTicket(tx, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot } }, 'engine', { trace });
+    return transitionTicket(tx, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event, ...trace] });
   }
 
   /**
@@ -542,7 +541,7 @@ export class ContractEngine {
   }
 
   /** GLOBAL_REVIEW: the aggregate against the contract's result schema (and a configured reviewer's confidence). */
-  async #reviewResult(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #reviewResult(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
     const steps = await getSteps(this.#em(), row.ticket);
     const done = steps.filter((s) => s.status === 'SUCCEEDED');
     const { result, warnings } = (await this.#output(row)).aggregate(row.request, outputsOf(done));
@@ -559,7 +558,7 @@ export class ContractEngine {
       // The built-in's verdict is final: review and packaging commit together.
       return this.#em().transactional(async (tx) => {
         const reviewed = await transitionTicket(tx, row.ticket, 'review_passed', { ...patch, engine: { ...rec } }, 'engine', { trace });
-        await this.#packageIn(tx, reviewed, rec, steps);
+        return this.#packageIn(tx, reviewed, rec, steps);
       });
     }
     if (!run.output.success) {
@@ -580,12 +579,12 @@ export class ContractEngine {
   }
 
   /** PACKAGING: the artifact, and the success remembered (GLOBAL) for later planners. */
-  async #package(row: TicketRow, rec: ExecRecord): Promise<void> {
+  async #package(row: TicketRow, rec: ExecRecord): Promise<TicketRow> {
     const steps = await getSteps(this.#em(), row.ticket);
-    await this.#em().transactional((tx) => this.#packageIn(tx, row, rec, steps));
+    return this.#em().transactional((tx) => this.#packageIn(tx, row, rec, steps));
   }
 
-  async #packageIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[]): Promise<void> {
+  async #packageIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[]): Promise<TicketRow> {
     const artifact = (await this.#output(row)).render(row.request, row.result!, outputsOf(steps));
     const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, tx) : undefined;
     const intent = String(requestOf(row).intent);
@@ -607,7 +606,7 @@ export class ContractEngine {
       ['success', intent],
       tx,
     );
-    await transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
+    return transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
   }
 
   // ---- WAIT_HUMAN (human.ts) -------------------------------------------------
@@ -703,8 +702,8 @@ export class ContractEngine {
     return evaluateTransition(this.#global(row, rec), rec, rec.settings ?? DEFAULT_SETTINGS, input);
   }
 
-  async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string } = {}): Promise<void> {
-    await this.#em().transactional((tx) => transitionTicket(tx, ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts));
+  async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string } = {}): Promise<TicketRow> {
+    return this.#em().transactional((tx) => transitionTicket(tx, ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts));
   }
 
   /** HALT: the execution fails with the error that stopped it. */
@@ -755,6 +754,9 @@ function isInfrastructure(error: unknown): boolean {
 
 /** Outputs of the succeeded steps, by step id. */
 export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
+
+/** What a phase answers when this pass over the ticket ends. */
+const STOP = Symbol('stop');
 
 /** The abort reason of a ticket handed back at shutdown. */
 const HAND_BACK = new Error('handed back at shutdown');

@@ -7,7 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { StepState } from '../domain/contract-lifecycle.machine.js';
 import { newId } from '../runtime/new-id.js';
 import type { ExecRecord } from './record.js';
-import { appendTicketEvent, type StepRow } from '../store/ticket-store.js';
+import type { StepRow, TicketEventInput } from '../store/ticket-store.js';
 import { insertSnapshot, readSnapshot } from '../store/snapshot-store.js';
 
 export interface SnapshotContent {
@@ -17,7 +17,16 @@ export interface SnapshotContent {
   record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'> & Partial<Pick<ExecRecord, 'approved_inputs'>>;
 }
 
-export async function createSnapshot(tx: EntityManager, ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord): Promise<string> {
+/** Writes a snapshot; its SNAPSHOT_CREATED event goes with the transition the caller commits it with. */
+export async function createSnapshot(
+  tx: EntityManager,
+  ticket: string,
+  state: string,
+  label: string,
+  planId: string | null,
+  steps: StepRow[],
+  rec: ExecRecord,
+): Promise<{ snapshotId: string; content: SnapshotContent; event: TicketEventInput }> {
   const snapshotId = newId('snap');
   const content: SnapshotContent = {
     label,
@@ -26,8 +35,7 @@ export async function createSnapshot(tx: EntityManager, ticket: string, state: s
     record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, approved_inputs: rec.approved_inputs, snapshot_id: rec.snapshot_id },
   };
   await insertSnapshot(tx, snapshotId, ticket, state, content);
-  await appendTicketEvent(tx, ticket, 'SNAPSHOT_CREATED', { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length });
-  return snapshotId;
+  return { snapshotId, content, event: { type: 'SNAPSHOT_CREATED', payload: { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length } } };
 }
 
 export async function restoreSnapshot(em: EntityManager, snapshotId: string): Promise<SnapshotContent | undefined> {

@@ -18,7 +18,7 @@ import { approvedFor, type ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
-import { setPartialResult, transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
 
 export interface BatchKit {
   row: TicketRow;
@@ -197,9 +197,9 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           // A fallback that ran is what rollback must know about.
           ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
           trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
+          // What pollers may see of the running ticket, written with the step's events.
+          partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
         });
-        const partial = k.output.partialResult(k.row.request, outputs);
-        if (partial) await setPartialResult(tx, ticket, partial);
       });
     } catch (error) {
       const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });

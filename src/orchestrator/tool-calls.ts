@@ -647,6 +647,7 @@ export class ToolCalls {
           ],
         }),
         returning: true,
+        oneStatement: true,
       });
     } catch (error) {
       if (isIllegalTransition(error)) this.#log.warn({ toolCallId, trigger }, 'illegal tool call transition rejected');

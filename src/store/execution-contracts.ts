@@ -75,14 +75,17 @@ export async function moveContract(
     params: [where.subjectId, where.ticket ?? where.runId],
     order: 'created_at DESC',
     set: () => ({ sql: ['entered_at = ?', 'result = coalesce(?, result)', 'error_message = coalesce(?, error_message)', 'version = version + 1'], params: [at, outcome.result ?? null, outcome.errorMessage ?? null] }),
+    // Its TransitionRecord in the same statement. Each move bumps the version (from 1), so the
+    // written version numbers it even when the statement's snapshot predates the row lock.
+    also: ({ from, to: next }) => ({
+      sql: `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts)
+            SELECT moved.execution_id, greatest(moved.version - 2, coalesce((SELECT max(sequence_number) + 1 FROM execution_transitions WHERE execution_id = moved.execution_id), 0)), ?, ?, ?, ?, ?, ? FROM moved`,
+      params: [from, next, trigger, actor, actorCategory(actor), at],
+    }),
+    oneStatement: true,
   });
   if (!moved) return undefined;
   const { row, to } = moved;
-  await tx.execute(
-    `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts)
-     SELECT ?, coalesce(max(sequence_number) + 1, 0), ?, ?, ?, ?, ?, ? FROM execution_transitions WHERE execution_id = ?`,
-    [row.execution_id, row.status, to, trigger, actor, actorCategory(actor), at, row.execution_id],
-  );
   const factError = EXECUTION_CONTRACT_MACHINE.isTerminal(to) ? await recordFact(tx, row.execution_id) : undefined;
   return {
     execution_id: row.execution_id,
@@ -106,20 +109,21 @@ export async function moveContract(
  * execution_state event), and it never fails the transition it follows.
  */
 async function recordFact(tx: EntityManager, executionId: string): Promise<string | undefined> {
-  await tx.execute('SAVEPOINT execution_fact');
   try {
+    // The savepoint, the fact and the release in one round trip.
     await tx.execute(
-      `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+      `SAVEPOINT execution_fact;
+       INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
        SELECT ?, c.tenant_id, 'SESSION', c.session_id, 'execution_fact:' || c.execution_id,
               jsonb_build_object('type', 'execution_fact', 'execution_id', c.execution_id, 'action_type', c.action_type,
                 'action_summary', c.action_summary, 'final_status', c.status, 'irreversible', c.irreversible,
                 'duration_ms', floor(extract(epoch FROM (SELECT max(t.ts) FROM execution_transitions t WHERE t.execution_id = c.execution_id) - c.created_at) * 1000),
                 'result_summary', left(c.result, 200), 'error_summary', left(c.error_message, 200)),
               '["execution_fact"]'::jsonb
-       FROM execution_contracts c WHERE c.execution_id = ?`,
+       FROM execution_contracts c WHERE c.execution_id = ?;
+       RELEASE SAVEPOINT execution_fact`,
       [newId('mem'), executionId],
     );
-    await tx.execute('RELEASE SAVEPOINT execution_fact');
     return undefined;
   } catch (error) {
     await tx.execute('ROLLBACK TO SAVEPOINT execution_fact');

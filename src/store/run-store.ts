@@ -131,6 +131,7 @@ export async function transitionRun(
         params: [RUN_MACHINE.isTerminal(to), error ? JSON.stringify(storedError(error)) : null],
       }),
       notifyOnEnd: { channel: RUN_ENDED_CHANNEL, payload: 'run_id' },
+      oneStatement: true,
     });
   } catch (e) {
     if (isIllegalTransition(e)) log.warn({ runId, trigger }, 'illegal run transition rejected');

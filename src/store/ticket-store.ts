@@ -113,21 +113,23 @@ export interface TicketEventInput {
   payload: Record<string, unknown>;
 }
 
-/** Appends progress and trace events in order and wakes every poller of the ticket (after commit). */
-export async function appendTicketEvents(tx: EntityManager, ticket: string, events: TicketEventInput[], locked = false): Promise<void> {
+/**
+ * Appends progress and trace events in order and wakes every poller of the
+ * ticket (after commit), in one statement: bumping the ticket's event counter
+ * takes its row lock, which orders the events of parallel steps (gap-free seq).
+ */
+export async function appendTicketEvents(tx: EntityManager, ticket: string, events: TicketEventInput[], partialResult?: Record<string, unknown>): Promise<void> {
   if (!events.length) return;
-  // The ticket row lock orders the events of parallel steps (gap-free seq); a lifecycle move already holds it.
-  if (!locked) await tx.execute('SELECT 1 FROM tickets WHERE ticket = ? FOR UPDATE', [ticket]);
-  // The insert and its NOTIFY in one statement. (Not the lock: max(seq) must be read after it is held.)
   await tx.execute(
-    `WITH added AS (
+    `WITH head AS (
+       UPDATE tickets SET event_seq = event_seq + ?${partialResult ? ', partial_result = ?::json, updated_at = now()' : ''} WHERE ticket = ? RETURNING event_seq - ? AS seq
+     ), added AS (
        INSERT INTO ticket_events (ticket, seq, ts, type, payload)
-       SELECT ?, base.seq + e.n, ?, e.type, e.payload
-       FROM (SELECT coalesce(max(seq), 0) AS seq FROM ticket_events WHERE ticket = ?) base,
-            jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)
+       SELECT ?, head.seq + e.n, ?, e.type, e.payload
+       FROM head, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)
      )
      SELECT pg_notify('${TICKETS_CHANNEL}', ?)`,
-    [ticket, Date.now(), ticket, JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e }))), ticket],
+    [events.length, ...(partialResult ? [JSON.stringify(partialResult)] : []), ticket, events.length, ticket, Date.now(), JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e }))), ticket],
   );
 }
 
@@ -146,11 +148,13 @@ export async function transitionTicket(
   opts: { reason?: string; trace?: TicketEventInput[] } = {},
 ): Promise<TicketRow> {
   const moved = await writeTransition<LifecycleState, LifecycleTrigger, TicketRow>(tx, TICKETS, trigger, {
+    // Not the documents: the move needs the state, and the written row comes back whole.
+    columns: 'ticket, lifecycle_state, phase',
     where: 'ticket = ?',
     params: [ticket],
-    set: ({ row, to }) => {
-      const sets = ['status = ?', 'phase = ?', 'updated_at = now()'];
-      const params: unknown[] = [statusOf(to), PHASE_OF[to] ?? row.phase];
+    set: ({ to }) => {
+      const sets = ['status = ?', 'phase = coalesce(?, phase)', 'updated_at = now()'];
+      const params: unknown[] = [statusOf(to), PHASE_OF[to] ?? null];
       for (const column of PATCH_COLUMNS) {
         if (patch[column] === undefined) continue;
         const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
@@ -162,19 +166,17 @@ export async function transitionTicket(
       return { sql: sets, params };
     },
     returning: true,
+    oneStatement: true,
   });
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
-  const row = moved.row;
-  const to = moved.to;
-  const phase = PHASE_OF[to] ?? row.phase;
+  const { from, to } = moved;
   const updated = moved.after!;
+  const phase = updated.phase;
   // Seed 002's STATE_TRANSITION trace event, in the transaction of the move.
-  await appendTicketEvents(
-    tx,
-    ticket,
-    [...(opts.trace ?? []), { type: 'STATE_TRANSITION', payload: { from: row.lifecycle_state, to, trigger, actor, phase, status: statusOf(to), ...(opts.reason && { reason: opts.reason }) } }],
-    true,
-  );
+  await appendTicketEvents(tx, ticket, [
+    ...(opts.trace ?? []),
+    { type: 'STATE_TRANSITION', payload: { from, to, trigger, actor, phase, status: statusOf(to), ...(opts.reason && { reason: opts.reason }) } },
+  ]);
   return updated!;
 }
 
@@ -184,7 +186,7 @@ export async function transitionStep(
   ticket: string,
   stepId: string,
   trigger: StepTrigger,
-  patch: { output?: unknown; message?: string; capability?: string; sideEffect?: boolean; trace?: TicketEventInput[] } = {},
+  patch: { output?: unknown; message?: string; capability?: string; sideEffect?: boolean; trace?: TicketEventInput[]; partialResult?: Record<string, unknown> } = {},
 ): Promise<StepRow> {
   // A step put back runs again as a new attempt: a new execution contract (opened before the step row moves).
   const moved = await writeTransition<StepState, StepTrigger, StepRow>(tx, STEPS, trigger, {
@@ -202,6 +204,7 @@ export async function transitionStep(
       params: [patch.output === undefined ? null : JSON.stringify(patch.output), patch.message ?? null, patch.capability ?? null, patch.sideEffect ?? null, trigger, trigger],
     }),
     returning: true,
+    oneStatement: true,
   });
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'STEP_NOT_FOUND', message: `step ${stepId} of ${ticket} does not exist`, retryable: false });
   const row = moved.row;
@@ -218,7 +221,7 @@ export async function transitionStep(
     });
     if (state) events.push({ type: 'execution_state', payload: { ...state } });
   }
-  await appendTicketEvents(tx, ticket, events);
+  await appendTicketEvents(tx, ticket, events, patch.partialResult);
   return updated!;
 }
 
@@ -273,11 +276,6 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
     await tx.execute('DELETE FROM ticket_events WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
     return gone.length;
   });
-}
-
-/** What pollers may see of a running ticket. */
-export async function setPartialResult(tx: EntityManager, ticket: string, partial: Record<string, unknown>): Promise<void> {
-  await tx.execute('UPDATE tickets SET partial_result = ?::json, updated_at = now() WHERE ticket = ?', [JSON.stringify(partial), ticket]);
 }
 
 /** New step rows of a ticket, PENDING. */

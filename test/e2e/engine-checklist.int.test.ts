@@ -188,7 +188,7 @@ describe('seed 002 §6 checklist', () => {
       { step_id: 'b', status: 'PENDING', output: null },
     ] as StepRow[];
     const rec = { replan: { scope: 'LOCAL', failed_step_id: 'b' }, avoid: ['tool.x'], approved_steps: ['c'], snapshot_id: 'snap_prev' } as never;
-    const id = await s.orm.em.fork().transactional((tx) => createSnapshot(tx, 'tkt_snapshot_test', 'STEP_REVIEW', 'batch:1', 'plan_1', steps, rec));
+    const { snapshotId: id } = await s.orm.em.fork().transactional((tx) => createSnapshot(tx, 'tkt_snapshot_test', 'STEP_REVIEW', 'batch:1', 'plan_1', steps, rec));
     expect(await restoreSnapshot(s.orm.em.fork(), id)).toEqual({
       label: 'batch:1',
       plan_id: 'plan_1',

@@ -46,3 +46,32 @@ it('keeps the transition when the execution_fact cannot be written, and says why
   const facts = await em.execute<{ key: string }[]>("SELECT key FROM memory WHERE scope_id = 'sess-ec'");
   expect(facts).toHaveLength(1);
 });
+
+it('moves in one statement, numbers its transitions in order, and a move that lost a race to the row is refused by the table', async () => {
+  const id = await open('tc-4');
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  let moved!: () => void;
+  const first = new Promise<void>((r) => (moved = r));
+  // A starts the contract and holds its row; B's start waits on the lock, then finds it running.
+  const a = store.orm.em.fork().transactional(async (tx) => {
+    await moveContract(tx, { runId: 'run-ec', subjectId: 'tc-4' }, 'start', 'tool_node');
+    moved();
+    await held;
+  });
+  await first;
+  const b = move('tc-4', 'start');
+  await new Promise((r) => setTimeout(r, 100));
+  release();
+  await a;
+  await expect(b).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { from: 'running', trigger: 'start' } } });
+  await move('tc-4', 'succeed');
+  const rows = await store.orm.em.fork().execute<{ sequence_number: number; from_status: string; to_status: string }[]>(
+    'SELECT sequence_number, from_status, to_status FROM execution_transitions WHERE execution_id = ? ORDER BY sequence_number',
+    [id],
+  );
+  expect(rows).toEqual([
+    { sequence_number: 0, from_status: 'pending', to_status: 'running' },
+    { sequence_number: 1, from_status: 'running', to_status: 'completed' },
+  ]);
+});

@@ -105,6 +105,8 @@ export const Ticket = defineEntity({
     updatedAt: p.datetime().defaultRaw('now()'),
     expiresAt: p.datetime(),
     version: p.integer().version(),
+    /** How many events the ticket has; bumped with each append, under the row lock, so the next seq needs no read. */
+    eventSeq: p.integer().default(0),
   },
 });
 

@@ -12,6 +12,7 @@ import { Migration20261123161035 } from './Migration20261123161035_tenant_catalo
 import { Migration20261123165227 } from './Migration20261123165227_workflows.js';
 import { Migration20261123200701 } from './Migration20261123200701_traceparents_resumable_agents.js';
 import { Migration20261123220802 } from './Migration20261123220802_event_heads.js';
+import { Migration20261124011858 } from './Migration20261124011858_ticket_event_seq.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -27,4 +28,5 @@ export const migrations = [
   { name: 'Migration20261123165227_workflows', class: Migration20261123165227 },
   { name: 'Migration20261123200701_traceparents_resumable_agents', class: Migration20261123200701 },
   { name: 'Migration20261123220802_event_heads', class: Migration20261123220802 },
+  { name: 'Migration20261124011858_ticket_event_seq', class: Migration20261124011858 },
 ];

@@ -1,0 +1,35 @@
+// The floor of a read through a gateway, for bench/contracts and bench/observer:
+// the same hops and libraries as ABC (Fastify -> grpc-js over a loopback socket
+// -> pg -> JSON) with none of ABC's work: no auth, no tenant check, no mapping,
+// no validation, no logs. `/sql/NAME/ARG` skips the gRPC hop (HTTP + SELECT).
+// Arguments: a database URL and a JSON object of named queries taking $1.
+// Prints its URL.
+import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
+import Fastify from 'fastify';
+import pg from 'pg';
+
+const pool = new pg.Pool({ connectionString: process.argv[2], max: 16 });
+const queries = JSON.parse(process.argv[3]!) as Record<string, string>;
+const read = async (name: string, arg: string) => Buffer.from(JSON.stringify((await pool.query(queries[name]!, [arg])).rows));
+
+const bytes = (b: Buffer) => b;
+const service: ServiceDefinition = {
+  read: { path: '/floor.Floor/Read', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
+};
+const server = new Server();
+server.addService(service, {
+  read: (call: { request: Buffer }, callback: (e: Error | null, res?: Buffer) => void) => {
+    const { name, arg } = JSON.parse(call.request.toString()) as { name: string; arg: string };
+    read(name, arg).then((res) => callback(null, res), (error: Error) => callback(error));
+  },
+});
+const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+const Client = makeGenericClientConstructor(service, 'Floor');
+const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as { read(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void };
+
+const app = Fastify();
+app.get<{ Params: { name: string; arg: string } }>('/sql/:name/:arg', async (req, reply) => reply.type('application/json').send(await read(req.params.name, req.params.arg)));
+app.get<{ Params: { name: string; arg: string } }>('/grpc/:name/:arg', (req, reply) =>
+  new Promise((resolve) => client.read(Buffer.from(JSON.stringify(req.params)), (e, res) => resolve(e ? reply.code(502).send() : reply.type('application/json').send(res)))),
+);
+process.stdout.write(`${await app.listen({ host: '127.0.0.1', port: 0 })}\n`);
