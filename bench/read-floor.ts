@@ -1,4 +1,4 @@
-// The floor of a read through a gateway, for bench/contracts and bench/observer:
+// The floor of a read (or a one-row write) through a gateway, for bench/contracts and bench/observer:
 // the same hops and libraries as ABC (Fastify -> grpc-js over a loopback socket
 // -> pg -> JSON) with none of ABC's work: no auth, no tenant check, no mapping,
 // no validation, no logs. `/sql/NAME/ARG` skips the gRPC hop (HTTP + SELECT).

@@ -40,7 +40,6 @@ import {
   renewRunLease,
   resumeState,
   setRunTokenHash,
-  takeRunLease,
   transitionRun,
   type RunRow,
 } from '../store/run-store.js';
@@ -151,9 +150,9 @@ export class Runs {
     // The run joins its caller's trace: the traceparent given, else the active span's.
     const parent = cmd.traceparent ? contextOf(cmd.traceparent, otel.active()) : otel.active();
     const traceId = traceIdOf(parent) ?? randomBytes(16).toString('hex');
-    let first: StoredEvent;
+    let started: { first: StoredEvent; run: RunRow };
     try {
-      first = await this.#em().transactional(async (tx) => {
+      started = await this.#em().transactional(async (tx) => {
         const owner = await ensureSession(tx, cmd.sessionId, cmd.userId, cmd.tenantId);
         if (owner.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
         if (owner.userId !== cmd.userId) {
@@ -170,19 +169,19 @@ export class Runs {
           tokenHash: hashToken(token),
           userId: cmd.userId,
           tenantId: cmd.tenantId,
+          lease: { owner: this.#opts.coreId, ms: this.#opts.leaseMs },
         });
-        await this.#takeLease(tx, runId);
         await appendMessage(tx, { sessionId: cmd.sessionId, role: 'user', content: cmd.message.content, runId });
         // Before the start, so whatever the caller records (a parent's agent_call contract) sees the run start.
         await cmd.onCreated?.(tx, runId);
-        const { events } = await transitionRun(tx, this.#log, runId, 'start', [
+        const { events, run } = await transitionRun(tx, this.#log, runId, 'start', [
           { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
           {
             type: 'run_started',
             payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null },
           },
         ]);
-        return events[0]!;
+        return { first: events[0]!, run };
       });
     } catch (error) {
       // Two invokes with one request_id raced; the loser attaches to the winner's run.
@@ -192,7 +191,7 @@ export class Runs {
       }
       throw error;
     }
-    const run = (await findRun(this.#em(), runId))!;
+    const { run, first } = started;
     this.#launch(run, agent, token, cmd.context ?? {}, '', parent);
     return { run, created: true, cursorBefore: String(BigInt(first.id) - 1n) };
   }
@@ -303,10 +302,6 @@ export class Runs {
   /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
   async close(graceMs: number): Promise<void> {
     await this.#inFlight.drain(graceMs, new ShutdownAbort());
-  }
-
-  async #takeLease(tx: EntityManager, runId: string): Promise<void> {
-    await takeRunLease(tx, runId, this.#opts.coreId, this.#opts.leaseMs);
   }
 
   /**

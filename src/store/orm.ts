@@ -35,13 +35,19 @@ export async function createOrm(opts: OrmOptions): Promise<Orm> {
     },
     pool: { max: opts.poolMax ?? 10 },
     // A connect that hangs (a database that is away but not refusing) fails, as database_unavailable, instead of waiting forever.
-    driverOptions: { connectionTimeoutMillis: CONNECT_TIMEOUT_MS },
+    // A Unix socket named by libpq's `host` parameter (`?host=/run/postgresql`) wins over the URL's host, as in libpq.
+    driverOptions: { connectionTimeoutMillis: CONNECT_TIMEOUT_MS, ...socketOf(opts.url) },
     debug: false,
     allowGlobalContext: false,
     ensureDatabase: false,
     discovery: { checkDuplicateTableNames: true },
     loggerFactory: undefined,
   });
+}
+
+function socketOf(url: string): { host?: string } {
+  const host = new URL(url).searchParams.get('host');
+  return host?.startsWith('/') ? { host } : {};
 }
 
 /** Applies pending migrations; returns the names applied (empty when up to date). */

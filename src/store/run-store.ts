@@ -74,13 +74,15 @@ export interface NewRun {
   tokenHash: string;
   userId?: string;
   tenantId: string;
+  /** The core that executes it, and for how long its lease holds. */
+  lease: { owner: string; ms: number };
 }
 
 export async function insertRun(tx: EntityManager, run: NewRun): Promise<void> {
   await tx.execute(
-    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, traceparent, token_hash, user_id, tenant_id)
-     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?, ?, ?)`,
-    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.traceparent ?? null, run.tokenHash, run.userId ?? null, run.tenantId],
+    `INSERT INTO runs (run_id, session_id, root_agent_id, parent_run_id, status, request_id, trace_id, traceparent, token_hash, user_id, tenant_id, lease_owner, lease_until)
+     VALUES (?, ?, ?, ?, 'CREATED', ?, ?, ?, ?, ?, ?, ?, now() + (? * interval '1 millisecond'))`,
+    [run.runId, run.sessionId, run.agentId, run.parentRunId ?? null, run.requestId ?? null, run.traceId, run.traceparent ?? null, run.tokenHash, run.userId ?? null, run.tenantId, run.lease.owner, run.lease.ms],
   );
 }
 
@@ -103,6 +105,8 @@ export interface Transitioned {
   from: RunState;
   to: RunState;
   events: StoredEvent[];
+  /** The run as the move wrote it. */
+  run: RunRow;
 }
 
 /**
@@ -121,7 +125,7 @@ export async function transitionRun(
   let moved;
   try {
     // An ended run NOTIFYs at commit: every process forgets its token (it dies with its run).
-    moved = await writeTransition(tx, RUNS, trigger, {
+    moved = await writeTransition<RunState, RunTrigger, RawRun>(tx, RUNS, trigger, {
       columns: 'run_id, status, parent_run_id, started_at',
       where: 'run_id = ?',
       params: [runId],
@@ -131,6 +135,7 @@ export async function transitionRun(
         params: [RUN_MACHINE.isTerminal(to), error ? JSON.stringify(storedError(error)) : null],
       }),
       notifyOnEnd: { channel: RUN_ENDED_CHANNEL, payload: 'run_id' },
+      returning: true,
       oneStatement: true,
     });
   } catch (e) {
@@ -138,12 +143,12 @@ export async function transitionRun(
     throw e;
   }
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
-  const row = { status: moved.from, parent_run_id: moved.row.parent_run_id as string | null };
+  const row = { status: moved.from, parent_run_id: moved.row.parent_run_id };
   const next = { value: moved.to };
   if (trigger === 'start') metrics.runsStarted.inc();
   if (RUN_MACHINE.isTerminal(next.value)) {
     metrics.runsFinished.inc({ status: next.value });
-    metrics.runDuration.observe({ status: next.value }, (Date.now() - new Date(moved.row.started_at as string).getTime()) / 1000);
+    metrics.runDuration.observe({ status: next.value }, (Date.now() - new Date(moved.row.started_at).getTime()) / 1000);
   }
   // A child run is its parent's agent_call contract (seed 004). Its execution_state
   // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
@@ -155,7 +160,7 @@ export async function transitionRun(
     });
     if (state) mirrored.push({ type: 'execution_state', payload: { ...state } });
   }
-  return { from: row.status, to: next.value, events: await appendEvents(tx, runId, [...events, ...mirrored]) };
+  return { from: row.status, to: next.value, events: await appendEvents(tx, runId, [...events, ...mirrored]), run: toRun(moved.after!) };
 }
 
 const RUNS: MachineTable<RunState, RunTrigger> = { machine: RUN_MACHINE, table: 'runs', state: 'status', key: ['run_id'] };
@@ -198,10 +203,6 @@ export async function notifyRunCancel(tx: EntityManager, runId: string): Promise
 export async function activeChildren(tx: EntityManager, runId: string): Promise<string[]> {
   const rows = await tx.execute<{ run_id: string }[]>(`SELECT run_id FROM runs WHERE parent_run_id = ? AND status IN (${ACTIVE})`, [runId]);
   return rows.map((r) => r.run_id);
-}
-
-export async function takeRunLease(tx: EntityManager, runId: string, coreId: string, leaseMs: number): Promise<void> {
-  await tx.execute("UPDATE runs SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') WHERE run_id = ?", [coreId, leaseMs, runId]);
 }
 
 /** Renews a lease this core holds on an active run; false when the run ended or another core took it. */

@@ -31,6 +31,12 @@ describe('configuration', () => {
     }
   });
 
+  it('takes a Unix socket directory for the database in the host parameter, as libpq does', () => {
+    const url = 'postgres://u:p@localhost:5432/abc?host=%2Frun%2Fpostgresql';
+    const result = loadConfig({ DATABASE_URL: url });
+    expect(result.ok && result.config.databaseUrl).toBe(url);
+  });
+
   it.each([
     ['ABC_HTTP_ADDR', '127.0.0.1:99999', /port must be 0-65535/],
     ['ABC_GRPC_ADDR', 'localhost', /expected HOST:PORT/],
