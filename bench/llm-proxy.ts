@@ -123,6 +123,9 @@ export async function runToken(abc: AbcProcess): Promise<{ runId: string; token:
     resolveHeaders(req.headers);
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write('event: delta\ndata: {"text":"working"}\n\n');
+    // An SSE comment now and then: a bench longer than ABC's agent idle timeout keeps its run.
+    const keep = setInterval(() => res.write(': working\n\n'), 10_000);
+    res.once('close', () => clearInterval(keep));
   });
   await new Promise<void>((r) => agent.listen(0, '127.0.0.1', r));
   await fetch(`${abc.http}/v1/agents/register`, {
