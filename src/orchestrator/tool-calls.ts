@@ -212,21 +212,23 @@ export class ToolCalls {
       idempotencyKey: key,
       timeoutSeconds: Math.ceil(timeoutMs / 1000),
     });
-    await appendEvents(tx, req.runId, [
-      { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } },
-    ]);
+    // The call's first moves go to the log in one append.
+    const pending: NewEvent[] = [{ type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } }];
+    const flush = () => appendEvents(tx, req.runId, pending.splice(0));
     const verdict = decide(this.#opts.policy.forTenant(tenantId), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel, tenantId, action: 'tool_call' });
-    await this.#transition(tx, id, 'policy_checked', [
-      { type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) } },
-    ]);
+    await this.#transition(tx, id, 'policy_checked', [{ type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) } }], {}, pending);
     if (verdict.decision === 'block') {
       const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };
-      return this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error });
+      const blocked = await this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error }, pending);
+      await flush();
+      return blocked;
     }
-    if (verdict.decision === 'require_approval') return this.#requestApproval(tx, id, sessionId, tenantId, tool, req.runId, req.args, verdict.reason);
-    const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], {
-      deadlineMs: timeoutMs,
-    });
+    if (verdict.decision === 'require_approval') {
+      await flush();
+      return this.#requestApproval(tx, id, sessionId, tenantId, tool, req.runId, req.args, verdict.reason);
+    }
+    const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], { deadlineMs: timeoutMs }, pending);
+    await flush();
     return this.kinds.clientSide(tool.kind) ? this.#sendToClient(tx, dispatched, sessionId) : dispatched;
   }
 
@@ -612,6 +614,8 @@ export class ToolCalls {
   /**
    * The one writer of a tool call's state: applies the machine's table under a
    * row lock, records the patch and the events, and wakes waiters, in `tx`.
+   * With `pending`, the events are added to it for the caller to append with
+   * others of the same transaction.
    */
   async #transition(
     tx: EntityManager,
@@ -619,6 +623,7 @@ export class ToolCalls {
     trigger: ToolCallTrigger,
     events: NewEvent[],
     patch: { result?: unknown; error?: { code: string; message: string }; approvalId?: string; started?: boolean; completed?: boolean; deadlineMs?: number } = {},
+    pending?: NewEvent[],
   ): Promise<ToolCallRow> {
     let moved;
     try {
@@ -660,11 +665,9 @@ export class ToolCalls {
     const outcome = next.value === 'SUCCEEDED' ? { result: summariseOutcome(patch.result ?? null) } : patch.error ? { errorMessage: patch.error.message } : {};
     const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
     // Every hop is visible in the log, and wakes waiters through the run's notification.
-    await appendEvents(tx, row.run_id, [
-      ...events,
-      { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: row.status, to: next.value, trigger } },
-      ...mirrored,
-    ]);
+    const logged = [...events, { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: row.status, to: next.value, trigger } }, ...mirrored];
+    if (pending) pending.push(...logged);
+    else await appendEvents(tx, row.run_id, logged);
     return toCall(moved.after!);
   }
 }
