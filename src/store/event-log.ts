@@ -79,32 +79,12 @@ export interface RunEvents {
  * The one append: for each run, bump its seq and its session's head (taking
  * their row locks, so a session's events commit in cursor order and a
  * session-wide watcher can never skip one), insert, and notify
- * `session run last-id session-head run-seq origin` for each run.
+ * `session run last-id session-head run-seq origin` for each run. The
+ * statement lives in the PL/pgSQL function `abc_append_events` (migration
+ * `append_function`), so each connection plans it once, inside a transaction
+ * too, where the ORM can only send statements planned on every call.
  */
-const APPEND_MANY = `WITH input AS (
-       SELECT * FROM jsonb_to_recordset(?::jsonb) AS e(event_id text, run_id text, i int, ts bigint, type text, payload jsonb)
-     ), wanted AS (
-       SELECT * FROM jsonb_to_recordset(?::jsonb) AS w(run_id text, n int, active bool)
-     ), run AS (
-       UPDATE runs r SET last_seq = r.last_seq + w.n FROM wanted w
-       WHERE r.run_id = w.run_id AND (NOT w.active OR r.status NOT IN ('DONE', 'FAILED', 'CANCELLED'))
-       RETURNING r.run_id, r.session_id, r.last_seq - w.n AS base, w.n
-     ), per_session AS (
-       SELECT session_id, sum(n)::int AS n FROM run GROUP BY session_id
-     ), head AS (
-       UPDATE sessions s SET event_head = s.event_head + p.n FROM per_session p WHERE s.session_id = p.session_id
-       RETURNING s.session_id, s.event_head - p.n AS base
-     ), added AS (
-       INSERT INTO events (event_id, run_id, session_id, seq, session_seq, ts, type, payload)
-       SELECT e.event_id, e.run_id, run.session_id, run.base + e.i,
-              head.base + row_number() OVER (PARTITION BY run.session_id ORDER BY e.run_id, e.i), e.ts, e.type, e.payload
-       FROM input e JOIN run ON run.run_id = e.run_id JOIN head ON head.session_id = run.session_id
-       ORDER BY run.session_id, e.run_id, e.i
-       RETURNING ${COLUMNS}
-     ), notified AS (
-       SELECT pg_notify(?, session_id || ' ' || run_id || ' ' || max(id) || ' ' || max(session_seq) || ' ' || max(seq) || ' ' || ?) FROM added GROUP BY session_id, run_id
-     )
-     SELECT added.* FROM added, (SELECT count(*) FROM notified) n`;
+const APPEND_MANY = `SELECT ${COLUMNS} FROM abc_append_events(?::jsonb, ?::jsonb, ?, ?)`;
 
 /**
  * Appends the events of several runs in one statement: inside the caller's

@@ -41,6 +41,8 @@ export async function createOrm(opts: OrmOptions): Promise<Orm> {
     allowGlobalContext: false,
     ensureDatabase: false,
     discovery: { checkDuplicateTableNames: true },
+    // Functions are written by hand in migrations (the event append); the entity diff leaves them be.
+    schemaGenerator: { ignoreRoutines: true },
     loggerFactory: undefined,
   });
 }

@@ -13,6 +13,7 @@ import { Migration20261123165227 } from './Migration20261123165227_workflows.js'
 import { Migration20261123200701 } from './Migration20261123200701_traceparents_resumable_agents.js';
 import { Migration20261123220802 } from './Migration20261123220802_event_heads.js';
 import { Migration20261124011858 } from './Migration20261124011858_ticket_event_seq.js';
+import { Migration20261124030000 } from './Migration20261124030000_append_function.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -29,4 +30,5 @@ export const migrations = [
   { name: 'Migration20261123200701_traceparents_resumable_agents', class: Migration20261123200701 },
   { name: 'Migration20261123220802_event_heads', class: Migration20261123220802 },
   { name: 'Migration20261124011858_ticket_event_seq', class: Migration20261124011858 },
+  { name: 'Migration20261124030000_append_function', class: Migration20261124030000 },
 ];
