@@ -174,7 +174,7 @@ export class ContractEngine {
       attributes: { 'abc.ticket': ticket, 'abc.contract.id': claimed.contract_id, 'abc.contract.version': claimed.contract_version, 'abc.contract.from_state': claimed.lifecycle_state },
     }, contextInTrace(claimed.trace_id, claimed.traceparent));
     try {
-      await otel.with(context, () => this.#advance(ticket, abort.signal));
+      await otel.with(context, () => this.#advance(claimed, abort.signal));
       if (abort.signal.reason === HAND_BACK) await this.#handBack(ticket);
     } catch (error) {
       failSpan(span, error);
@@ -208,8 +208,10 @@ export class ContractEngine {
     });
   }
 
-  async #advance(ticket: string, signal: AbortSignal): Promise<void> {
-    let row = (await getTicket(this.#em(), ticket))!;
+  /** Runs phase after phase from the row the claim committed. */
+  async #advance(claimed: TicketRow, signal: AbortSignal): Promise<void> {
+    const ticket = claimed.ticket;
+    let row = claimed;
     for (;;) {
       if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return;
       const state = row.lifecycle_state;
