@@ -96,6 +96,19 @@ async function completesOnNextCore(ticket: string): Promise<void> {
 const childCore = (env: Record<string, string> = {}) =>
   startChildCore({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_CONTRACT_LEASE_MS: String(LEASE_MS), ABC_CONTRACT_WORKERS: '1', ...env });
 
+/** A sync submission on a child core, held at the gate while the submitting core runs it (not a queue worker). */
+async function syncRunningInCore(env: Record<string, string> = {}) {
+  hangFirstGate();
+  const { child, clients } = await childCore(env);
+  await registerAuditAssembly(clients);
+  // A sync submission that never answers: its core stops first.
+  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), { body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }, withKey(KEY)).catch((error: Error) => error);
+  await gateCalled;
+  const [running] = await store.orm.em.fork().execute<{ ticket: string; lease_owner: string }[]>("SELECT ticket, lease_owner FROM tickets WHERE lifecycle_state = 'STEP_EXECUTION' ORDER BY created_at DESC LIMIT 1");
+  expect(running!.lease_owner).toBe(`now-${running!.ticket}`);
+  return { child, clients, answer, ticket: running!.ticket };
+}
+
 it('completes the ticket after a restart without re-running finished steps', async () => {
   hangFirstGate();
   const { child, clients } = await childCore();
@@ -148,25 +161,16 @@ it('hands a ticket back within the shutdown grace period on SIGTERM, and the nex
 }, 60_000);
 
 it('runs a sync submission in the submitting core, and when that core dies mid-run another completes it from its deferred job', async () => {
-  hangFirstGate();
-  const { child, clients } = await childCore();
-  const meta = withKey(KEY);
-  await registerAuditAssembly(clients);
-  // A sync submission that never answers: its core dies first.
-  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), { body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }, meta).catch((error: Error) => error);
-  await gateCalled;
-  const em = store.orm.em.fork();
-  const [ticket] = await em.execute<{ ticket: string; lease_owner: string }[]>("SELECT ticket, lease_owner FROM tickets WHERE lifecycle_state = 'STEP_EXECUTION' ORDER BY created_at DESC LIMIT 1");
-  // Run by the submitting core, not a queue worker: the job waits, deferred, and no worker holds it.
-  expect(ticket!.lease_owner).toBe(`now-${ticket!.ticket}`);
-  const [job] = await em.execute<{ deferred: boolean; locked: boolean }[]>('SELECT run_at > now() AS deferred, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?', [ticket!.ticket]);
+  const { child, clients, answer, ticket } = await syncRunningInCore();
+  // The job waits, deferred, and no worker holds it.
+  const [job] = await store.orm.em.fork().execute<{ deferred: boolean; locked: boolean }[]>('SELECT run_at > now() AS deferred, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?', [ticket]);
   expect(job).toEqual({ deferred: true, locked: false });
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
   expect(await answer).toBeInstanceOf(Error);
   closeCore(clients);
 
-  await completesOnNextCore(ticket!.ticket);
+  await completesOnNextCore(ticket);
 }, 60_000);
 
 it('answers a sync submission from the submitting core and leaves no queue job behind', async () => {
@@ -185,22 +189,14 @@ it('answers a sync submission from the submitting core and leaves no queue job b
 }, 60_000);
 
 it('hands a sync submission running in its core back within the grace period on SIGTERM, ready to run at once', async () => {
-  hangFirstGate();
-  const { child, clients } = await childCore({ ABC_SHUTDOWN_GRACE_MS: '1000', ABC_CONTRACT_LEASE_MS: '30000' });
-  const meta = withKey(KEY);
-  await registerAuditAssembly(clients);
-  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), { body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }, meta).catch((error: Error) => error);
-  await gateCalled;
-  const em = store.orm.em.fork();
-  const [running] = await em.execute<{ ticket: string; lease_owner: string }[]>("SELECT ticket, lease_owner FROM tickets WHERE lifecycle_state = 'STEP_EXECUTION' ORDER BY created_at DESC LIMIT 1");
-  expect(running!.lease_owner).toBe(`now-${running!.ticket}`);
+  const { child, clients, answer, ticket } = await syncRunningInCore({ ABC_SHUTDOWN_GRACE_MS: '1000', ABC_CONTRACT_LEASE_MS: '30000' });
   child.kill('SIGTERM');
   expect(await new Promise((r) => child.once('exit', r))).toBe(0);
   await answer;
   closeCore(clients);
   // Handed back, not left to its 30 s deferral: a worker may take it now.
-  const [job] = await em.execute<{ due: boolean; locked: boolean }[]>('SELECT run_at <= now() AS due, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?', [running!.ticket]);
+  const [job] = await store.orm.em.fork().execute<{ due: boolean; locked: boolean }[]>('SELECT run_at <= now() AS due, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?', [ticket]);
   expect(job).toEqual({ due: true, locked: false });
 
-  await completesOnNextCore(running!.ticket);
+  await completesOnNextCore(ticket);
 }, 60_000);
