@@ -1,6 +1,7 @@
 // The floor of the proxy path, for bench/llm-proxy: the same hops and libraries as
 // ABC (Fastify -> grpc-js over a loopback socket -> undici -> upstream) with none of
-// ABC's work: no auth, no validation, no accounting, no logs. Prints its URL.
+// ABC's work: no auth, no validation, no accounting, no logs, no SSE parsing (a
+// stream goes through as the bytes of each socket read). Prints its URL.
 import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import Fastify from 'fastify';
 import { Pool } from 'undici';
@@ -9,6 +10,7 @@ const upstream = new URL(process.argv[2]!);
 const bytes = (b: Buffer) => b;
 const service: ServiceDefinition = {
   complete: { path: '/floor.Floor/Complete', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
+  stream: { path: '/floor.Floor/Stream', requestStream: false, responseStream: true, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
 };
 
 const pool = new Pool(upstream.origin, { connections: 256 });
@@ -22,16 +24,35 @@ server.addService(service, {
       callback(error as Error);
     }
   },
+  // A stream relays the upstream's body as it reads it: one message per socket read, unparsed.
+  stream: async (call: { request: Buffer; write(b: Buffer): boolean; end(): void; destroy(e: Error): void }) => {
+    try {
+      const res = await pool.request({ method: 'POST', path: `${upstream.pathname}/chat/completions`, headers: { 'content-type': 'application/json' }, body: call.request });
+      for await (const part of res.body) call.write(part as Buffer);
+      call.end();
+    } catch (error) {
+      call.destroy(error as Error);
+    }
+  },
 });
 const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
 const Client = makeGenericClientConstructor(service, 'Floor');
 const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as {
   complete(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void;
+  stream(req: Buffer): NodeJS.EventEmitter & { cancel(): void };
 };
 
 const app = Fastify();
 app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
-app.post('/v1/chat/completions', (req, reply) =>
-  new Promise((resolve) => client.complete(req.body as Buffer, (e, res) => resolve(e ? reply.code(502).send() : reply.type('application/json').send(res)))),
-);
+app.post('/v1/chat/completions', (req, reply) => {
+  const body = req.body as Buffer;
+  if (!body.includes('"stream":true')) return new Promise((resolve) => client.complete(body, (e, res) => resolve(e ? reply.code(502).send() : reply.type('application/json').send(res))));
+  reply.hijack();
+  reply.raw.writeHead(200, { 'content-type': 'text/event-stream' });
+  const stream = client.stream(body);
+  stream.on('data', (part: Buffer) => reply.raw.write(part));
+  stream.on('end', () => reply.raw.end());
+  stream.on('error', () => reply.raw.end());
+  reply.raw.on('close', () => stream.cancel());
+});
 process.stdout.write(`${await app.listen({ host: '127.0.0.1', port: 0 })}\n`);

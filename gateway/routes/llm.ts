@@ -73,7 +73,8 @@ export function llmRoutes(app: FastifyInstance, core: CoreClients): void {
 
 type Answer = { status: number; headers: Record<string, string>; body: Uint8Array; requestId: string };
 type Unary = (req: { body: Buffer; runId: string }, metadata: Metadata, options: Partial<CallOptions>, callback: (error: ServiceError | null, res: Answer) => void) => ClientUnaryCall;
-type Streamed = (req: { body: Buffer; runId: string }, metadata: Metadata) => ClientReadableStream<{ data: Uint8Array; done: boolean; requestId: string; event?: string }>;
+type Sse = { data: Uint8Array; event?: string };
+type Streamed = (req: { body: Buffer; runId: string; batched: boolean }, metadata: Metadata) => ClientReadableStream<Sse & { done: boolean; requestId: string; events: Sse[] }>;
 
 /**
  * Events go out as SSE the moment they arrive; the HTTP status is sent with the
@@ -82,7 +83,7 @@ type Streamed = (req: { body: Buffer; runId: string }, metadata: Metadata) => Cl
  */
 function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, body: Buffer, runId: string): Promise<void> {
   return new Promise((resolve) => {
-    const stream = open({ body, runId }, metadataOf(req));
+    const stream = open({ body, runId, batched: true }, metadataOf(req));
     let started = false;
     let named = false;
     const start = (requestId: string) => {
@@ -92,15 +93,18 @@ function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, b
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-abc-request-id': requestId });
     };
     const cork = corkPerTick(reply.raw);
-    stream.on('data', (msg: { data: Uint8Array; done: boolean; requestId: string; event?: string }) => {
+    stream.on('data', (msg: Sse & { done: boolean; requestId: string; events: Sse[] }) => {
       start(msg.requestId);
       cork();
       if (msg.done) {
         if (!named) reply.raw.write('data: [DONE]\n\n');
         return;
       }
-      named ||= Boolean(msg.event);
-      reply.raw.write(`${msg.event ? `event: ${msg.event}\n` : ''}data: ${Buffer.from(msg.data).toString('utf8')}\n\n`);
+      // Batched: the events that reached the core together, in one message.
+      for (const e of msg.events.length ? msg.events : [msg]) {
+        named ||= Boolean(e.event);
+        reply.raw.write(`${e.event ? `event: ${e.event}\n` : ''}data: ${Buffer.from(e.data).toString('utf8')}\n\n`);
+      }
     });
     stream.on('end', () => {
       if (started) reply.raw.end();

@@ -3,7 +3,7 @@
 // llm_call_started / llm_call_done on the calling run.
 import { metrics } from '../runtime/metrics.js';
 import { Metadata } from '@grpc/grpc-js';
-import type { LlmProxyServiceService, StreamResponseResponse } from '../../gen/abc/orchestrator/v1/llm.js';
+import type { LlmProxyServiceService, ServerSentEvent, StreamResponseResponse } from '../../gen/abc/orchestrator/v1/llm.js';
 import { CHAT, EMBEDDINGS, endpointOf, RESPONSES, type LlmEndpoint, type Usage } from './llm-endpoints.js';
 import { seesRun, type Principal } from '../access/principal.js';
 import { budgetsOf, decide, verdictRecord, type PolicySet, type TokenBudgets } from '../domain/policy.js';
@@ -17,6 +17,7 @@ import type { Logger } from '../runtime/log.js';
 import { failSpan, SpanKind, startSpan, traceparentOf, type Span } from '../runtime/tracing.js';
 import type { Orm } from '../store/orm.js';
 import { EventWriter } from './event-writer.js';
+import { byTick } from '../runtime/by-tick.js';
 import type { EventAppender } from '../store/event-appender.js';
 import { addRunTokens, findRun } from '../store/run-store.js';
 
@@ -110,8 +111,11 @@ export class LlmProxy {
     }
   }
 
-  /** A streaming call: events as they arrive, then the done marker. */
-  async *#stream(endpoint: LlmEndpoint, req: { body: Uint8Array; runId: string }, ctx: CallContext): AsyncGenerator<StreamResponseResponse> {
+  /**
+   * A streaming call: events as they arrive, then the done marker. A batched
+   * caller gets the events that arrived together in one message.
+   */
+  async *#stream(endpoint: LlmEndpoint, req: { body: Uint8Array; runId: string; batched?: boolean }, ctx: CallContext): AsyncGenerator<StreamResponseResponse> {
     let json = parseBody(req.body, endpoint);
     let body = Buffer.from(req.body);
     const call = await this.#begin(ctx.principal, req.runId, json, true, endpoint);
@@ -123,24 +127,31 @@ export class LlmProxy {
       body = Buffer.from(JSON.stringify(json));
     }
     const writer = this.#record(call, { type: 'llm_call_started', payload: startedPayload(call) });
+    const messages = (events: ServerSentEvent[]): StreamResponseResponse[] =>
+      req.batched ? [{ data: EMPTY, done: false, requestId: call.requestId, event: '', events }] : events.map((e) => ({ ...e, done: false, requestId: call.requestId, events: [] }));
     let sent = 0;
     let outcome: unknown = null;
     try {
-      for await (const chunk of this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent })) {
-        call.servedBy = chunk.model;
-        const usage = endpoint.streamUsage?.(chunk.data);
-        if (usage) {
-          call.usage = usage.usage;
-          if (asked && usage.only) continue;
+      for await (const chunks of byTick(this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent }))) {
+        const events: ServerSentEvent[] = [];
+        for (const chunk of chunks) {
+          call.servedBy = chunk.model;
+          const usage = endpoint.streamUsage?.(chunk.data);
+          if (usage) {
+            call.usage = usage.usage;
+            if (asked && usage.only) continue;
+          }
+          events.push({ event: chunk.event ?? '', data: Buffer.from(chunk.data) });
         }
+        if (!events.length) continue;
         if (call.ttftMs === null) {
           call.ttftMs = Date.now() - call.started;
           call.span.addEvent('gen_ai.first_chunk');
         }
-        sent++;
-        yield { data: Buffer.from(chunk.data), done: false, requestId: call.requestId, event: chunk.event ?? '' };
+        sent += events.length;
+        yield* messages(events);
       }
-      yield { data: Buffer.alloc(0), done: true, requestId: call.requestId, event: '' };
+      yield { data: EMPTY, done: true, requestId: call.requestId, event: '', events: [] };
     } catch (error) {
       outcome = error;
       if (ctx.signal.aborted) return;
@@ -148,7 +159,7 @@ export class LlmProxy {
       // Mid-stream: end with a well-formed OpenAI error event; the client's SDK raises it.
       const message = error instanceof Error ? error.message : 'upstream failed';
       const data = JSON.stringify({ ...(endpoint === RESPONSES && { type: 'error', code: 'stream_interrupted', message }), error: { message, type: 'upstream_error', code: 'stream_interrupted' } });
-      yield { data: Buffer.from(data), done: false, requestId: call.requestId, event: endpoint === RESPONSES ? 'error' : '' };
+      yield* messages([{ data: Buffer.from(data), event: endpoint === RESPONSES ? 'error' : '' }]);
     } finally {
       this.#finish(call, writer, ctx.signal.aborted && !outcome ? new Error('aborted by the client') : outcome);
     }
@@ -382,6 +393,8 @@ function endCallSpan(call: Call, error: unknown): void {
   if (error) failSpan(span, error, { 'error.type': error instanceof UpstreamError ? error.kind : errorCode(error) });
   span.end();
 }
+
+const EMPTY = Buffer.alloc(0);
 
 const errorCode = (error: unknown) => (error instanceof AbcError ? error.payload.code : 'error');
 

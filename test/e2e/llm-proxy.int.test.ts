@@ -1,10 +1,13 @@
 // The LLM proxy through the gateway, driven by the official openai SDK against a fake upstream.
+import { credentials, makeGenericClientConstructor, type ClientReadableStream, type Metadata } from '@grpc/grpc-js';
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { LlmProxyServiceService, type StreamChatCompletionRequest, type StreamChatCompletionResponse } from '../../gen/abc/orchestrator/v1/llm.js';
 import { readEvents } from '../../src/store/event-log.js';
 import { answer, chunk, completion, startFakeLlm, streamChunks, type FakeLlm } from '../support/fake-llm.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { withKey } from '../support/grpc.js';
 
 let s: TestStack;
 let upstream: FakeLlm;
@@ -69,6 +72,32 @@ describe('wire compatibility', () => {
     expect(received).toEqual(deltas.map((d, i) => chunk('gpt-4', d, i === deltas.length - 1 ? 'stop' : null)));
     const args = received.map((c) => c.choices[0]!.delta.tool_calls?.[0]?.function?.arguments ?? '').join('');
     expect(JSON.parse(args)).toEqual({ city: 'Paris' });
+  });
+
+  it('over gRPC, gives a batched caller the chunks that arrived together in one message, and others one message per chunk', async () => {
+    // Three chunks (and the usage chunk ABC asks for) in one write, then one more a moment later.
+    upstream.behave(async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const line = (d: unknown) => `data: ${JSON.stringify(d)}\n\n`;
+      res.write(['a', 'b', 'c'].map((t) => line(chunk('gpt-4', { content: t }))).join('') + line({ ...chunk('gpt-4', {}), choices: [], usage: { prompt_tokens: 1, completion_tokens: 4, total_tokens: 5 } }));
+      await new Promise((r) => setTimeout(r, 50));
+      res.end(line(chunk('gpt-4', { content: 'd' }, 'stop')) + 'data: [DONE]\n\n');
+    });
+    const llm = new (makeGenericClientConstructor(LlmProxyServiceService, 'LlmProxyService'))(s.core.address, credentials.createInsecure()) as unknown as {
+      streamChatCompletion(req: StreamChatCompletionRequest, metadata: Metadata): ClientReadableStream<StreamChatCompletionResponse>;
+    };
+    const read = async (batched: boolean) => {
+      const out: StreamChatCompletionResponse[] = [];
+      for await (const m of llm.streamChatCompletion({ body: Buffer.from(JSON.stringify({ model: 'gpt-4', messages, stream: true })), runId: '', batched }, withKey(s.key))) out.push(m as StreamChatCompletionResponse);
+      return out;
+    };
+    const contentOf = (data: Uint8Array) => (JSON.parse(Buffer.from(data).toString()) as ReturnType<typeof chunk>).choices[0]!.delta.content;
+    const batched = await read(true);
+    expect(batched.map((m) => [m.done, m.events.map((e) => contentOf(e.data))])).toEqual([[false, ['a', 'b', 'c']], [false, ['d']], [true, []]]);
+    expect(batched.every((m) => m.data.length === 0)).toBe(true);
+    const single = await read(false);
+    expect(single.map((m) => (m.done ? 'done' : contentOf(m.data)))).toEqual(['a', 'b', 'c', 'd', 'done']);
+    expect(single.every((m) => m.events.length === 0)).toBe(true);
   });
 
   it('proxies GET /v1/models', async () => {

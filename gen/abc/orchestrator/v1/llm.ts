@@ -47,13 +47,32 @@ export interface CreateChatCompletionResponse_HeadersEntry {
 export interface StreamChatCompletionRequest {
   body: Buffer;
   runId: string;
+  /**
+   * batched asks for the chunks that arrive together in one message, in
+   * `events`, instead of one message per chunk.
+   */
+  batched: boolean;
 }
 
-/** StreamChatCompletionResponse is one SSE data payload, or the final [DONE] marker. */
+/**
+ * StreamChatCompletionResponse is one SSE data payload, or the final [DONE]
+ * marker. With `batched`, its payloads are in `events`, in order, and `data`
+ * is empty.
+ */
 export interface StreamChatCompletionResponse {
   data: Buffer;
   done: boolean;
   requestId: string;
+  events: ServerSentEvent[];
+}
+
+/**
+ * ServerSentEvent is one event of a batched stream: its name (empty for a
+ * chat completion chunk) and its data.
+ */
+export interface ServerSentEvent {
+  event: string;
+  data: Buffer;
 }
 
 /** ListModelsRequest lists upstream models. */
@@ -93,17 +112,25 @@ export interface CreateResponseResponse_HeadersEntry {
 export interface StreamResponseRequest {
   body: Buffer;
   runId: string;
+  /**
+   * batched asks for the events that arrive together in one message, in
+   * `events`, instead of one message per event.
+   */
+  batched: boolean;
 }
 
 /**
  * StreamResponseResponse is one server-sent event (its name, as
  * response.output_text.delta, and its data), or the end of the stream.
+ * With `batched`, its events are in `events`, in order, and `data` and
+ * `event` are empty.
  */
 export interface StreamResponseResponse {
   data: Buffer;
   done: boolean;
   requestId: string;
   event: string;
+  events: ServerSentEvent[];
 }
 
 /** CreateEmbeddingRequest carries the embeddings request body as JSON bytes. */
@@ -455,7 +482,7 @@ export const CreateChatCompletionResponse_HeadersEntry: MessageFns<CreateChatCom
 };
 
 function createBaseStreamChatCompletionRequest(): StreamChatCompletionRequest {
-  return { body: Buffer.alloc(0), runId: "" };
+  return { body: Buffer.alloc(0), runId: "", batched: false };
 }
 
 export const StreamChatCompletionRequest: MessageFns<StreamChatCompletionRequest> = {
@@ -465,6 +492,9 @@ export const StreamChatCompletionRequest: MessageFns<StreamChatCompletionRequest
     }
     if (message.runId !== "") {
       writer.uint32(18).string(message.runId);
+    }
+    if (message.batched !== false) {
+      writer.uint32(24).bool(message.batched);
     }
     return writer;
   },
@@ -498,6 +528,14 @@ export const StreamChatCompletionRequest: MessageFns<StreamChatCompletionRequest
             message.runId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.batched = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -518,6 +556,7 @@ export const StreamChatCompletionRequest: MessageFns<StreamChatCompletionRequest
         : isSet(object.run_id)
         ? globalThis.String(object.run_id)
         : "",
+      batched: isSet(object.batched) ? globalThis.Boolean(object.batched) : false,
     };
   },
 
@@ -529,6 +568,9 @@ export const StreamChatCompletionRequest: MessageFns<StreamChatCompletionRequest
     if (message.runId !== "") {
       obj.runId = message.runId;
     }
+    if (message.batched !== false) {
+      obj.batched = message.batched;
+    }
     return obj;
   },
 
@@ -539,12 +581,13 @@ export const StreamChatCompletionRequest: MessageFns<StreamChatCompletionRequest
     const message = createBaseStreamChatCompletionRequest();
     message.body = object.body ?? Buffer.alloc(0);
     message.runId = object.runId ?? "";
+    message.batched = object.batched ?? false;
     return message;
   },
 };
 
 function createBaseStreamChatCompletionResponse(): StreamChatCompletionResponse {
-  return { data: Buffer.alloc(0), done: false, requestId: "" };
+  return { data: Buffer.alloc(0), done: false, requestId: "", events: [] };
 }
 
 export const StreamChatCompletionResponse: MessageFns<StreamChatCompletionResponse> = {
@@ -557,6 +600,9 @@ export const StreamChatCompletionResponse: MessageFns<StreamChatCompletionRespon
     }
     if (message.requestId !== "") {
       writer.uint32(26).string(message.requestId);
+    }
+    for (const v of message.events) {
+      ServerSentEvent.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -598,6 +644,14 @@ export const StreamChatCompletionResponse: MessageFns<StreamChatCompletionRespon
             message.requestId = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.events.push(ServerSentEvent.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -619,6 +673,9 @@ export const StreamChatCompletionResponse: MessageFns<StreamChatCompletionRespon
         : isSet(object.request_id)
         ? globalThis.String(object.request_id)
         : "",
+      events: globalThis.Array.isArray(object?.events)
+        ? object.events.map((e: any) => ServerSentEvent.fromJSON(e))
+        : [],
     };
   },
 
@@ -633,6 +690,9 @@ export const StreamChatCompletionResponse: MessageFns<StreamChatCompletionRespon
     if (message.requestId !== "") {
       obj.requestId = message.requestId;
     }
+    if (message.events?.length) {
+      obj.events = message.events.map((e) => ServerSentEvent.toJSON(e));
+    }
     return obj;
   },
 
@@ -644,6 +704,92 @@ export const StreamChatCompletionResponse: MessageFns<StreamChatCompletionRespon
     message.data = object.data ?? Buffer.alloc(0);
     message.done = object.done ?? false;
     message.requestId = object.requestId ?? "";
+    message.events = object.events?.map((e) => ServerSentEvent.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseServerSentEvent(): ServerSentEvent {
+  return { event: "", data: Buffer.alloc(0) };
+}
+
+export const ServerSentEvent: MessageFns<ServerSentEvent> = {
+  encode(message: ServerSentEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.event !== "") {
+      writer.uint32(10).string(message.event);
+    }
+    if (message.data.length !== 0) {
+      writer.uint32(18).bytes(message.data);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ServerSentEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseServerSentEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.event = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ServerSentEvent {
+    return {
+      event: isSet(object.event) ? globalThis.String(object.event) : "",
+      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: ServerSentEvent): unknown {
+    const obj: any = {};
+    if (message.event !== "") {
+      obj.event = message.event;
+    }
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ServerSentEvent>, I>>(base?: I): ServerSentEvent {
+    return ServerSentEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ServerSentEvent>, I>>(object: I): ServerSentEvent {
+    const message = createBaseServerSentEvent();
+    message.event = object.event ?? "";
+    message.data = object.data ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -1115,7 +1261,7 @@ export const CreateResponseResponse_HeadersEntry: MessageFns<CreateResponseRespo
 };
 
 function createBaseStreamResponseRequest(): StreamResponseRequest {
-  return { body: Buffer.alloc(0), runId: "" };
+  return { body: Buffer.alloc(0), runId: "", batched: false };
 }
 
 export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
@@ -1125,6 +1271,9 @@ export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
     }
     if (message.runId !== "") {
       writer.uint32(18).string(message.runId);
+    }
+    if (message.batched !== false) {
+      writer.uint32(24).bool(message.batched);
     }
     return writer;
   },
@@ -1158,6 +1307,14 @@ export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
             message.runId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.batched = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1178,6 +1335,7 @@ export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
         : isSet(object.run_id)
         ? globalThis.String(object.run_id)
         : "",
+      batched: isSet(object.batched) ? globalThis.Boolean(object.batched) : false,
     };
   },
 
@@ -1189,6 +1347,9 @@ export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
     if (message.runId !== "") {
       obj.runId = message.runId;
     }
+    if (message.batched !== false) {
+      obj.batched = message.batched;
+    }
     return obj;
   },
 
@@ -1199,12 +1360,13 @@ export const StreamResponseRequest: MessageFns<StreamResponseRequest> = {
     const message = createBaseStreamResponseRequest();
     message.body = object.body ?? Buffer.alloc(0);
     message.runId = object.runId ?? "";
+    message.batched = object.batched ?? false;
     return message;
   },
 };
 
 function createBaseStreamResponseResponse(): StreamResponseResponse {
-  return { data: Buffer.alloc(0), done: false, requestId: "", event: "" };
+  return { data: Buffer.alloc(0), done: false, requestId: "", event: "", events: [] };
 }
 
 export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
@@ -1220,6 +1382,9 @@ export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
     }
     if (message.event !== "") {
       writer.uint32(34).string(message.event);
+    }
+    for (const v of message.events) {
+      ServerSentEvent.encode(v!, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1269,6 +1434,14 @@ export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
             message.event = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.events.push(ServerSentEvent.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1291,6 +1464,9 @@ export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
         ? globalThis.String(object.request_id)
         : "",
       event: isSet(object.event) ? globalThis.String(object.event) : "",
+      events: globalThis.Array.isArray(object?.events)
+        ? object.events.map((e: any) => ServerSentEvent.fromJSON(e))
+        : [],
     };
   },
 
@@ -1308,6 +1484,9 @@ export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
     if (message.event !== "") {
       obj.event = message.event;
     }
+    if (message.events?.length) {
+      obj.events = message.events.map((e) => ServerSentEvent.toJSON(e));
+    }
     return obj;
   },
 
@@ -1320,6 +1499,7 @@ export const StreamResponseResponse: MessageFns<StreamResponseResponse> = {
     message.done = object.done ?? false;
     message.requestId = object.requestId ?? "";
     message.event = object.event ?? "";
+    message.events = object.events?.map((e) => ServerSentEvent.fromPartial(e)) || [];
     return message;
   },
 };

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61\x62\x63/orchestrator/v1/llm.proto\x12\x13\x61\x62\x63.orchestrator.v1\";\n\x1b\x43reateChatCompletionRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xd1\x01\n\x1c\x43reateChatCompletionResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12O\n\x07headers\x18\x02 \x03(\x0b\x32>.abc.orchestrator.v1.CreateChatCompletionResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\";\n\x1bStreamChatCompletionRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"N\n\x1cStreamChatCompletionResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x02 \x01(\x08\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"\x13\n\x11ListModelsRequest\"2\n\x12ListModelsResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\"5\n\x15\x43reateResponseRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xc5\x01\n\x16\x43reateResponseResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12I\n\x07headers\x18\x02 \x03(\x0b\x32\x38.abc.orchestrator.v1.CreateResponseResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x15StreamResponseRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"W\n\x16StreamResponseResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x02 \x01(\x08\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\r\n\x05\x65vent\x18\x04 \x01(\t\"6\n\x16\x43reateEmbeddingRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xc7\x01\n\x17\x43reateEmbeddingResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12J\n\x07headers\x18\x02 \x03(\x0b\x32\x39.abc.orchestrator.v1.CreateEmbeddingResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xb2\x05\n\x0fLlmProxyService\x12{\n\x14\x43reateChatCompletion\x12\x30.abc.orchestrator.v1.CreateChatCompletionRequest\x1a\x31.abc.orchestrator.v1.CreateChatCompletionResponse\x12}\n\x14StreamChatCompletion\x12\x30.abc.orchestrator.v1.StreamChatCompletionRequest\x1a\x31.abc.orchestrator.v1.StreamChatCompletionResponse0\x01\x12]\n\nListModels\x12&.abc.orchestrator.v1.ListModelsRequest\x1a\'.abc.orchestrator.v1.ListModelsResponse\x12i\n\x0e\x43reateResponse\x12*.abc.orchestrator.v1.CreateResponseRequest\x1a+.abc.orchestrator.v1.CreateResponseResponse\x12k\n\x0eStreamResponse\x12*.abc.orchestrator.v1.StreamResponseRequest\x1a+.abc.orchestrator.v1.StreamResponseResponse0\x01\x12l\n\x0f\x43reateEmbedding\x12+.abc.orchestrator.v1.CreateEmbeddingRequest\x1a,.abc.orchestrator.v1.CreateEmbeddingResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61\x62\x63/orchestrator/v1/llm.proto\x12\x13\x61\x62\x63.orchestrator.v1\";\n\x1b\x43reateChatCompletionRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xd1\x01\n\x1c\x43reateChatCompletionResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12O\n\x07headers\x18\x02 \x03(\x0b\x32>.abc.orchestrator.v1.CreateChatCompletionResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"L\n\x1bStreamChatCompletionRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61tched\x18\x03 \x01(\x08\"\x84\x01\n\x1cStreamChatCompletionResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x02 \x01(\x08\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\x34\n\x06\x65vents\x18\x04 \x03(\x0b\x32$.abc.orchestrator.v1.ServerSentEvent\".\n\x0fServerSentEvent\x12\r\n\x05\x65vent\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x13\n\x11ListModelsRequest\"2\n\x12ListModelsResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12\x0c\n\x04\x62ody\x18\x02 \x01(\x0c\"5\n\x15\x43reateResponseRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xc5\x01\n\x16\x43reateResponseResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12I\n\x07headers\x18\x02 \x03(\x0b\x32\x38.abc.orchestrator.v1.CreateResponseResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"F\n\x15StreamResponseRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61tched\x18\x03 \x01(\x08\"\x8d\x01\n\x16StreamResponseResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x02 \x01(\x08\x12\x12\n\nrequest_id\x18\x03 \x01(\t\x12\r\n\x05\x65vent\x18\x04 \x01(\t\x12\x34\n\x06\x65vents\x18\x05 \x03(\x0b\x32$.abc.orchestrator.v1.ServerSentEvent\"6\n\x16\x43reateEmbeddingRequest\x12\x0c\n\x04\x62ody\x18\x01 \x01(\x0c\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\xc7\x01\n\x17\x43reateEmbeddingResponse\x12\x0e\n\x06status\x18\x01 \x01(\x05\x12J\n\x07headers\x18\x02 \x03(\x0b\x32\x39.abc.orchestrator.v1.CreateEmbeddingResponse.HeadersEntry\x12\x0c\n\x04\x62ody\x18\x03 \x01(\x0c\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\xb2\x05\n\x0fLlmProxyService\x12{\n\x14\x43reateChatCompletion\x12\x30.abc.orchestrator.v1.CreateChatCompletionRequest\x1a\x31.abc.orchestrator.v1.CreateChatCompletionResponse\x12}\n\x14StreamChatCompletion\x12\x30.abc.orchestrator.v1.StreamChatCompletionRequest\x1a\x31.abc.orchestrator.v1.StreamChatCompletionResponse0\x01\x12]\n\nListModels\x12&.abc.orchestrator.v1.ListModelsRequest\x1a\'.abc.orchestrator.v1.ListModelsResponse\x12i\n\x0e\x43reateResponse\x12*.abc.orchestrator.v1.CreateResponseRequest\x1a+.abc.orchestrator.v1.CreateResponseResponse\x12k\n\x0eStreamResponse\x12*.abc.orchestrator.v1.StreamResponseRequest\x1a+.abc.orchestrator.v1.StreamResponseResponse0\x01\x12l\n\x0f\x43reateEmbedding\x12+.abc.orchestrator.v1.CreateEmbeddingRequest\x1a,.abc.orchestrator.v1.CreateEmbeddingResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'abc.orchestrator.v1.llm_pb2', globals())
@@ -33,29 +33,31 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CREATECHATCOMPLETIONRESPONSE_HEADERSENTRY._serialized_start=279
   _CREATECHATCOMPLETIONRESPONSE_HEADERSENTRY._serialized_end=325
   _STREAMCHATCOMPLETIONREQUEST._serialized_start=327
-  _STREAMCHATCOMPLETIONREQUEST._serialized_end=386
-  _STREAMCHATCOMPLETIONRESPONSE._serialized_start=388
-  _STREAMCHATCOMPLETIONRESPONSE._serialized_end=466
-  _LISTMODELSREQUEST._serialized_start=468
-  _LISTMODELSREQUEST._serialized_end=487
-  _LISTMODELSRESPONSE._serialized_start=489
-  _LISTMODELSRESPONSE._serialized_end=539
-  _CREATERESPONSEREQUEST._serialized_start=541
-  _CREATERESPONSEREQUEST._serialized_end=594
-  _CREATERESPONSERESPONSE._serialized_start=597
-  _CREATERESPONSERESPONSE._serialized_end=794
+  _STREAMCHATCOMPLETIONREQUEST._serialized_end=403
+  _STREAMCHATCOMPLETIONRESPONSE._serialized_start=406
+  _STREAMCHATCOMPLETIONRESPONSE._serialized_end=538
+  _SERVERSENTEVENT._serialized_start=540
+  _SERVERSENTEVENT._serialized_end=586
+  _LISTMODELSREQUEST._serialized_start=588
+  _LISTMODELSREQUEST._serialized_end=607
+  _LISTMODELSRESPONSE._serialized_start=609
+  _LISTMODELSRESPONSE._serialized_end=659
+  _CREATERESPONSEREQUEST._serialized_start=661
+  _CREATERESPONSEREQUEST._serialized_end=714
+  _CREATERESPONSERESPONSE._serialized_start=717
+  _CREATERESPONSERESPONSE._serialized_end=914
   _CREATERESPONSERESPONSE_HEADERSENTRY._serialized_start=279
   _CREATERESPONSERESPONSE_HEADERSENTRY._serialized_end=325
-  _STREAMRESPONSEREQUEST._serialized_start=796
-  _STREAMRESPONSEREQUEST._serialized_end=849
-  _STREAMRESPONSERESPONSE._serialized_start=851
-  _STREAMRESPONSERESPONSE._serialized_end=938
-  _CREATEEMBEDDINGREQUEST._serialized_start=940
-  _CREATEEMBEDDINGREQUEST._serialized_end=994
-  _CREATEEMBEDDINGRESPONSE._serialized_start=997
-  _CREATEEMBEDDINGRESPONSE._serialized_end=1196
+  _STREAMRESPONSEREQUEST._serialized_start=916
+  _STREAMRESPONSEREQUEST._serialized_end=986
+  _STREAMRESPONSERESPONSE._serialized_start=989
+  _STREAMRESPONSERESPONSE._serialized_end=1130
+  _CREATEEMBEDDINGREQUEST._serialized_start=1132
+  _CREATEEMBEDDINGREQUEST._serialized_end=1186
+  _CREATEEMBEDDINGRESPONSE._serialized_start=1189
+  _CREATEEMBEDDINGRESPONSE._serialized_end=1388
   _CREATEEMBEDDINGRESPONSE_HEADERSENTRY._serialized_start=279
   _CREATEEMBEDDINGRESPONSE_HEADERSENTRY._serialized_end=325
-  _LLMPROXYSERVICE._serialized_start=1199
-  _LLMPROXYSERVICE._serialized_end=1889
+  _LLMPROXYSERVICE._serialized_start=1391
+  _LLMPROXYSERVICE._serialized_end=2081
 # @@protoc_insertion_point(module_scope)
