@@ -225,9 +225,14 @@ async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): 
   const decoder = new TextDecoder();
   const iterator = res.body[Symbol.asyncIterator]();
   let ended = false;
+  let sawDone = false;
   try {
     for (;;) {
-      while (queue.length) yield queue.shift()!;
+      while (queue.length) {
+        const event = queue.shift()!;
+        sawDone ||= event.data === '[DONE]';
+        yield event;
+      }
       let next: IteratorResult<Buffer>;
       try {
         next = await iterator.next();
@@ -241,6 +246,9 @@ async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): 
     ended = true;
     while (queue.length) yield queue.shift()!;
   } finally {
-    if (!ended) res.body.destroy(); // a finished response keeps its connection for reuse
+    // A finished response keeps its connection for reuse: after [DONE] only its end is left
+    // to read (the pool's body timeout bounds the wait).
+    if (!ended && sawDone && !signal.aborted) void res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
+    else if (!ended) res.body.destroy();
   }
 }

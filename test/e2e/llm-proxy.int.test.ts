@@ -58,6 +58,27 @@ describe('wire compatibility', () => {
     expect(raw.split('\n\n').filter(Boolean)).toHaveLength(3);
   });
 
+  it('keeps the upstream connection for the next call when [DONE] comes before the end of the body', async () => {
+    upstream.behave(async (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`data: ${JSON.stringify(chunk(req.json.model, { content: 'hi' }, 'stop'))}\n\ndata: [DONE]\n\n`);
+      await new Promise((r) => setTimeout(r, 20));
+      res.end();
+    });
+    const stream = async () => {
+      for await (const c of await client.chat.completions.create({ model: 'gpt-4', messages, stream: true })) void c;
+    };
+    const settled = () => new Promise((r) => setTimeout(r, 60)); // the body's end has come
+    await stream();
+    await settled();
+    const before = upstream.connections;
+    for (let i = 0; i < 3; i++) {
+      await stream();
+      await settled();
+    }
+    expect(upstream.connections).toBe(before);
+  });
+
   it('passes tool-call argument deltas through chunk for chunk', async () => {
     const deltas = [
       { role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] },

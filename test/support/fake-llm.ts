@@ -17,6 +17,8 @@ export type LlmBehaviour = (req: LlmRequest, res: ServerResponse) => void | Prom
 export interface FakeLlm {
   url: string;
   requests: LlmRequest[];
+  /** TCP connections accepted so far. */
+  readonly connections: number;
   behave(b: LlmBehaviour): void;
   close(): Promise<void>;
 }
@@ -132,10 +134,15 @@ export async function startFakeLlm(behaviour: LlmBehaviour = answer): Promise<Fa
     }
   });
   server.keepAliveTimeout = 30_000;
+  let connections = 0;
+  server.on('connection', () => connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    get connections() {
+      return connections;
+    },
     behave: (b) => (current = b),
     close: () => new Promise((resolve) => {
       server.closeAllConnections();
