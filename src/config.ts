@@ -72,6 +72,7 @@ export interface Config {
   engineMaxConsecutiveFailures: number;
   /** Steps of one execution that may run at once, unless its assembly says otherwise. */
   engineStepConcurrency: number;
+  stepStartDeferMs: number;
   /** Business packs (`<dir>/<name>/index.ts`), contracts (`<group>/<name>/<version>/`) and assemblies (`<intent>/<version>.json`) loaded at boot. */
   packsDir: string;
   contractsDir: string;
@@ -189,6 +190,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     engineHumanTimeoutMs: ms('ABC_ENGINE_HUMAN_TIMEOUT_MS', 3_600_000),
     engineMaxConsecutiveFailures: read('ABC_ENGINE_MAX_CONSECUTIVE_FAILURES', 3, parsePositiveInt),
     engineStepConcurrency: read('ABC_ENGINE_STEP_CONCURRENCY', 4, parsePositiveInt),
+    stepStartDeferMs: read('ABC_STEP_START_DEFER_MS', 50, parseMsOrZero),
     packsDir: read('ABC_PACKS_DIR', path.join(PACKAGE_ROOT, 'packs'), (raw) => ({ value: path.resolve(raw) })),
     contractsDir: read('ABC_CONTRACTS_DIR', path.join(PACKAGE_ROOT, 'contracts'), (raw) => ({ value: path.resolve(raw) })),
     assembliesDir: read('ABC_ASSEMBLIES_DIR', path.join(PACKAGE_ROOT, 'assemblies'), (raw) => ({ value: path.resolve(raw) })),
@@ -260,6 +262,7 @@ export function coreSettings(config: Config) {
       leaseMs: config.contractLeaseMs,
       ticketRetentionMs: config.ticketRetentionMs,
       stepConcurrency: config.engineStepConcurrency,
+      stepStartDeferMs: config.stepStartDeferMs,
       retentionSweepMs: config.retentionSweepMs,
       pollIntervalMs: config.queuePollMs,
       contractsDir: config.contractsDir,
@@ -331,6 +334,10 @@ export function parseFallbacks(raw: string): Parsed<Record<string, string[]>> {
 
 function parseLimit(raw: string): Parsed<number> {
   return /^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= 100_000 ? { value: Number(raw) } : { error: `expected an integer 1-100000, got "${raw}"` };
+}
+
+function parseMsOrZero(raw: string): Parsed<number> {
+  return /^\d{1,9}$/.test(raw) ? { value: Number(raw) } : { error: `expected milliseconds, 0 or more, got "${raw}"` };
 }
 
 /** A limit: a non-negative integer, 0 meaning none. */

@@ -57,6 +57,8 @@ export interface EngineOptions {
   concurrency: number;
   /** Default for steps of one execution that may run at once (max_active_steps). */
   stepConcurrency: number;
+  /** How long a step without side effects may run before its start is committed alone (0: always before it runs). */
+  stepStartDeferMs: number;
   /** How long a worker's claim on a ticket lasts without renewal. */
   leaseMs: number;
   pollIntervalMs: number;
@@ -380,6 +382,7 @@ export class ContractEngine {
       rec,
       plan,
       settings,
+      startDeferMs: this.opts.stepStartDeferMs,
       signal,
       em: this.#em,
       db: this.opts.db,

@@ -19,6 +19,7 @@ import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
 import { transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { StepCommits } from './step-commits.js';
 
 export interface BatchKit {
   row: TicketRow;
@@ -27,6 +28,8 @@ export interface BatchKit {
   rec: ExecRecord;
   plan: FrozenPlanDoc;
   settings: EngineSettings;
+  /** How long a step without side effects may run before its start is committed alone. */
+  startDeferMs: number;
   signal: AbortSignal;
   em: () => EntityManager;
   db: PackDb;
@@ -159,60 +162,77 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     const id = row.step_id;
     const step = planned.get(id)!;
     running.add(id);
-    const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
-    const bound = await k.executor(ctx);
-    const call = bound.output.data as ExecutorData | undefined;
-    const started = Date.now();
-    await k.em().transactional(async (tx) => {
-      // The step's context lives in EPHEMERAL memory until its review.
-      await k.memory.store(k.row.tenant_id, 'step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`, [], tx);
-      await transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
-        trace: [
-          { type: 'POLICY_EVALUATION', payload: { ...allowed.get(id)!, step_id: id, role: 'STEP_EXECUTOR', tool: row.capability } },
-          { type: 'AGENT_DECISION', payload: { role: 'STEP_EXECUTOR', agents: bound.agents, success: bound.output.success, confidence: bound.output.confidence, step_id: id } },
-          { type: 'TOOL_CALL_START', payload: { step_id: id, capability: call?.capability ?? step.tool_name, batch_id: batchId, active_steps: [...running].sort() } },
-        ],
-      });
-    });
-    const llmCalls: Record<string, unknown>[] = [];
     try {
-      if (!bound.output.success || !call) throw new AbcError('FAILED_PRECONDITION', { code: 'EXECUTOR_FAILED', category: 'EXECUTION', message: bound.output.errors[0]?.message ?? 'the step executor did not bind the step', retryable: true });
-      if (call.capability !== step.tool_name && call.capability !== step.fallback_tool) {
-        throw new AbcError('PERMISSION_DENIED', { code: 'EXECUTOR_OFF_PLAN', category: 'COMPLIANCE', message: `the executor asked for ${call.capability}, which step ${id} does not plan`, retryable: false });
-      }
-      const before = ancestors(k.plan.steps, id);
-      const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => before.has(d)));
-      const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
-      const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
-      const unit = { input, deps, db: k.db, llm: k.llm?.forTenant(k.row.tenant_id), onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
-      const result = await runWithFallback(pep, k, step, call.capability, unit);
-      outputs[id] = result.value;
-      const used = await facts(result.capability);
-      await k.em().transactional(async (tx) => {
-        // The primary capability failed even though the step went on: later planners should know.
-        if (result.failed) await k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
-        await transitionStep(tx, ticket, id, 'succeed', {
-          output: result.value,
-          ...(result.note && { message: result.note }),
-          // A fallback that ran is what rollback must know about.
-          ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
-          trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
-          // What pollers may see of the running ticket, written with the step's events.
-          partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
-        });
-      });
-    } catch (error) {
-      const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
-      failures[id] = structured;
-      await k.em().transactional((tx) =>
-        transitionStep(tx, ticket, id, 'fail', {
-          message: structured.message.slice(0, 500),
-          trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: call?.capability ?? step.tool_name, success: false, latency_ms: Date.now() - started, error: structured, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
-        }),
+      const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
+      const bound = await k.executor(ctx);
+      const call = bound.output.data as ExecutorData | undefined;
+      const started = Date.now();
+      const active = [...running].sort();
+      const commits = new StepCommits(
+        k.em,
+        async (tx, collect) => {
+          // The step's context lives in EPHEMERAL memory until its review.
+          await k.memory.store(k.row.tenant_id, 'step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`, [], tx);
+          await transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
+            trace: [
+              { type: 'POLICY_EVALUATION', payload: { ...allowed.get(id)!, step_id: id, role: 'STEP_EXECUTOR', tool: row.capability } },
+              { type: 'AGENT_DECISION', payload: { role: 'STEP_EXECUTOR', agents: bound.agents, success: bound.output.success, confidence: bound.output.confidence, step_id: id } },
+              { type: 'TOOL_CALL_START', payload: { step_id: id, capability: call?.capability ?? step.tool_name, batch_id: batchId, active_steps: active } },
+            ],
+            collect,
+          });
+        },
+        row.status === 'PENDING' && k.startDeferMs > 0 && (await withoutSideEffects([step.tool_name, step.fallback_tool, call?.capability])) ? k.startDeferMs : 0,
       );
+      if (!(await commits.open())) return;
+      const llmCalls: Record<string, unknown>[] = [];
+      try {
+        if (!bound.output.success || !call) throw new AbcError('FAILED_PRECONDITION', { code: 'EXECUTOR_FAILED', category: 'EXECUTION', message: bound.output.errors[0]?.message ?? 'the step executor did not bind the step', retryable: true });
+        if (call.capability !== step.tool_name && call.capability !== step.fallback_tool) {
+          throw new AbcError('PERMISSION_DENIED', { code: 'EXECUTOR_OFF_PLAN', category: 'COMPLIANCE', message: `the executor asked for ${call.capability}, which step ${id} does not plan`, retryable: false });
+        }
+        const before = ancestors(k.plan.steps, id);
+        const deps = Object.fromEntries(Object.entries(outputs).filter(([d]) => before.has(d)));
+        const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
+        const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
+        const unit = { input, deps, db: k.db, llm: k.llm?.forTenant(k.row.tenant_id), onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
+        const result = await runWithFallback(pep, k, step, call.capability, unit);
+        outputs[id] = result.value;
+        const used = await facts(result.capability);
+        await commits.close(async (tx, prior) => {
+          // The primary capability failed even though the step went on: later planners should know.
+          if (result.failed) await k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
+          await transitionStep(tx, ticket, id, 'succeed', {
+            output: result.value,
+            ...(result.note && { message: result.note }),
+            // A fallback that ran is what rollback must know about.
+            ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
+            trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
+            // What pollers may see of the running ticket, written with the step's events.
+            partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
+            prior,
+          });
+        });
+      } catch (error) {
+        const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
+        failures[id] = structured;
+        await commits.close((tx, prior) =>
+          transitionStep(tx, ticket, id, 'fail', {
+            message: structured.message.slice(0, 500),
+            trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: call?.capability ?? step.tool_name, success: false, latency_ms: Date.now() - started, error: structured, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
+            prior,
+          }),
+        );
+      }
     } finally {
       running.delete(id);
     }
+  };
+
+  /** Whether every capability a step may call is known and has no side effects. */
+  const withoutSideEffects = async (capabilities: (string | undefined)[]) => {
+    for (const capability of new Set(capabilities.filter((c): c is string => Boolean(c)))) if ((await facts(capability))?.side_effect !== false) return false;
+    return true;
   };
 
   // Up to max_active_steps at once; a freed slot takes the next ready step of

@@ -194,6 +194,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     llm: llmStep,
     concurrency: c.workers,
     stepConcurrency: c.stepConcurrency,
+    stepStartDeferMs: c.stepStartDeferMs,
     leaseMs: c.leaseMs,
     pollIntervalMs: c.pollIntervalMs,
     agentIdleTimeoutMs: opts.agentIdleTimeoutMs,

@@ -186,7 +186,18 @@ export async function transitionStep(
   ticket: string,
   stepId: string,
   trigger: StepTrigger,
-  patch: { output?: unknown; message?: string; capability?: string; sideEffect?: boolean; trace?: TicketEventInput[]; partialResult?: Record<string, unknown> } = {},
+  patch: {
+    output?: unknown;
+    message?: string;
+    capability?: string;
+    sideEffect?: boolean;
+    trace?: TicketEventInput[];
+    partialResult?: Record<string, unknown>;
+    /** This move's events go here instead of to the log: a later move of the transaction appends them (`prior`). */
+    collect?: TicketEventInput[];
+    /** Events of earlier moves of this transaction, appended ahead of this move's in one statement. */
+    prior?: TicketEventInput[];
+  } = {},
 ): Promise<StepRow> {
   // A step put back runs again as a new attempt: a new execution contract (opened before the step row moves).
   const moved = await writeTransition<StepState, StepTrigger, StepRow>(tx, STEPS, trigger, {
@@ -221,7 +232,8 @@ export async function transitionStep(
     });
     if (state) events.push({ type: 'execution_state', payload: { ...state } });
   }
-  await appendTicketEvents(tx, ticket, events, patch.partialResult);
+  if (patch.collect) patch.collect.push(...events);
+  else await appendTicketEvents(tx, ticket, [...(patch.prior ?? []), ...events], patch.partialResult);
   return updated!;
 }
 

@@ -50,8 +50,9 @@ afterAll(async () => {
 /** An assembly whose `gate` step calls a webhook that can hang. */
 async function registerAuditAssembly(clients: ReturnType<typeof connectCore>): Promise<void> {
   const meta = withKey(KEY);
+  // Both write: each step's start is committed before it runs (write-ahead), so a crash finds the gate RUNNING.
   for (const name of ['audit', 'gate']) {
-    await unary(clients.tools.registerTool.bind(clients.tools), { tool: Tool.fromPartial({ name: `audit.${name}`, kind: ToolKind.TOOL_KIND_SERVER_HTTP, endpoint: `${url}/${name}`, timeoutMs: 60_000 }) }, meta);
+    await unary(clients.tools.registerTool.bind(clients.tools), { tool: Tool.fromPartial({ name: `audit.${name}`, kind: ToolKind.TOOL_KIND_SERVER_HTTP, endpoint: `${url}/${name}`, timeoutMs: 60_000, sideEffect: true }) }, meta);
   }
   const a = referenceAssembly();
   a.version = '1.1.0';

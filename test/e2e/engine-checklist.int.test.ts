@@ -137,7 +137,8 @@ describe('seed 002 §6 checklist', () => {
     tools.script('gate', { hold: true, body: { open: true } });
     const ticket = await submit();
     await expect.poll(() => tools.held('gate'), { timeout: 5000 }).toBe(2);
-    expect(await memory.retrieve('default', 'step_context', 'EPHEMERAL', `${ticket}:gate_a`)).toMatchObject({ step_id: 'gate_a' });
+    // A step without side effects is recorded as started once it has run for START_DEFER_MS.
+    await expect.poll(() => memory.retrieve('default', 'step_context', 'EPHEMERAL', `${ticket}:gate_a`)).toMatchObject({ step_id: 'gate_a' });
     tools.release('gate');
     expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
     const left = await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM memory WHERE scope = 'EPHEMERAL' AND starts_with(scope_id, ?)", [`${ticket}:`]);
@@ -173,8 +174,11 @@ describe('seed 002 §6 checklist', () => {
     tools.script('gate', { hold: true, body: { open: true } });
     const ticket = await submit();
     await expect.poll(() => tools.held('gate'), { timeout: 5000 }).toBe(2);
-    const ctx = await (await s.http(`/v1/tickets/${ticket}/context`)).json();
-    expect(Object.entries(ctx.execution_context.active_steps).filter(([, v]) => v === 'RUNNING').map(([k]) => k).sort()).toEqual(['gate_a', 'gate_b']);
+    const running = async () => {
+      const ctx = await (await s.http(`/v1/tickets/${ticket}/context`)).json();
+      return Object.entries(ctx.execution_context.active_steps).filter(([, v]) => v === 'RUNNING').map(([k]) => k).sort();
+    };
+    await expect.poll(running).toEqual(['gate_a', 'gate_b']);
     tools.release('gate');
     await pollUntilDone(s.http, ticket);
     const starts = (await trace(ticket)).filter((e) => e.type === 'TOOL_CALL_START' && e.payload.step_id.startsWith('gate_'));

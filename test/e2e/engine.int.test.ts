@@ -23,25 +23,25 @@ afterAll(async () => {
 
 type Json = Record<string, any>;
 
-async function tool(name: string, opts: Json = {}): Promise<void> {
-  const res = await s.http('/v1/tools/register', { method: 'POST', json: { name, kind: 'http', endpoint: tools.endpoint(name), timeout_ms: 5000, ...opts } });
+async function tool(name: string, opts: Json = {}, on = s): Promise<void> {
+  const res = await on.http('/v1/tools/register', { method: 'POST', json: { name, kind: 'http', endpoint: tools.endpoint(name), timeout_ms: 5000, ...opts } });
   expect(res.status, await res.clone().text()).toBe(200);
 }
 
 /** Registers the reference assembly plus `steps` as the newest version (executions pick the newest). */
-async function assembly(steps: Json[], engine?: Json): Promise<string> {
+async function assembly(steps: Json[], engine?: Json, on = s): Promise<string> {
   const a = referenceAssembly();
   a.version = `1.${minor++}.0`;
   for (const cap of new Set(steps.flatMap((x) => [x.tool_name, x.fallback_tool].filter(Boolean)))) a.capabilities.push({ name: cap, kind: 'TOOL' });
   a.steps.push(...steps.map((x) => ({ label: x.id, input: {}, dependencies: ['value_positions'], ...x })));
   if (engine) a.engine = engine;
-  const res = await s.http('/v1/assemblies', { method: 'POST', json: a });
+  const res = await on.http('/v1/assemblies', { method: 'POST', json: a });
   expect(res.status, await res.clone().text()).toBe(201);
   return a.version;
 }
 
-async function submit(): Promise<string> {
-  const res = await s.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
+async function submit(on = s): Promise<string> {
+  const res = await on.http('/v1/contracts:submit', { method: 'POST', json: request({ execution_preferences: { progress_granularity: 'step' } }) });
   expect(res.status).toBe(202);
   return (await res.json()).task.ticket;
 }
@@ -81,9 +81,9 @@ describe('parallel DAG steps', () => {
     await assembly([{ id: 'gate_a', tool_name: 'tool.gate' }, { id: 'gate_b', tool_name: 'tool.gate' }], { max_active_steps: 8 });
     const ticket = await submit();
     await expect.poll(() => tools.held('gate'), { timeout: 5000 }).toBe(2);
-    const ctx = await context(ticket);
-    expect(ctx.global_state).toMatchObject({ execution_id: ticket, lifecycle_state: 'STEP_EXECUTION', iteration_count: 0 });
-    expect(ctx.execution_context.active_steps).toMatchObject({ gate_a: 'RUNNING', gate_b: 'RUNNING', load_portfolio: 'SUCCEEDED' });
+    // Steps without side effects are recorded as started once they have run for START_DEFER_MS.
+    await expect.poll(async () => (await context(ticket)).execution_context.active_steps).toMatchObject({ gate_a: 'RUNNING', gate_b: 'RUNNING', load_portfolio: 'SUCCEEDED' });
+    expect((await context(ticket)).global_state).toMatchObject({ execution_id: ticket, lifecycle_state: 'STEP_EXECUTION', iteration_count: 0 });
     tools.release('gate');
     expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
 
@@ -98,6 +98,55 @@ describe('parallel DAG steps', () => {
     tools.release('gate');
     expect((await pollUntilDone(s.http, serial)).status).toBe('SUCCEEDED');
     tools.script('gate', { body: { open: true } });
+  });
+});
+
+describe('when a step start is committed', () => {
+  // Its own core, where a step without side effects may run a minute before its start is committed.
+  let deferred: TestStack;
+  beforeAll(async () => {
+    deferred = await startTestStack({ contracts: { workers: 2, leaseMs: 2000, stepStartDeferMs: 60_000 } });
+    await importSamplePortfolios(deferred.orm);
+  });
+  afterAll(() => deferred?.close());
+
+  /** The transaction each of a step's moves committed in, by trigger. */
+  const commitsOf = async (ticket: string, step: string) =>
+    Object.fromEntries(
+      (await deferred.orm.em.fork().execute<{ trigger: string; tx: string }[]>("SELECT payload->>'trigger' AS trigger, xmin::text AS tx FROM ticket_events WHERE ticket = ? AND type = 'step_transition' AND payload->>'step_id' = ? ORDER BY seq", [ticket, step])).map((r) => [r.trigger, r.tx]),
+    );
+
+  it('commits the start and end of a step without side effects together, and a side effect\'s start before it runs', async () => {
+    await tool('pure', {}, deferred);
+    await tool('writes', { side_effect: true }, deferred);
+    tools.script('pure', { body: { pure: true } });
+    tools.script('writes', { body: { written: true } });
+    await assembly([{ id: 'pure', tool_name: 'tool.pure' }, { id: 'writes', tool_name: 'tool.writes' }], undefined, deferred);
+    const done = await pollUntilDone(deferred.http, await submit(deferred));
+    expect(done.status).toBe('SUCCEEDED');
+    const pure = await commitsOf(done.ticket, 'pure');
+    expect(Object.keys(pure)).toEqual(['start', 'succeed']);
+    expect(pure.start).toBe(pure.succeed);
+    const writes = await commitsOf(done.ticket, 'writes');
+    expect(Object.keys(writes)).toEqual(['start', 'succeed']);
+    expect(writes.start).not.toBe(writes.succeed);
+  });
+
+  it('records nothing of steps that a cancel skipped while they ran, before their start was committed', async () => {
+    await tool('hold', {}, deferred);
+    tools.script('hold', { hold: true, body: { held: true } });
+    await assembly([{ id: 'hold_a', tool_name: 'tool.hold' }, { id: 'hold_b', tool_name: 'tool.hold' }], { max_active_steps: 8 }, deferred);
+    const ticket = await submit(deferred);
+    await expect.poll(() => tools.held('hold'), { timeout: 5000 }).toBe(2);
+    const cancelled = await deferred.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
+    expect(cancelled.status, await cancelled.clone().text()).toBe(200);
+    tools.release('hold');
+    expect((await pollUntilDone(deferred.http, ticket)).status).toBe('CANCELED');
+    // The released steps end, find themselves skipped, and write nothing (nor fail the pass).
+    await new Promise((r) => setTimeout(r, 300));
+    expect(Object.keys(await commitsOf(ticket, 'hold_a'))).toEqual(['skip']);
+    expect(Object.keys(await commitsOf(ticket, 'hold_b'))).toEqual(['skip']);
+    tools.script('hold', { body: { held: true } });
   });
 });
 
