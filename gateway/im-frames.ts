@@ -94,7 +94,7 @@ function toRequest(type: ClientType, j: Record<string, any>): ConnectRequest {
   const base = { ts: j.ts ?? Date.now(), requestId: j.request_id ?? '', sessionId: j.session_id ?? '', runId: j.run_id ?? '' };
   switch (type) {
     case 'hello':
-      return ConnectRequest.fromPartial({ ...base, frame: { $case: 'hello', value: { apiKey: j.api_key, userId: j.user_id ?? '', clientMeta: j.client_meta, excludeEvents: j.exclude_events ?? [], traceparent: j.traceparent ?? '' } } });
+      return ConnectRequest.fromPartial({ ...base, frame: { $case: 'hello', value: { apiKey: j.api_key, userId: j.user_id ?? '', clientMeta: j.client_meta, excludeEvents: j.exclude_events ?? [], traceparent: j.traceparent ?? '', batchFrames: true } } });
     case 'agent_invoke':
       return ConnectRequest.fromPartial({ ...base, frame: { $case: 'agentInvoke', value: { agentId: j.agent_id, message: j.message, context: j.context } } });
     case 'tool_result':

@@ -35,9 +35,12 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     // ws keeps its TCP socket private; frames arriving together leave in one write to it.
     const cork = corkPerTick((socket as unknown as { _socket?: Socket })._socket);
     stream.on('data', (res: ConnectResponse) => {
-      if (res.frame?.$case === 'error' && res.frame.value.code === 'unauthenticated') guards.failures.record(req.ip);
       cork();
-      send(serverFrameJson(res));
+      // The gateway's hello asks for batches: frames ready together come in one message.
+      for (const frame of res.frame?.$case === 'batch' ? res.frame.value.frames : [res]) {
+        if (frame.frame?.$case === 'error' && frame.frame.value.code === 'unauthenticated') guards.failures.record(req.ip);
+        send(serverFrameJson(frame));
+      }
     });
     stream.on('end', () => socket.close(1000, 'closed'));
     stream.on('error', (error: { code?: number }) => {

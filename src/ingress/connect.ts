@@ -1,7 +1,7 @@
 // IngressService.Connect: one IM connection (seed 001 §5). Client frames become
 // orchestrator commands; each session the connection touches is watched from
 // the event log, so a reconnect with `resume` replays what was missed, then goes live.
-import { ApprovalVerdict, type AgentInvoke, type ApprovalDecision, type ToolResult } from '../../gen/abc/ingress/v1/im.js';
+import { ApprovalVerdict, type AgentInvoke, type ApprovalDecision, type Hello, type ToolResult } from '../../gen/abc/ingress/v1/im.js';
 import type { ConnectRequest, ConnectResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import type { ApiKeys } from '../access/api-keys.js';
 import { defaultUser, requireRun, speaksFor, type KeyPrincipal } from '../access/principal.js';
@@ -10,6 +10,7 @@ import { AbcError } from '../domain/errors.js';
 import type { CallContext } from '../grpc/bind.js';
 import { checkRequest, MAX_ID_LENGTH, Undecodable } from '../grpc/boundary.js';
 import { AsyncQueue } from '../grpc/async-queue.js';
+import { byTick } from '../runtime/by-tick.js';
 import { newId } from '../runtime/new-id.js';
 import { context as otel, contextOf, type Context } from '../runtime/tracing.js';
 import type { Logger } from '../runtime/log.js';
@@ -40,7 +41,11 @@ type Frame = NonNullable<ConnectResponse['frame']>;
 export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
   const connection = new Connection(deps, ctx);
   void connection.read(requests);
-  yield* connection.out;
+  // Frames ready in one turn of the loop go out in one message, to a connection that asked.
+  for await (const frames of byTick(connection.out)) {
+    if (connection.batching && frames.length > 1) yield { ts: Date.now(), requestId: '', sessionId: '', runId: '', cursor: '', frame: { $case: 'batch', value: { frames } } };
+    else yield* frames;
+  }
 }
 
 class Connection {
@@ -55,6 +60,8 @@ class Connection {
   readonly #helloTimer: NodeJS.Timeout;
   /** Event types this connection asked not to receive (hello.exclude_events). */
   #exclude: string[] = [];
+  /** Whether its hello asked for frames in batches (hello.batch_frames). */
+  batching = false;
   /** The trace its runs join: hello's `traceparent`, else the call's (the WebSocket upgrade's). */
   #trace: Context = otel.active();
 
@@ -109,7 +116,7 @@ class Connection {
     }
     const frame = request.frame;
     if (!frame) return this.#error(request, 'invalid_request', 'the frame has no type', 'type');
-    if (frame.$case === 'hello') return this.#hello(request, frame.value.apiKey, frame.value.userId, frame.value.excludeEvents, frame.value.traceparent);
+    if (frame.$case === 'hello') return this.#hello(request, frame.value);
     if (!this.#user) {
       this.#error(request, 'unauthenticated', 'the first frame must be hello with a valid api_key', 'type');
       return this.#close();
@@ -135,7 +142,7 @@ class Connection {
     }
   }
 
-  async #hello(request: ConnectRequest, apiKey: string, userId: string, excludeEvents: string[], traceparent: string): Promise<void> {
+  async #hello(request: ConnectRequest, { apiKey, userId, excludeEvents, traceparent, batchFrames }: Hello): Promise<void> {
     // A connection speaks for one user: a second hello never switches it.
     if (this.#user) return this.#error(request, 'already_authenticated', `this connection already speaks for user ${this.#user.userId}`, 'type');
     const principal = apiKey ? await this.#deps.keys.verify(apiKey) : null;
@@ -151,6 +158,7 @@ class Connection {
     clearTimeout(this.#helloTimer);
     this.#user = { userId: user, principal };
     this.#exclude = excludeEvents.filter(Boolean);
+    this.batching = batchFrames;
     if (traceparent) this.#trace = contextOf(traceparent, this.#trace);
     this.#send(request, { $case: 'helloAck', value: { userId: this.#user.userId, connectionId: this.#id } });
   }

@@ -317,7 +317,7 @@ describe('the fuzz corpus', () => {
     connect.on('data', (b: Buffer) => replies.push(b));
     connect.on('error', (e: ServiceError) => (status = e));
     const frameMethod = IngressServiceService.connect;
-    connect.write(frameMethod.requestSerialize({ ts: 1, requestId: 'h', sessionId: '', runId: '', frame: { $case: 'hello', value: { apiKey: s.key, userId: 'u1', clientMeta: undefined, excludeEvents: [], traceparent: '' } } }));
+    connect.write(frameMethod.requestSerialize({ ts: 1, requestId: 'h', sessionId: '', runId: '', frame: { $case: 'hello', value: { apiKey: s.key, userId: 'u1', clientMeta: undefined, excludeEvents: [], traceparent: '', batchFrames: false } } }));
     for (let i = 0; i < 60; i++) {
       connect.write(i % 2 === 0 ? junkBytes(r) : fieldBytes(r, frameMethod as unknown as ServiceDefinition[string]) ?? junkBytes(r));
       cases++;

@@ -81,6 +81,35 @@ describe('an agent run over IM', () => {
     im.close();
   });
 
+  it('sends the frames that are ready together in one message to a connection that asked, in the same order', async () => {
+    // Forty deltas in one write: they reach ABC, commit and go out together.
+    agent.behave((_inv, res) => {
+      sse(res, 'delta', { text: '' });
+      res.write(Array.from({ length: 40 }, (_, i) => `event: delta\ndata: ${JSON.stringify({ text: ` w${i}` })}\n\n`).join(''));
+      sse(res, 'done', { usage: {}, final_message: 'done' });
+      res.end();
+    });
+    const frames = async (batchFrames: boolean) => {
+      const im = new ImClient(t.clients);
+      im.hello(t.key, 'u1', batchFrames);
+      await im.next('helloAck');
+      im.send({ $case: 'agentInvoke', value: { agentId: 'echo', message: { role: 'user', content: 'go' } } }, { sessionId: nextSession() });
+      await im.next('done');
+      im.close();
+      return im;
+    };
+    const batched = await frames(true);
+    const single = await frames(false);
+    const shape = (im: ImClient) => im.frames.map((f) => (f.frame?.$case === 'delta' ? f.frame.value.text : f.frame?.$case));
+    expect(shape(batched)).toEqual(shape(single));
+    expect(batched.of('delta').map((d) => d.value.text).join('')).toBe(Array.from({ length: 40 }, (_, i) => ` w${i}`).join(''));
+    // One message per frame, unless the connection asked; then a batch never nests.
+    expect(single.messages).toHaveLength(single.frames.length);
+    expect(single.messages.some((m) => m.frame?.$case === 'batch')).toBe(false);
+    expect(batched.messages.length).toBeLessThan(batched.frames.length);
+    expect(batched.frames.some((f) => f.frame?.$case === 'batch')).toBe(false);
+  });
+
   it('sends the transcript from the database on the next turn', async () => {
     const im = await connected();
     const sessionId = nextSession();

@@ -8,15 +8,19 @@ type ServerFrame = NonNullable<ConnectResponse['frame']>;
 type FrameValue<K extends ServerFrame['$case']> = Extract<ServerFrame, { $case: K }>['value'];
 
 export class ImClient {
+  /** Every frame, a batch's frames each in its place. */
   readonly frames: ConnectResponse[] = [];
+  /** Every message as it came: a batch is one. */
+  readonly messages: ConnectResponse[] = [];
   ended = false;
   readonly #stream: ClientDuplexStream<ConnectRequest, ConnectResponse>;
   readonly #waiters: (() => void)[] = [];
 
   constructor(clients: CoreClients) {
     this.#stream = clients.ingress.connect();
-    this.#stream.on('data', (frame: ConnectResponse) => {
-      this.frames.push(frame);
+    this.#stream.on('data', (message: ConnectResponse) => {
+      this.messages.push(message);
+      this.frames.push(...(message.frame?.$case === 'batch' ? message.frame.value.frames : [message]));
       this.#waiters.splice(0).forEach((w) => w());
     });
     const end = () => {
@@ -31,8 +35,8 @@ export class ImClient {
     this.#stream.write(ConnectRequest.fromPartial({ ts: Date.now(), ...common, frame }));
   }
 
-  hello(apiKey: string, userId = 'u1'): void {
-    this.send({ $case: 'hello', value: { apiKey, userId, clientMeta: { app: 'test' }, excludeEvents: [], traceparent: '' } });
+  hello(apiKey: string, userId = 'u1', batchFrames = false): void {
+    this.send({ $case: 'hello', value: { apiKey, userId, clientMeta: { app: 'test' }, excludeEvents: [], traceparent: '', batchFrames } });
   }
 
   /** Waits until `predicate` holds for the frames so far. */

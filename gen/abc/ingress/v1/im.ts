@@ -72,6 +72,11 @@ export interface Hello {
    * (otherwise they join the trace of the WebSocket upgrade).
    */
   traceparent: string;
+  /**
+   * batch_frames lets the server send the frames that are ready together in
+   * one ConnectResponse, as a FrameBatch, instead of one message each.
+   */
+  batchFrames: boolean;
 }
 
 /**
@@ -176,7 +181,7 @@ export interface Done {
 }
 
 function createBaseHello(): Hello {
-  return { userId: "", apiKey: "", clientMeta: undefined, excludeEvents: [], traceparent: "" };
+  return { userId: "", apiKey: "", clientMeta: undefined, excludeEvents: [], traceparent: "", batchFrames: false };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -195,6 +200,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.traceparent !== "") {
       writer.uint32(42).string(message.traceparent);
+    }
+    if (message.batchFrames !== false) {
+      writer.uint32(48).bool(message.batchFrames);
     }
     return writer;
   },
@@ -252,6 +260,14 @@ export const Hello: MessageFns<Hello> = {
             message.traceparent = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.batchFrames = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -287,6 +303,11 @@ export const Hello: MessageFns<Hello> = {
         ? object.exclude_events.map((e: any) => globalThis.String(e))
         : [],
       traceparent: isSet(object.traceparent) ? globalThis.String(object.traceparent) : "",
+      batchFrames: isSet(object.batchFrames)
+        ? globalThis.Boolean(object.batchFrames)
+        : isSet(object.batch_frames)
+        ? globalThis.Boolean(object.batch_frames)
+        : false,
     };
   },
 
@@ -307,6 +328,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.traceparent !== "") {
       obj.traceparent = message.traceparent;
     }
+    if (message.batchFrames !== false) {
+      obj.batchFrames = message.batchFrames;
+    }
     return obj;
   },
 
@@ -320,6 +344,7 @@ export const Hello: MessageFns<Hello> = {
     message.clientMeta = object.clientMeta ?? undefined;
     message.excludeEvents = object.excludeEvents?.map((e) => e) || [];
     message.traceparent = object.traceparent ?? "";
+    message.batchFrames = object.batchFrames ?? false;
     return message;
   },
 };

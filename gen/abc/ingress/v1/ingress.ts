@@ -144,7 +144,17 @@ export interface ConnectResponse {
     | { $case: "approvalRequired"; value: ApprovalRequired }
     | { $case: "error"; value: ErrorFrame }
     | { $case: "done"; value: Done }
+    | { $case: "batch"; value: FrameBatch }
     | undefined;
+}
+
+/**
+ * FrameBatch carries frames that were ready together, in order, to a
+ * connection whose hello set batch_frames. Each is a whole ConnectResponse;
+ * none is itself a batch.
+ */
+export interface FrameBatch {
+  frames: ConnectResponse[];
 }
 
 /**
@@ -601,6 +611,9 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       case "done":
         Done.encode(message.frame.value, writer.uint32(138).fork()).join();
         break;
+      case "batch":
+        FrameBatch.encode(message.frame.value, writer.uint32(146).fork()).join();
+        break;
     }
     return writer;
   },
@@ -722,6 +735,14 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
             message.frame = { $case: "done", value: Done.decode(reader, reader.uint32()) };
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.frame = { $case: "batch", value: FrameBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -777,6 +798,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         ? { $case: "error", value: ErrorFrame.fromJSON(object.error) }
         : isSet(object.done)
         ? { $case: "done", value: Done.fromJSON(object.done) }
+        : isSet(object.batch)
+        ? { $case: "batch", value: FrameBatch.fromJSON(object.batch) }
         : undefined,
     };
   },
@@ -814,6 +837,8 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
       obj.error = ErrorFrame.toJSON(message.frame.value);
     } else if (message.frame?.$case === "done") {
       obj.done = Done.toJSON(message.frame.value);
+    } else if (message.frame?.$case === "batch") {
+      obj.batch = FrameBatch.toJSON(message.frame.value);
     }
     return obj;
   },
@@ -877,7 +902,84 @@ export const ConnectResponse: MessageFns<ConnectResponse> = {
         }
         break;
       }
+      case "batch": {
+        if (object.frame?.value !== undefined && object.frame?.value !== null) {
+          message.frame = { $case: "batch", value: FrameBatch.fromPartial(object.frame.value) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseFrameBatch(): FrameBatch {
+  return { frames: [] };
+}
+
+export const FrameBatch: MessageFns<FrameBatch> = {
+  encode(message: FrameBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.frames) {
+      ConnectResponse.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FrameBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFrameBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.frames.push(ConnectResponse.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): FrameBatch {
+    return {
+      frames: globalThis.Array.isArray(object?.frames)
+        ? object.frames.map((e: any) => ConnectResponse.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: FrameBatch): unknown {
+    const obj: any = {};
+    if (message.frames?.length) {
+      obj.frames = message.frames.map((e) => ConnectResponse.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FrameBatch>, I>>(base?: I): FrameBatch {
+    return FrameBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FrameBatch>, I>>(object: I): FrameBatch {
+    const message = createBaseFrameBatch();
+    message.frames = object.frames?.map((e) => ConnectResponse.fromPartial(e)) || [];
     return message;
   },
 };

@@ -15,41 +15,41 @@ from platform_sdk._proto.abc.common.v1 import types_pb2 as abc_dot_common_dot_v1
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61\x62\x63/ingress/v1/im.proto\x12\x0e\x61\x62\x63.ingress.v1\x1a\x19\x61\x62\x63/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x84\x01\n\x05Hello\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x02 \x01(\t\x12,\n\x0b\x63lient_meta\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x16\n\x0e\x65xclude_events\x18\x04 \x03(\t\x12\x13\n\x0btraceparent\x18\x05 \x01(\t\"v\n\x0b\x41gentInvoke\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\x07message\x18\x02 \x01(\x0b\x32\x1a.abc.common.v1.ChatMessage\x12(\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"m\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12&\n\x06result\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x15\n\rerror_message\x18\x04 \x01(\t\"j\n\x10\x41pprovalDecision\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x31\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x1f.abc.ingress.v1.ApprovalVerdict\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x0b\n\tCancelRun\"\x18\n\x06Resume\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\"2\n\x08HelloAck\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x15\n\rconnection_id\x18\x02 \x01(\t\"0\n\nRunStarted\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\"\x15\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\"?\n\x05State\x12\r\n\x05state\x18\x01 \x01(\t\x12\'\n\x06\x64\x65tail\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"r\n\x0bToolRequest\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12%\n\x04\x61rgs\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0b\x64\x65\x61\x64line_ts\x18\x04 \x01(\x03\"z\n\x10\x41pprovalRequired\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x14\n\x0c\x61rgs_summary\x18\x04 \x01(\t\x12\x12\n\nexpires_at\x18\x05 \x01(\x03\"M\n\nErrorFrame\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\x12\x11\n\tretryable\x18\x04 \x01(\x08\"k\n\x04\x44one\x12#\n\x05usage\x18\x01 \x01(\x0b\x32\x14.abc.common.v1.Usage\x12\x15\n\rfinal_message\x18\x02 \x01(\t\x12\'\n\x06\x64\x65tail\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct*n\n\x0f\x41pprovalVerdict\x12 \n\x1c\x41PPROVAL_VERDICT_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41PPROVAL_VERDICT_APPROVE\x10\x01\x12\x1b\n\x17\x41PPROVAL_VERDICT_REJECT\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61\x62\x63/ingress/v1/im.proto\x12\x0e\x61\x62\x63.ingress.v1\x1a\x19\x61\x62\x63/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x9a\x01\n\x05Hello\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61pi_key\x18\x02 \x01(\t\x12,\n\x0b\x63lient_meta\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x16\n\x0e\x65xclude_events\x18\x04 \x03(\t\x12\x13\n\x0btraceparent\x18\x05 \x01(\t\x12\x14\n\x0c\x62\x61tch_frames\x18\x06 \x01(\x08\"v\n\x0b\x41gentInvoke\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12+\n\x07message\x18\x02 \x01(\x0b\x32\x1a.abc.common.v1.ChatMessage\x12(\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"m\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12&\n\x06result\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x15\n\rerror_message\x18\x04 \x01(\t\"j\n\x10\x41pprovalDecision\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x31\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x1f.abc.ingress.v1.ApprovalVerdict\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x0b\n\tCancelRun\"\x18\n\x06Resume\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\"2\n\x08HelloAck\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x15\n\rconnection_id\x18\x02 \x01(\t\"0\n\nRunStarted\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\"\x15\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\"?\n\x05State\x12\r\n\x05state\x18\x01 \x01(\t\x12\'\n\x06\x64\x65tail\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"r\n\x0bToolRequest\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12%\n\x04\x61rgs\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x13\n\x0b\x64\x65\x61\x64line_ts\x18\x04 \x01(\x03\"z\n\x10\x41pprovalRequired\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x02 \x01(\t\x12\x11\n\ttool_name\x18\x03 \x01(\t\x12\x14\n\x0c\x61rgs_summary\x18\x04 \x01(\t\x12\x12\n\nexpires_at\x18\x05 \x01(\x03\"M\n\nErrorFrame\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\x12\x11\n\tretryable\x18\x04 \x01(\x08\"k\n\x04\x44one\x12#\n\x05usage\x18\x01 \x01(\x0b\x32\x14.abc.common.v1.Usage\x12\x15\n\rfinal_message\x18\x02 \x01(\t\x12\'\n\x06\x64\x65tail\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct*n\n\x0f\x41pprovalVerdict\x12 \n\x1c\x41PPROVAL_VERDICT_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41PPROVAL_VERDICT_APPROVE\x10\x01\x12\x1b\n\x17\x41PPROVAL_VERDICT_REJECT\x10\x02\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'abc.ingress.v1.im_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _APPROVALVERDICT._serialized_start=1231
-  _APPROVALVERDICT._serialized_end=1341
+  _APPROVALVERDICT._serialized_start=1253
+  _APPROVALVERDICT._serialized_end=1363
   _HELLO._serialized_start=101
-  _HELLO._serialized_end=233
-  _AGENTINVOKE._serialized_start=235
-  _AGENTINVOKE._serialized_end=353
-  _TOOLRESULT._serialized_start=355
-  _TOOLRESULT._serialized_end=464
-  _APPROVALDECISION._serialized_start=466
-  _APPROVALDECISION._serialized_end=572
-  _CANCELRUN._serialized_start=574
-  _CANCELRUN._serialized_end=585
-  _RESUME._serialized_start=587
-  _RESUME._serialized_end=611
-  _HELLOACK._serialized_start=613
-  _HELLOACK._serialized_end=663
-  _RUNSTARTED._serialized_start=665
-  _RUNSTARTED._serialized_end=713
-  _DELTA._serialized_start=715
-  _DELTA._serialized_end=736
-  _STATE._serialized_start=738
-  _STATE._serialized_end=801
-  _TOOLREQUEST._serialized_start=803
-  _TOOLREQUEST._serialized_end=917
-  _APPROVALREQUIRED._serialized_start=919
-  _APPROVALREQUIRED._serialized_end=1041
-  _ERRORFRAME._serialized_start=1043
-  _ERRORFRAME._serialized_end=1120
-  _DONE._serialized_start=1122
-  _DONE._serialized_end=1229
+  _HELLO._serialized_end=255
+  _AGENTINVOKE._serialized_start=257
+  _AGENTINVOKE._serialized_end=375
+  _TOOLRESULT._serialized_start=377
+  _TOOLRESULT._serialized_end=486
+  _APPROVALDECISION._serialized_start=488
+  _APPROVALDECISION._serialized_end=594
+  _CANCELRUN._serialized_start=596
+  _CANCELRUN._serialized_end=607
+  _RESUME._serialized_start=609
+  _RESUME._serialized_end=633
+  _HELLOACK._serialized_start=635
+  _HELLOACK._serialized_end=685
+  _RUNSTARTED._serialized_start=687
+  _RUNSTARTED._serialized_end=735
+  _DELTA._serialized_start=737
+  _DELTA._serialized_end=758
+  _STATE._serialized_start=760
+  _STATE._serialized_end=823
+  _TOOLREQUEST._serialized_start=825
+  _TOOLREQUEST._serialized_end=939
+  _APPROVALREQUIRED._serialized_start=941
+  _APPROVALREQUIRED._serialized_end=1063
+  _ERRORFRAME._serialized_start=1065
+  _ERRORFRAME._serialized_end=1142
+  _DONE._serialized_start=1144
+  _DONE._serialized_end=1251
 # @@protoc_insertion_point(module_scope)
