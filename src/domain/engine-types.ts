@@ -99,15 +99,39 @@ export const structuredError = (
   opts: Partial<Omit<StructuredError, 'code' | 'message'>> = {},
 ): StructuredError => ({ code, message, severity: opts.severity ?? 'WARNING', retryable: opts.retryable ?? false, ...(opts.suggested_action && { suggested_action: opts.suggested_action }), metadata: opts.metadata ?? {} });
 
-/** A deep-frozen copy: agents get state they cannot change. */
+/** Objects this module made deep-frozen: shared by later copies, never copied again. */
+const deepFrozen = new WeakSet<object>();
+const onceFrozen = new WeakMap<object, object>();
+
+/** A deep-frozen copy: agents get state they cannot change. Parts already deep-frozen here are shared. */
 export function frozen<T>(value: T): T {
-  const copy = structuredClone(value);
-  const freeze = (v: unknown) => {
-    if (v && typeof v === 'object' && !Object.isFrozen(v)) {
-      Object.freeze(v);
-      for (const x of Object.values(v)) freeze(x);
-    }
-  };
-  freeze(copy);
+  return frozenCopy(value) as T;
+}
+
+/** The deep-frozen copy of a value that never changes (a stored assembly, a frozen plan): made once, then shared. */
+export function frozenOnce<T extends object>(value: T): T {
+  let copy = onceFrozen.get(value);
+  if (!copy) onceFrozen.set(value, (copy = frozenCopy(value) as object));
+  return copy as T;
+}
+
+function frozenCopy(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || deepFrozen.has(value)) return value;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  const copy = Array.isArray(value)
+    ? value.map(frozenCopy)
+    : proto === Object.prototype || proto === null
+      ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, frozenCopy(v)]))
+      : freezeAll(structuredClone(value)); // a Date and the like
+  Object.freeze(copy);
+  deepFrozen.add(copy);
   return copy;
+}
+
+function freezeAll<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const x of Object.values(value)) freezeAll(x);
+  }
+  return value;
 }

@@ -11,7 +11,7 @@ import type { Decision, FrozenPlanDoc } from '../decision/decision.js';
 import { planInput } from '../decision/decision.js';
 import { goalOf, stepsToReset, type PlanBody, type PlanInput } from '../decision/planner.js';
 import { DEFAULT_SETTINGS, evaluateTransition, settingsOf, type EngineSettings } from '../domain/engine-policy.js';
-import { frozen, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
+import { frozen, frozenOnce, type AgentRole, type GlobalState, type PolicyDecision, type StepContext, type StructuredError } from '../domain/engine-types.js';
 import type { PolicySet } from '../domain/policy.js';
 import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
@@ -403,7 +403,7 @@ export class ContractEngine {
     if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason, step: outcome.step }, [policyEvent(outcome.policy)]);
     const settled: ExecRecord = { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) };
     if (this.#builtinOnly('REVIEWER', rec) && !Object.keys(outcome.batch.failures).length) {
-      const after = await getSteps(this.#em(), row.ticket);
+      const after = outcome.after;
       const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
         return this.#em().transactional(async (tx) => {
@@ -666,7 +666,8 @@ export class ContractEngine {
     const assembly = row.assembly_id && row.assembly_version ? ((await this.opts.decision.get(row.tenant_id, row.assembly_id, row.assembly_version)) ?? null) : null;
     return frozen({
       tenant_id: row.tenant_id,
-      current_plan: plan && { plan_id: plan.plan_id, plan_hash: plan.plan_hash, assembly_id: plan.assembly_id, assembly_version: plan.assembly_version, steps: plan.steps, whitelist: plan.whitelist.map((c) => c.name) },
+      // Stored assemblies and frozen plans never change: each is frozen once and shared by every view.
+      current_plan: plan && { plan_id: plan.plan_id, plan_hash: plan.plan_hash, assembly_id: plan.assembly_id, assembly_version: plan.assembly_version, steps: frozenOnce(plan.steps), whitelist: plan.whitelist.map((c) => c.name) },
       active_steps: Object.fromEntries(steps.map((s) => [s.step_id, s.status])),
       current_batch_id: rec.batch?.id ?? null,
       replan_scope: rec.replan?.scope ?? null,
@@ -674,7 +675,7 @@ export class ContractEngine {
       errors: rec.errors.map((e) => `${e.code}: ${e.message}`),
       snapshot_id: rec.snapshot_id,
       request: row.request,
-      assembly,
+      assembly: assembly && frozenOnce(assembly),
       avoid: rec.avoid,
       replan: rec.replan,
       memory_hints: rec.hints,

@@ -63,7 +63,7 @@ export type BatchOutcome =
   | { kind: 'done' }
   | { kind: 'stuck'; error: StructuredError }
   | ({ kind: 'human' } & HumanHold)
-  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean } };
+  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean }; after: StepRow[] };
 
 const DONE = ['SUCCEEDED', 'SKIPPED'];
 
@@ -71,6 +71,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const ticket = k.row.ticket;
   const steps = k.steps;
   const rows = new Map(steps.map((s) => [s.step_id, s]));
+  /** Each step's row as last committed in this batch, in position order: what its review reads. */
+  const after = new Map(rows);
   const planned = new Map(k.plan.steps.map((s) => [s.id, s]));
   const open = steps.filter((s) => (k.unreviewed ? s.status === 'RUNNING' : s.status === 'PENDING' || s.status === 'RUNNING'));
   if (!open.length && !k.unreviewed) {
@@ -146,11 +148,11 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const failures: Record<string, StructuredError> = {};
   for (const b of blocked) {
     failures[b.step.step_id] = b.error;
-    await k.em().transactional((tx) =>
-      transitionStep(tx, ticket, b.step.step_id, 'fail', {
+    await k.em().transactional(async (tx) =>
+      after.set(b.step.step_id, await transitionStep(tx, ticket, b.step.step_id, 'fail', {
         message: b.error.message,
         trace: [{ type: 'POLICY_EVALUATION', payload: { ...b.policy, step_id: b.step.step_id, role: 'STEP_EXECUTOR' } }],
-      }),
+      })),
     );
   }
 
@@ -202,7 +204,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         await commits.close(async (tx, prior) => {
           // The primary capability failed even though the step went on: later planners should know.
           if (result.failed) await k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
-          await transitionStep(tx, ticket, id, 'succeed', {
+          const done = await transitionStep(tx, ticket, id, 'succeed', {
             output: result.value,
             ...(result.note && { message: result.note }),
             // A fallback that ran is what rollback must know about.
@@ -212,16 +214,17 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
             partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
             prior,
           });
+          after.set(id, done);
         });
       } catch (error) {
         const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
         failures[id] = structured;
-        await commits.close((tx, prior) =>
-          transitionStep(tx, ticket, id, 'fail', {
+        await commits.close(async (tx, prior) =>
+          after.set(id, await transitionStep(tx, ticket, id, 'fail', {
             message: structured.message.slice(0, 500),
             trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: call?.capability ?? step.tool_name, success: false, latency_ms: Date.now() - started, error: structured, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
             prior,
-          }),
+          })),
         );
       }
     } finally {
@@ -254,7 +257,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   if (k.signal.aborted) return { kind: 'aborted' };
   const settled = [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)];
   // A batch that only catches up on earlier steps is no evidence the failures stopped.
-  return { kind: 'settled', batch: { id: batchId, steps: [...new Set([...(k.unreviewed ?? []), ...settled])], failures, ...(!settled.length && { catch_up: true }) } };
+  return { kind: 'settled', batch: { id: batchId, steps: [...new Set([...(k.unreviewed ?? []), ...settled])], failures, ...(!settled.length && { catch_up: true }) }, after: [...after.values()] };
 }
 
 /** Runs a step on its capability; an allowed fallback capability takes over if it fails (not for compliance). */
