@@ -91,14 +91,6 @@ export interface ToolCallsOptions {
 /** An approval an agent's tool call waits on. */
 type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null };
 
-/** A call claimed as RUNNING, with what its run's trace needs. */
-interface Claim {
-  started: ToolCallRow;
-  tenantId: string;
-  traceId: string;
-  traceparent: string | null;
-}
-
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
 
@@ -154,13 +146,10 @@ export class ToolCalls {
     const key = req.idempotencyKey || `${req.runId}:${tool.name}:${hash}`;
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
-      if (existing) return { call: existing, claim: null };
-      const call = await this.#create(tx, { agentId: run.rootAgentId, sessionId: run.sessionId, tenantId: run.tenantId }, tool, req, key);
-      // A fresh server-side call is claimed in the commit that creates it; the tool runs after it.
-      const claim = call.status === 'DISPATCHED' && !this.kinds.clientSide(tool.kind) ? await this.#claim(tx, call.toolCallId) : null;
-      return { call, claim };
+      if (existing) return { call: existing, fresh: false };
+      return { call: await this.#create(tx, { agentId: run.rootAgentId, sessionId: run.sessionId, tenantId: run.tenantId }, tool, req, key), fresh: true };
     });
-    if (created.claim) await this.#runClaimed(created.claim, tool);
+    if (created.fresh && created.call.status === 'DISPATCHED' && !this.kinds.clientSide(tool.kind)) await this.#execute(created.call.toolCallId, tool);
     return this.outcome((await this.get(created.call.toolCallId)));
   }
 
@@ -360,44 +349,37 @@ export class ToolCalls {
 
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
-    const claim = await this.#em()
-      .transactional((tx) => this.#claim(tx, toolCallId))
+    let tenantId = '';
+    let traceId = '';
+    let traceparent: string | null = null;
+    const started = await this.#em()
+      .transactional(async (tx) => {
+        const current = await readCallAndRun(tx, toolCallId);
+        if (!current) throw notFound('tool_call', toolCallId);
+        tenantId = current.tenantId;
+        traceId = current.traceId;
+        traceparent = current.traceparent;
+        // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
+        const ended = RUN_MACHINE.isTerminal(current.runStatus);
+        // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
+        const done = ended ? undefined : await completedElsewhere(tx, toolCallId);
+        if (!ended && !done) {
+          // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
+          const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
+          return this.#transition(tx, toolCallId, 'start', dispatched, { started: true });
+        }
+        const error = ended
+          ? { code: 'run_ended', message: `run ${current.runId} ended (${current.runStatus}) before this call could start` }
+          : { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
+        if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
+        await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });
+        return null;
+      })
       .catch((error) => {
         if (isIllegalTransition(error)) return null; // another core has it
         throw error;
       });
-    if (claim) await this.#runClaimed(claim, tool);
-  }
-
-  /**
-   * Moves a dispatched (or approved) call to RUNNING inside `tx`, unless its
-   * run ended or its irreversible action already completed elsewhere (then it
-   * fails). The tool runs only after this commits.
-   */
-  async #claim(tx: EntityManager, toolCallId: string): Promise<Claim | null> {
-    const current = await readCallAndRun(tx, toolCallId);
-    if (!current) throw notFound('tool_call', toolCallId);
-    // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
-    const ended = RUN_MACHINE.isTerminal(current.runStatus);
-    // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
-    const done = ended ? undefined : await completedElsewhere(tx, toolCallId);
-    if (!ended && !done) {
-      // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
-      const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
-      const started = await this.#transition(tx, toolCallId, 'start', dispatched, { started: true });
-      return { started, tenantId: current.tenantId, traceId: current.traceId, traceparent: current.traceparent };
-    }
-    const error = ended
-      ? { code: 'run_ended', message: `run ${current.runId} ended (${current.runStatus}) before this call could start` }
-      : { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
-    if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
-    await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });
-    return null;
-  }
-
-  /** Runs a call its claim committed as RUNNING, in the run's trace. */
-  async #runClaimed({ started, tenantId, traceId, traceparent }: Claim, tool?: ToolRow): Promise<void> {
-    const toolCallId = started.toolCallId;
+    if (!started) return;
     const definition = tool ?? (await getTool(this.#em(), tenantId, started.toolName));
     // In the run's trace: under the invoking call, or (after an approval) on its own.
     await inSpan(`execute_tool ${definition.name}`, {
