@@ -1,6 +1,7 @@
-// Adaptive batching for streams: what arrives in one turn of the event loop
-// leaves as one batch. A lone item waits one turn at most; under load, items
-// read from one socket read travel together.
+// Adaptive batching for streams: what arrives in one burst (one callback and
+// the promise jobs it sets off, such as the events parsed from one socket
+// read) leaves as one batch. A lone item waits for nothing but the end of its
+// burst, not for the next turn of the event loop.
 const TURN = Symbol('turn');
 
 export async function* byTick<T>(source: AsyncIterable<T>): AsyncGenerator<T[]> {
@@ -11,7 +12,8 @@ export async function* byTick<T>(source: AsyncIterable<T>): AsyncGenerator<T[]> 
       const first = await next;
       if (first.done) return;
       const batch = [first.value];
-      const turn = new Promise<typeof TURN>((resolve) => setImmediate(resolve, TURN));
+      // A tick queued from a promise job runs once the promise jobs have all run.
+      const turn = new Promise<typeof TURN>((resolve) => process.nextTick(resolve, TURN));
       for (;;) {
         next = it.next();
         let got: IteratorResult<T> | typeof TURN;
