@@ -41,7 +41,7 @@ type Frame = NonNullable<ConnectResponse['frame']>;
 export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
   const connection = new Connection(deps, ctx);
   void connection.read(requests);
-  // Frames ready in one turn of the loop go out in one message, to a connection that asked.
+  // Frames ready in one burst (one committed batch) go out in one message, to a connection that asked.
   for await (const frames of byTick(connection.out)) {
     if (connection.batching && frames.length > 1) yield { ts: Date.now(), requestId: '', sessionId: '', runId: '', cursor: '', frame: { $case: 'batch', value: { frames } } };
     else yield* frames;

@@ -213,13 +213,13 @@ export class ToolCalls {
       timeoutSeconds: Math.ceil(timeoutMs / 1000),
     });
     // The call's first moves go to the log in one append.
-    const pending: NewEvent[] = [{ type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } }];
-    const flush = () => appendEvents(tx, req.runId, pending.splice(0));
+    const collect: NewEvent[] = [{ type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } }];
+    const flush = () => appendEvents(tx, req.runId, collect.splice(0));
     const verdict = decide(this.#opts.policy.forTenant(tenantId), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel, tenantId, action: 'tool_call' });
-    await this.#transition(tx, id, 'policy_checked', [{ type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) } }], {}, pending);
+    await this.#transition(tx, id, 'policy_checked', [{ type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) } }], {}, collect);
     if (verdict.decision === 'block') {
       const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };
-      const blocked = await this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error }, pending);
+      const blocked = await this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error }, collect);
       await flush();
       return blocked;
     }
@@ -227,7 +227,7 @@ export class ToolCalls {
       await flush();
       return this.#requestApproval(tx, id, sessionId, tenantId, tool, req.runId, req.args, verdict.reason);
     }
-    const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], { deadlineMs: timeoutMs }, pending);
+    const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], { deadlineMs: timeoutMs }, collect);
     await flush();
     return this.kinds.clientSide(tool.kind) ? this.#sendToClient(tx, dispatched, sessionId) : dispatched;
   }
@@ -614,8 +614,8 @@ export class ToolCalls {
   /**
    * The one writer of a tool call's state: applies the machine's table under a
    * row lock, records the patch and the events, and wakes waiters, in `tx`.
-   * With `pending`, the events are added to it for the caller to append with
-   * others of the same transaction.
+   * With `collect`, the events go there instead, for the caller to append
+   * with others of the same transaction (as `transitionStep` does).
    */
   async #transition(
     tx: EntityManager,
@@ -623,7 +623,7 @@ export class ToolCalls {
     trigger: ToolCallTrigger,
     events: NewEvent[],
     patch: { result?: unknown; error?: { code: string; message: string }; approvalId?: string; started?: boolean; completed?: boolean; deadlineMs?: number } = {},
-    pending?: NewEvent[],
+    collect?: NewEvent[],
   ): Promise<ToolCallRow> {
     let moved;
     try {
@@ -666,7 +666,7 @@ export class ToolCalls {
     const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
     // Every hop is visible in the log, and wakes waiters through the run's notification.
     const logged = [...events, { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: row.status, to: next.value, trigger } }, ...mirrored];
-    if (pending) pending.push(...logged);
+    if (collect) collect.push(...logged);
     else await appendEvents(tx, row.run_id, logged);
     return toCall(moved.after!);
   }

@@ -142,7 +142,7 @@ describe('when a step start is committed', () => {
     expect(cancelled.status, await cancelled.clone().text()).toBe(200);
     tools.release('hold');
     expect((await pollUntilDone(deferred.http, ticket)).status).toBe('CANCELED');
-    // The released steps end, find themselves skipped, and write nothing (nor fail the pass).
+    // The released steps end, find themselves skipped, and write nothing: no start, no end.
     await new Promise((r) => setTimeout(r, 300));
     expect(Object.keys(await commitsOf(ticket, 'hold_a'))).toEqual(['skip']);
     expect(Object.keys(await commitsOf(ticket, 'hold_b'))).toEqual(['skip']);
