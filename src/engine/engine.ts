@@ -17,7 +17,7 @@ import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
 import { context as otel, contextInTrace, failSpan, inSpan, startSpan } from '../runtime/tracing.js';
-import type { LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
+import type { LifecycleState, LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { PackDb, TenantLlm } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
 import type { Logger } from '../runtime/log.js';
@@ -25,13 +25,13 @@ import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import type { AssemblyOutputs } from './outputs.js';
 import type { Capabilities } from './pep.js';
-import { Memory } from '../store/memory.js';
+import { Memory, memoryClear } from '../store/memory.js';
 import { ContractQueue } from '../store/ticket-queue.js';
 import { recordOf, withError, type ExecRecord, type HumanFeedback } from './record.js';
 import type { EngineContextView, PlannerData } from './roles/agent.js';
 import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
-import { createSnapshot, restoreSnapshot, type SnapshotContent } from './snapshots.js';
+import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
 import { runBatch } from './steps.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
@@ -81,6 +81,8 @@ export class ContractEngine {
   readonly #log: Logger;
   readonly #em: () => EntityManager;
   readonly #snapshots = new Map<string, SnapshotContent>();
+  /** The ticket's steps as committed with a row a phase answered: the next phase need not read them again. */
+  readonly #stepsWith = new WeakMap<TicketRow, StepRow[]>();
   /** Tickets this engine is executing, by ticket. */
   readonly #running = new InFlight();
   #stopping = false;
@@ -359,8 +361,9 @@ export class ContractEngine {
 
   async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<TicketRow> {
     await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
-    const snapshot = this.#remember(await createSnapshot(tx, row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, await getSteps(tx, row.ticket), rec));
-    return transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event] });
+    const steps = await getSteps(tx, row.ticket);
+    const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, steps, rec));
+    return this.#with(steps, await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshot.insert] }));
   }
 
   /**
@@ -373,7 +376,7 @@ export class ContractEngine {
   async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<TicketRow | void> {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
-    const steps = await getSteps(this.#em(), row.ticket);
+    const steps = await this.#stepsOf(row);
     const unreviewed = await this.#unreviewed(rec, steps);
     let view: EngineContextView | undefined;
     const outcome = await runBatch({
@@ -398,7 +401,7 @@ export class ContractEngine {
       ...(unreviewed.length && { unreviewed }),
     });
     if (outcome.kind === 'aborted') return;
-    if (outcome.kind === 'done') return this.#move(row.ticket, 'all_steps_done', { ...rec, batch: null });
+    if (outcome.kind === 'done') return this.#with(steps, await this.#move(row.ticket, 'all_steps_done', { ...rec, batch: null }));
     if (outcome.kind === 'stuck') return this.#halt(row, rec, outcome.error, []);
     if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason, step: outcome.step }, [policyEvent(outcome.policy)]);
     const settled: ExecRecord = { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) };
@@ -406,10 +409,7 @@ export class ContractEngine {
       const after = outcome.after;
       const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
-        return this.#em().transactional(async (tx) => {
-          await transitionTicket(tx, row.ticket, 'steps_settled', { engine: { ...settled } });
-          return this.#passReview(tx, row, settled, after, review.trace);
-        });
+        return this.#with(after, await this.#passReview(this.#em(), row, settled, after, review.trace, true));
       }
     }
     return this.#move(row.ticket, 'steps_settled', settled);
@@ -442,7 +442,7 @@ export class ContractEngine {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const steps = await getSteps(this.#em(), row.ticket);
     const { trace, problem } = await this.#reviewSteps(row, rec, plan, steps);
-    if (!problem) return this.#em().transactional((tx) => this.#passReview(tx, row, rec, steps, trace));
+    if (!problem) return this.#passReview(this.#em(), row, rec, steps, trace);
     const ephemeral = batch.steps.map((id) => `${row.ticket}:${id}`);
     const input = problem.error ? ({ kind: 'failure', step_id: problem.stepId, error: problem.error } as const) : ({ kind: 'low_confidence', step_id: problem.stepId, confidence: problem.confidence! } as const);
     const policy = this.#policy(row, rec, input);
@@ -504,13 +504,20 @@ export class ContractEngine {
     return { trace, ...(problem && { problem }) };
   }
 
-  /** A passed review: the batch's step contexts end, a snapshot marks what is reviewed, and execution goes on. */
-  async #passReview(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): Promise<TicketRow> {
+  /**
+   * A passed review: the batch's step contexts end, a snapshot marks what is
+   * reviewed, and execution goes on; all in one statement, with the batch's
+   * settling first when `settle` (a review that was known before it).
+   */
+  async #passReview(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], settle = false): Promise<TicketRow> {
     const batch = rec.batch ?? NO_BATCH;
-    await this.memory.clear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`), tx);
-    const snapshot = this.#remember(await createSnapshot(tx, row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
+    const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
-    return transitionTicket(tx, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event, ...trace] });
+    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId } }, 'engine', {
+      trace: [snapshot.event, ...trace],
+      ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
+      also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
+    });
   }
 
   /**
@@ -547,22 +554,22 @@ export class ContractEngine {
 
   /** GLOBAL_REVIEW: the aggregate against the contract's result schema (and a configured reviewer's confidence). */
   async #reviewResult(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
-    const steps = await getSteps(this.#em(), row.ticket);
+    const steps = await this.#stepsOf(row);
     const done = steps.filter((s) => s.status === 'SUCCEEDED');
     const { result, warnings } = (await this.#output(row)).aggregate(row.request, outputsOf(done));
     // A step that finished by another path (its fallback) says so.
     const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
     const patch: TicketPatch = { result, warnings: [...warnings, ...notes] };
-    if (rec.accepted_result) return this.#move(row.ticket, 'review_passed', rec, patch, { reason: 'a human accepted the result' });
+    if (rec.accepted_result) return this.#move(row.ticket, 'review_passed', rec, patch, { reason: 'a human accepted the result', from: 'GLOBAL_REVIEW' });
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const run = await this.#role('REVIEWER', row, rec, plan, steps, undefined, result);
     const trace = [decisionEvent(run)];
     const settings = rec.settings ?? DEFAULT_SETTINGS;
     if (run.output.success && run.output.confidence >= settings.confidence_threshold) {
-      if (!this.#builtinOnly('REVIEWER', rec)) return this.#move(row.ticket, 'review_passed', rec, patch, { trace });
+      if (!this.#builtinOnly('REVIEWER', rec)) return this.#move(row.ticket, 'review_passed', rec, patch, { trace, from: 'GLOBAL_REVIEW' });
       // The built-in's verdict is final: review and packaging commit together.
       return this.#em().transactional(async (tx) => {
-        const reviewed = await transitionTicket(tx, row.ticket, 'review_passed', { ...patch, engine: { ...rec } }, 'engine', { trace });
+        const reviewed = await transitionTicket(tx, row.ticket, 'review_passed', { ...patch, engine: { ...rec } }, 'engine', { trace, from: 'GLOBAL_REVIEW' });
         return this.#packageIn(tx, reviewed, rec, steps);
       });
     }
@@ -708,7 +715,18 @@ export class ContractEngine {
     return evaluateTransition(this.#global(row, rec), rec, rec.settings ?? DEFAULT_SETTINGS, input);
   }
 
-  async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string } = {}): Promise<TicketRow> {
+  /** Notes the steps committed with `row`. */
+  #with(steps: StepRow[], row: TicketRow): TicketRow {
+    this.#stepsWith.set(row, steps);
+    return row;
+  }
+
+  /** The ticket's steps: as committed with `row`, or read. */
+  async #stepsOf(row: TicketRow): Promise<StepRow[]> {
+    return this.#stepsWith.get(row) ?? getSteps(this.#em(), row.ticket);
+  }
+
+  async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string; from?: LifecycleState } = {}): Promise<TicketRow> {
     return this.#em().transactional((tx) => transitionTicket(tx, ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts));
   }
 

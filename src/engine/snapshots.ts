@@ -8,7 +8,7 @@ import type { StepState } from '../domain/contract-lifecycle.machine.js';
 import { newId } from '../runtime/new-id.js';
 import type { ExecRecord } from './record.js';
 import type { StepRow, TicketEventInput } from '../store/ticket-store.js';
-import { insertSnapshot, readSnapshot } from '../store/snapshot-store.js';
+import { readSnapshot, snapshotInsert } from '../store/snapshot-store.js';
 
 export interface SnapshotContent {
   label: string;
@@ -17,16 +17,8 @@ export interface SnapshotContent {
   record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'> & Partial<Pick<ExecRecord, 'approved_inputs'>>;
 }
 
-/** Writes a snapshot; its SNAPSHOT_CREATED event goes with the transition the caller commits it with. */
-export async function createSnapshot(
-  tx: EntityManager,
-  ticket: string,
-  state: string,
-  label: string,
-  planId: string | null,
-  steps: StepRow[],
-  rec: ExecRecord,
-): Promise<{ snapshotId: string; content: SnapshotContent; event: TicketEventInput }> {
+/** A snapshot, its SNAPSHOT_CREATED event, and its INSERT: both go with the transition the caller commits it with. */
+export function snapshotOf(ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord) {
   const snapshotId = newId('snap');
   const content: SnapshotContent = {
     label,
@@ -34,8 +26,8 @@ export async function createSnapshot(
     steps: Object.fromEntries(steps.map((s) => [s.step_id, { status: s.status }])),
     record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, approved_inputs: rec.approved_inputs, snapshot_id: rec.snapshot_id },
   };
-  await insertSnapshot(tx, snapshotId, ticket, state, content);
-  return { snapshotId, content, event: { type: 'SNAPSHOT_CREATED', payload: { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length } } };
+  const event: TicketEventInput = { type: 'SNAPSHOT_CREATED', payload: { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length } };
+  return { snapshotId, content, event, insert: snapshotInsert(snapshotId, ticket, state, content) };
 }
 
 export async function restoreSnapshot(em: EntityManager, snapshotId: string): Promise<SnapshotContent | undefined> {

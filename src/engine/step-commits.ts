@@ -6,57 +6,49 @@
 // without side effects may.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
+import { commitStep, type StepCommit, type StepHop } from '../store/step-commit.js';
+import type { StepRow } from '../store/ticket-store.js';
 import { isIllegalTransition } from '../store/transition.js';
-import type { TicketEventInput } from '../store/ticket-store.js';
 
-/** The start's writes; with `collect`, its events go there for the end to append. */
-type Begin = (tx: EntityManager, collect?: TicketEventInput[]) => Promise<unknown>;
-/** The end's writes; `prior` are the start's events when both share the commit. */
-type End = (tx: EntityManager, prior: TicketEventInput[]) => Promise<unknown>;
+/** The end of a step: its hop and what it writes with it. */
+export type StepEnd = Omit<StepCommit, 'ticket' | 'stepId' | 'row' | 'hops' | 'memory'> & { hop: StepHop };
 
 export class StepCommits {
-  #start: Promise<boolean> | undefined;
+  #start: Promise<StepRow | undefined> | undefined;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly em: () => EntityManager,
-    private readonly begin: Begin,
+    /** The start: its hop and the step's memory. */
+    private readonly start: StepCommit,
     /** How long the step may run before its start is committed (0 unless nothing it may call has side effects). */
     private readonly deferMs: number,
   ) {}
 
   /** Commits the start now, or arms its deferral. False when a cancel skipped the step first. */
   async open(): Promise<boolean> {
-    if (!this.deferMs) return this.#commitStart();
+    if (!this.deferMs) return Boolean(await this.#commitStart());
     this.#timer = setTimeout(() => void this.#commitStart().catch(() => undefined), this.deferMs);
     return true;
   }
 
-  /** Commits the end, with the start if that has not gone out. False when a cancel skipped the step first. */
-  async close(end: End): Promise<boolean> {
+  /** Commits the end, with the start if that has not gone out; the step as written, undefined when a cancel skipped it first. */
+  async close({ hop, ...end }: StepEnd): Promise<StepRow | undefined> {
     clearTimeout(this.#timer);
-    if (this.#start) return (await this.#start) && this.#commit((tx) => end(tx, []));
-    return this.#commit(async (tx) => {
-      const events: TicketEventInput[] = [];
-      await this.begin(tx, events);
-      await end(tx, events);
+    if (!this.#start) return this.#commit({ ...this.start, ...end, hops: [...this.start.hops, hop] });
+    const started = await this.#start;
+    return started && this.#commit({ ticket: this.start.ticket, stepId: this.start.stepId, row: started, ...end, hops: [hop] });
+  }
+
+  #commitStart(): Promise<StepRow | undefined> {
+    return (this.#start ??= this.#commit(this.start));
+  }
+
+  #commit(c: StepCommit): Promise<StepRow | undefined> {
+    return commitStep(this.em, c).catch((error: unknown) => {
+      // A cancel skips the steps that have not started; this one then never runs or records.
+      if (isIllegalTransition(error) && (error as AbcError).payload.details?.from === 'SKIPPED') return undefined;
+      throw error;
     });
-  }
-
-  #commitStart(): Promise<boolean> {
-    return (this.#start ??= this.#commit((tx) => this.begin(tx)));
-  }
-
-  #commit(work: (tx: EntityManager) => Promise<unknown>): Promise<boolean> {
-    return this.em()
-      .transactional(work)
-      .then(
-        () => true,
-        (error: unknown) => {
-          // A cancel skips the steps that have not started; this one then never runs or records.
-          if (isIllegalTransition(error) && (error as AbcError).payload.details?.from === 'SKIPPED') return false;
-          throw error;
-        },
-      );
   }
 }

@@ -12,13 +12,14 @@ import { newId } from '../runtime/new-id.js';
 import type { Logger } from '../runtime/log.js';
 import { ancestors, bindStepOutputs } from '../decision/planner.js';
 import type { AssemblyOutput, PackDb, TenantLlm } from '../ports/pack.js';
-import type { Memory } from '../store/memory.js';
 import { Pep, type Capabilities } from './pep.js';
 import { approvedFor, type ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
-import { transitionStep, type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { commitStep } from '../store/step-commit.js';
+import { memoryRow, type Memory } from '../store/memory.js';
 import { StepCommits } from './step-commits.js';
 
 export interface BatchKit {
@@ -148,12 +149,16 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const failures: Record<string, StructuredError> = {};
   for (const b of blocked) {
     failures[b.step.step_id] = b.error;
-    await k.em().transactional(async (tx) =>
-      after.set(b.step.step_id, await transitionStep(tx, ticket, b.step.step_id, 'fail', {
+    after.set(b.step.step_id, await commitStep(k.em, {
+      ticket,
+      stepId: b.step.step_id,
+      row: b.step,
+      hops: [{
+        trigger: 'fail',
         message: b.error.message,
         trace: [{ type: 'POLICY_EVALUATION', payload: { ...b.policy, step_id: b.step.step_id, role: 'STEP_EXECUTOR' } }],
-      })),
-    );
+      }],
+    }));
   }
 
   const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), k.capabilities, k.policy);
@@ -172,17 +177,20 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const active = [...running].sort();
       const commits = new StepCommits(
         k.em,
-        async (tx, collect) => {
-          // The step's context lives in EPHEMERAL memory until its review.
-          await k.memory.store(k.row.tenant_id, 'step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`, [], tx);
-          await transitionStep(tx, ticket, id, row.status === 'RUNNING' ? 'restart' : 'start', {
+        {
+          ticket,
+          stepId: id,
+          row,
+          hops: [{
+            trigger: row.status === 'RUNNING' ? 'restart' : 'start',
             trace: [
               { type: 'POLICY_EVALUATION', payload: { ...allowed.get(id)!, step_id: id, role: 'STEP_EXECUTOR', tool: row.capability } },
               { type: 'AGENT_DECISION', payload: { role: 'STEP_EXECUTOR', agents: bound.agents, success: bound.output.success, confidence: bound.output.confidence, step_id: id } },
               { type: 'TOOL_CALL_START', payload: { step_id: id, capability: call?.capability ?? step.tool_name, batch_id: batchId, active_steps: active } },
             ],
-            collect,
-          });
+          }],
+          // The step's context lives in EPHEMERAL memory until its review.
+          memory: [memoryRow(k.row.tenant_id, 'step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`)],
         },
         row.status === 'PENDING' && k.startDeferMs > 0 && (await withoutSideEffects([step.tool_name, step.fallback_tool, call?.capability])) ? k.startDeferMs : 0,
       );
@@ -201,31 +209,28 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         const result = await runWithFallback(pep, k, step, call.capability, unit);
         outputs[id] = result.value;
         const used = await facts(result.capability);
-        await commits.close(async (tx, prior) => {
+        const done = await commits.close({
+          hop: { trigger: 'succeed', trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }], ...(result.note && { message: result.note }) },
+          output: result.value,
+          // A fallback that ran is what rollback must know about.
+          ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
+          // What pollers may see of the running ticket, written with the step's events.
+          partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
           // The primary capability failed even though the step went on: later planners should know.
-          if (result.failed) await k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed.code, message: result.failed.message.slice(0, 200) }, tx);
-          const done = await transitionStep(tx, ticket, id, 'succeed', {
-            output: result.value,
-            ...(result.note && { message: result.note }),
-            // A fallback that ran is what rollback must know about.
-            ...(result.capability !== row.capability && { capability: result.capability, sideEffect: used?.side_effect ?? false }),
-            trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
-            // What pollers may see of the running ticket, written with the step's events.
-            partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
-            prior,
-          });
-          after.set(id, done);
+          ...(result.failed && { also: (tx: EntityManager) => k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed!.code, message: result.failed!.message.slice(0, 200) }, tx) }),
         });
+        if (done) after.set(id, done);
       } catch (error) {
         const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
         failures[id] = structured;
-        await commits.close(async (tx, prior) =>
-          after.set(id, await transitionStep(tx, ticket, id, 'fail', {
+        const done = await commits.close({
+          hop: {
+            trigger: 'fail',
             message: structured.message.slice(0, 500),
             trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: call?.capability ?? step.tool_name, success: false, latency_ms: Date.now() - started, error: structured, ...(llmCalls.length && { llm_calls: llmCalls }) } }],
-            prior,
-          })),
-        );
+          },
+        });
+        if (done) after.set(id, done);
       }
     } finally {
       running.delete(id);

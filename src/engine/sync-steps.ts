@@ -5,7 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FrozenPlanDoc } from '../decision/decision.js';
 import type { UnitCatalog } from '../execution/units.js';
-import { openContract } from '../store/execution-contracts.js';
+import { openContracts } from '../store/execution-contracts.js';
 import { TOOL_CAPABILITY_PREFIX } from './pep.js';
 import { appendTicketEvents, getSteps, insertSteps, retargetStep, transitionStep, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 import { toolsWithSideEffects } from '../store/tool-store.js';
@@ -16,19 +16,17 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
   const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
   if (fresh.length) {
     await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })));
-    for (const { s } of fresh) {
-      await openContract(tx, {
-        sessionId: row.session_id,
-        ticket: row.ticket,
-        subjectId: s.id,
-        actionType: 'contract_step',
-        actionSummary: `${s.tool_name} → ${s.label}`,
-        irreversible: effects.has(s.tool_name),
-        idempotencyKey: `${row.ticket}:${s.id}`,
-        timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
-      });
-      if (s.skipped) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
-    }
+    await openContracts(tx, fresh.map(({ s }) => ({
+      sessionId: row.session_id,
+      ticket: row.ticket,
+      subjectId: s.id,
+      actionType: 'contract_step',
+      actionSummary: `${s.tool_name} → ${s.label}`,
+      irreversible: effects.has(s.tool_name),
+      idempotencyKey: `${row.ticket}:${s.id}`,
+      timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
+    })));
+    for (const { s } of fresh) if (s.skipped) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
   }
   const kept: TicketEventInput[] = [];
   for (const s of plan.steps.filter((x) => existing.has(x.id))) {

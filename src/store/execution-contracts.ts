@@ -37,20 +37,33 @@ export interface ExecutionStateEvent {
 
 let last = 0;
 /** Strictly increasing milliseconds, so that moves in one transaction keep their order. */
-function now(): Date {
+export function moveTime(): Date {
   last = Math.max(Date.now(), last + 1);
   return new Date(last);
 }
 
 export async function openContract(tx: EntityManager, c: NewContract): Promise<string> {
-  const executionId = newId('exe');
+  const [executionId] = await openContracts(tx, [c]);
+  return executionId!;
+}
+
+/** Opens contracts in one statement; their ids, in order. */
+export async function openContracts(tx: EntityManager, contracts: NewContract[]): Promise<string[]> {
+  if (!contracts.length) return [];
+  // The node clock, like the transitions: contracts opened in one transaction still order by creation.
+  const rows = contracts.map((c) => ({
+    execution_id: newId('exe'), session_id: c.sessionId, run_id: c.runId ?? null, ticket: c.ticket ?? null, subject_id: c.subjectId, action_type: c.actionType,
+    action_summary: c.actionSummary.slice(0, 500), irreversible: c.irreversible, idempotency_key: c.idempotencyKey ?? null, timeout_seconds: c.timeoutSeconds ?? null, at: moveTime().toISOString(),
+  }));
   await tx.execute(
     `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, created_at, entered_at)
-     VALUES (?, COALESCE((SELECT tenant_id FROM runs WHERE run_id = ?), (SELECT tenant_id FROM tickets WHERE ticket = ?), 'default'), ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)`,
-    // The node clock, like the transitions: contracts opened in one transaction still order by creation.
-    [executionId, c.runId ?? null, c.ticket ?? null, c.sessionId, c.runId ?? null, c.ticket ?? null, c.subjectId, c.actionType, c.actionSummary.slice(0, 500), c.irreversible, c.idempotencyKey ?? null, c.timeoutSeconds ?? null, now(), now()],
+     SELECT c.execution_id, COALESCE((SELECT tenant_id FROM runs WHERE run_id = c.run_id), (SELECT tenant_id FROM tickets WHERE ticket = c.ticket), 'default'),
+            c.session_id, c.run_id, c.ticket, c.subject_id, c.action_type, c.action_summary, 'pending', c.irreversible, c.idempotency_key, c.timeout_seconds, c.at, c.at
+     FROM jsonb_to_recordset(?::jsonb) AS c(execution_id text, session_id text, run_id text, ticket text, subject_id text, action_type text, action_summary text,
+                                            irreversible boolean, idempotency_key text, timeout_seconds int, at timestamptz)`,
+    [JSON.stringify(rows)],
   );
-  return executionId;
+  return rows.map((r) => r.execution_id);
 }
 
 /**
@@ -68,7 +81,7 @@ export async function moveContract(
   actor: string,
   outcome: { result?: string; errorMessage?: string } = {},
 ): Promise<ExecutionStateEvent | undefined> {
-  const at = now();
+  const at = moveTime();
   const moved = await writeTransition<ExecutionState, ExecutionTrigger, { execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean }>(tx, CONTRACTS, trigger, {
     columns: 'execution_id, status, action_summary, irreversible',
     where: `subject_id = ? AND ${where.ticket ? 'ticket = ?' : 'run_id = ?'}`,

@@ -51,17 +51,52 @@ const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unkn
 /** GLOBAL memory has one scope id, whatever the caller names. */
 export const scopeIdOf = (scope: MemoryScope, scopeId: string) => (scope === 'GLOBAL' ? GLOBAL_SCOPE_ID : scopeId);
 
+/** A memory entry as written: what a writer that stores with its own statement (store/step-commit.ts) passes on. */
+export interface MemoryRow {
+  memory_id: string;
+  tenant_id: string;
+  scope: MemoryScope;
+  scope_id: string;
+  key: string;
+  value: unknown;
+  tags: string[];
+}
+
+export const memoryRow = (tenantId: string, key: string, value: unknown, scope: MemoryScope, scopeId: string, tags: string[] = []): MemoryRow => ({
+  memory_id: newId('mem'),
+  tenant_id: tenantId,
+  scope,
+  scope_id: scopeIdOf(scope, scopeId),
+  key,
+  value: value ?? null,
+  tags,
+});
+
+/** Stores entries; one with the same scope and key is replaced. */
+export async function storeMemoryRows(tx: EntityManager, rows: MemoryRow[]): Promise<void> {
+  if (!rows.length) return;
+  await tx.execute(
+    `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+     SELECT m.memory_id, m.tenant_id, m.scope, m.scope_id, m.key, m.value, m.tags
+     FROM jsonb_to_recordset(?::jsonb) AS m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
+     ON CONFLICT (tenant_id, scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
+    [JSON.stringify(rows)],
+  );
+}
+
+/** The DELETE of a scope's entries, for a writer that sends it with its own statement. */
+export const memoryClear = (scope: MemoryScope, scopeIds: string[]) => ({
+  sql: 'DELETE FROM memory WHERE scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))',
+  params: [scope, JSON.stringify(scopeIds)],
+});
+
 /** Memory is per tenant: GLOBAL means across one tenant's executions, never across tenants. */
 export class Memory {
   constructor(readonly em: () => EntityManager) {}
 
   /** Stores (or replaces) `key` in a scope. */
   async store(tenantId: string, key: string, value: unknown, scope: MemoryScope, scopeId: string, tags: string[] = [], tx: EntityManager = this.em()): Promise<void> {
-    await tx.execute(
-      `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags) VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb)
-       ON CONFLICT (tenant_id, scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
-      [newId('mem'), tenantId, scope, scopeIdOf(scope, scopeId), key, JSON.stringify(value ?? null), JSON.stringify(tags)],
-    );
+    await storeMemoryRows(tx, [memoryRow(tenantId, key, value, scope, scopeId, tags)]);
   }
 
   async retrieve(tenantId: string, key: string, scope: MemoryScope, scopeId: string, em: EntityManager = this.em()): Promise<unknown> {
@@ -101,6 +136,7 @@ export class Memory {
 
   async clear(scope: MemoryScope, scopeIds: string[], tx: EntityManager = this.em()): Promise<void> {
     if (!scopeIds.length) return;
-    await tx.execute('DELETE FROM memory WHERE scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))', [scope, JSON.stringify(scopeIds)]);
+    const remove = memoryClear(scope, scopeIds);
+    await tx.execute(remove.sql, remove.params);
   }
 }

@@ -16,7 +16,7 @@ import {
 } from '../domain/contract-lifecycle.machine.js';
 import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { writeTransition, type MachineTable } from './transition.js';
+import { writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 
@@ -145,16 +145,35 @@ export async function transitionTicket(
   trigger: LifecycleTrigger,
   patch: TicketPatch = {},
   actor = 'engine',
-  opts: { reason?: string; trace?: TicketEventInput[] } = {},
+  opts: {
+    reason?: string;
+    trace?: TicketEventInput[];
+    from?: LifecycleState;
+    /** Moves taken first, in the same write, each with its own trace and reason. */
+    through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string }[];
+    /** Other records written by the move's statement: data-modifying CTEs. */
+    also?: { sql: string; params: unknown[] }[];
+  } = {},
 ): Promise<TicketRow> {
+  // Each hop's trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
+  const steps = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason }];
+  const count = steps.reduce((n, h) => n + (h.trace?.length ?? 0) + 1, 0);
+  const events = (path: Path<LifecycleState>): TicketEventInput[] =>
+    path.hops.flatMap(({ from, to }, i) => {
+      const { trigger: by, trace, reason } = steps[i]!;
+      // The last hop's phase is the written row's; a hop on the way names its state's own.
+      const phase = i < path.hops.length - 1 ? PHASE_OF[to] : undefined;
+      if (i < path.hops.length - 1 && !phase) throw new Error(`a move through ${to} must end there`);
+      return [...(trace ?? []), { type: 'STATE_TRANSITION', payload: { from, to, trigger: by, actor, ...(phase && { phase }), status: statusOf(to), ...(reason && { reason }) } }];
+    });
   const moved = await writeTransition<LifecycleState, LifecycleTrigger, TicketRow>(tx, TICKETS, trigger, {
     // Not the documents: the move needs the state, and the written row comes back whole.
     columns: 'ticket, lifecycle_state, phase',
     where: 'ticket = ?',
     params: [ticket],
     set: ({ to }) => {
-      const sets = ['status = ?', 'phase = coalesce(?, phase)', 'updated_at = now()'];
-      const params: unknown[] = [statusOf(to), PHASE_OF[to] ?? null];
+      const sets = ['status = ?', 'phase = coalesce(?, phase)', 'updated_at = now()', 'event_seq = event_seq + ?'];
+      const params: unknown[] = [statusOf(to), PHASE_OF[to] ?? null, count];
       for (const column of PATCH_COLUMNS) {
         if (patch[column] === undefined) continue;
         const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
@@ -165,19 +184,24 @@ export async function transitionTicket(
       if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
       return { sql: sets, params };
     },
+    // The events, numbered from the counter the move bumped; the last transition's carries the phase as written.
+    also: (path) => [
+      {
+        sql: `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
+              SELECT moved.ticket, moved.event_seq - ? + e.n, ?, e.type, CASE WHEN e.n = ? THEN e.payload || jsonb_build_object('phase', moved.phase) ELSE e.payload END
+              FROM moved, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)`,
+        params: [count, Date.now(), count, JSON.stringify(events(path).map((e, i) => ({ n: i + 1, ...e })))],
+      },
+      ...(opts.also ?? []),
+    ],
+    notify: { channel: TICKETS_CHANNEL, payload: 'ticket' },
     returning: true,
     oneStatement: true,
+    ...(opts.from && { from: opts.from }),
+    ...(opts.through && { through: opts.through.map((h) => h.trigger) }),
   });
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
-  const { from, to } = moved;
-  const updated = moved.after!;
-  const phase = updated.phase;
-  // Seed 002's STATE_TRANSITION trace event, in the transaction of the move.
-  await appendTicketEvents(tx, ticket, [
-    ...(opts.trace ?? []),
-    { type: 'STATE_TRANSITION', payload: { from, to, trigger, actor, phase, status: statusOf(to), ...(opts.reason && { reason: opts.reason }) } },
-  ]);
-  return updated!;
+  return moved.after!;
 }
 
 /** Moves one step by `trigger` inside `tx`, with its event. */
@@ -225,7 +249,7 @@ export async function transitionStep(
   const updated = moved.after!;
   const events: TicketEventInput[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }, ...(patch.trace ?? [])];
   if (mirrored) {
-    const actor = trigger === 'skip' || !updated!.capability.startsWith('tool.') ? 'graph_runner' : 'tool_node';
+    const actor = contractActor(trigger, updated!.capability);
     const state = await moveContract(tx, { ticket, subjectId: stepId }, mirrored, actor, {
       ...(to === 'SUCCEEDED' && { result: summariseOutcome(patch.output ?? null) }),
       ...((to === 'FAILED' || to === 'SKIPPED') && patch.message && { errorMessage: patch.message }),
@@ -236,6 +260,9 @@ export async function transitionStep(
   else await appendTicketEvents(tx, ticket, [...(patch.prior ?? []), ...events], patch.partialResult);
   return updated!;
 }
+
+/** Who moves a step's execution contract: the tool node for a tool, the graph runner otherwise and for a skip. */
+export const contractActor = (trigger: StepTrigger, capability: string) => (trigger === 'skip' || !capability.startsWith('tool.') ? 'graph_runner' : 'tool_node');
 
 /** Opens the execution contract of a step's next attempt. */
 async function reopenContract(tx: EntityManager, ticket: string, step: StepRow, capability: string): Promise<void> {
@@ -258,7 +285,7 @@ async function reopenContract(tx: EntityManager, ticket: string, step: StepRow, 
 }
 
 /** Each step hop and the seed-004 execution contract move it mirrors (a restart is not a move). */
-const STEP_TO_CONTRACT: Record<string, ExecutionTrigger | undefined> = {
+export const STEP_TO_CONTRACT: Record<string, ExecutionTrigger | undefined> = {
   'PENDING:start': 'start',
   'RUNNING:succeed': 'succeed',
   'RUNNING:fail': 'fail',

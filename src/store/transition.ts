@@ -26,9 +26,17 @@ export interface Move<S extends string, R> {
   after?: R;
   from: S;
   to: S;
+  /** Each transition the move made, in order: one, or one per trigger of `through` and the last. */
+  hops: Hop<S>[];
 }
 
-export interface MoveOptions<S extends string> {
+export interface Hop<S extends string> {
+  from: S;
+  to: S;
+  trigger: string;
+}
+
+export interface MoveOptions<S extends string, T extends string = string> {
   /** The columns to read of the locked row (the state and key columns among them); all by default. */
   columns?: string;
   /** Picks the row: a WHERE clause and its parameters (`?` placeholders), and an ORDER BY when several match. */
@@ -36,13 +44,15 @@ export interface MoveOptions<S extends string> {
   params: unknown[];
   order?: string;
   /** Columns set with the state: SQL fragments like `col = ?` and their parameters. */
-  set?: (move: { from: S; to: S }) => { sql: string[]; params: unknown[] };
+  set?: (move: Path<S>) => { sql: string[]; params: unknown[] };
   /** NOTIFY `channel` with the value of `payload` (a column) when the move reaches a terminal state. */
   notifyOnEnd?: { channel: string; payload: string };
+  /** NOTIFY `channel` with the value of `payload` (a column) on every move. */
+  notify?: { channel: string; payload: string };
   /** Reads the written row back (`after`). */
   returning?: boolean;
-  /** A record written by the same statement: a data-modifying CTE (`INSERT … SELECT … FROM moved`) over the written row. */
-  also?: (move: { from: S; to: S }) => { sql: string; params: unknown[] };
+  /** Records written by the same statement: data-modifying CTEs (`INSERT … SELECT … FROM moved`) over the written row. */
+  also?: (move: Path<S>) => { sql: string; params: unknown[] } | { sql: string; params: unknown[] }[];
   /**
    * When the trigger leaves a single state, move in one statement: UPDATE …
    * WHERE state = that state. No row matched: the locking read decides, as
@@ -50,52 +60,90 @@ export interface MoveOptions<S extends string> {
    * move does not change.
    */
   oneStatement?: boolean;
+  /** The state the caller expects the row in: with `oneStatement`, a trigger that leaves several states moves in one statement from this one. */
+  from?: S;
+  /**
+   * Triggers taken before `trigger`, in the same write: each hop is checked
+   * against the table in turn and the row is written once, in the last state.
+   */
+  through?: T[];
 }
 
-/** Moves one row by `trigger` in `tx`; undefined when no row matches. An illegal move throws `illegal_transition`. */
+/** Where a move goes: its first state, its last, and each hop between. */
+export interface Path<S extends string> {
+  from: S;
+  to: S;
+  hops: Hop<S>[];
+}
+
+/**
+ * Moves one row by `trigger` in `tx`; undefined when no row matches. An illegal
+ * move throws `illegal_transition`. Outside a transaction, a move that cannot
+ * go in one statement takes its locking read and write in one.
+ */
 export async function writeTransition<S extends string, T extends string, R extends object = Record<string, unknown>>(
   tx: EntityManager,
   t: MachineTable<S, T>,
   trigger: T,
-  o: MoveOptions<S>,
+  o: MoveOptions<S, T>,
 ): Promise<Move<S, R> | undefined> {
-  const sole = o.oneStatement ? soleSource(t.machine, trigger) : undefined;
-  const to = sole && transition(t.machine, sole, trigger);
-  if (sole && to?.ok) {
+  const triggers = [...(o.through ?? []), trigger];
+  const sole = o.oneStatement ? (o.from ?? soleSource(t.machine, triggers[0]!)) : undefined;
+  const path = sole && pathOf(t, sole, triggers);
+  if (sole && path?.ok) {
     const pick = `(${t.key.join(', ')}) = (SELECT ${t.key.join(', ')} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''}) AND ${t.state} = ?`;
-    const moved = await writeMove<S, T, R>(tx, t, o, { from: sole, to: to.value }, pick, [...o.params, sole]);
+    const moved = await writeMove<S, T, R>(tx, t, o, path.value, pick, [...o.params, sole]);
     if (moved) return moved;
   }
+  if (!tx.isInTransaction()) return tx.transactional((inner) => lockAndMove<S, T, R>(inner, t, triggers, o));
+  return lockAndMove<S, T, R>(tx, t, triggers, o);
+}
+
+/** The move after a locking read of the row: its state decides. */
+async function lockAndMove<S extends string, T extends string, R extends object>(tx: EntityManager, t: MachineTable<S, T>, triggers: T[], o: MoveOptions<S, T>): Promise<Move<S, R> | undefined> {
   const [row] = await tx.execute<R[]>(`SELECT ${o.columns ?? '*'} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''} FOR UPDATE`, o.params);
   if (!row) return undefined;
   const cell = (column: string) => (row as Record<string, unknown>)[column];
-  const from = cell(t.state) as S;
-  const next = transition(t.machine, from, trigger);
-  if (!next.ok) throw illegalTransition(t.machine.name, t.key.map((k) => String(cell(k))).join('/'), from, trigger);
-  return writeMove<S, T, R>(tx, t, o, { from, to: next.value, row }, t.key.map((k) => `${k} = ?`).join(' AND '), t.key.map(cell));
+  const path = pathOf(t, cell(t.state) as S, triggers);
+  if (!path.ok) throw illegalTransition(t.machine.name, t.key.map((k) => String(cell(k))).join('/'), path.from, path.trigger);
+  return writeMove<S, T, R>(tx, t, o, { ...path.value, row }, t.key.map((k) => `${k} = ?`).join(' AND '), t.key.map(cell));
+}
+
+/** The hops `triggers` take from `from`, each by the machine's table; the first refused when one is. */
+function pathOf<S extends string, T extends string>(t: MachineTable<S, T>, from: S, triggers: T[]): { ok: true; value: Path<S> } | { ok: false; from: S; trigger: T } {
+  const hops: Hop<S>[] = [];
+  let state = from;
+  for (const trigger of triggers) {
+    const next = transition(t.machine, state, trigger);
+    if (!next.ok) return { ok: false, from: state, trigger };
+    hops.push({ from: state, to: next.value, trigger });
+    state = next.value;
+  }
+  return { ok: true, value: { from, to: state, hops } };
 }
 
 /** The UPDATE of a move (with its records and notification); undefined when `where` matched no row. */
 async function writeMove<S extends string, T extends string, R extends object>(
   tx: EntityManager,
   t: MachineTable<S, T>,
-  o: MoveOptions<S>,
-  move: { from: S; to: S; row?: R },
+  o: MoveOptions<S, T>,
+  move: Path<S> & { row?: R },
   where: string,
   whereParams: unknown[],
 ): Promise<Move<S, R> | undefined> {
-  const extra = o.set?.(move) ?? { sql: [], params: [] };
+  const path: Path<S> = { from: move.from, to: move.to, hops: move.hops };
+  const extra = o.set?.(path) ?? { sql: [], params: [] };
   const update = `UPDATE ${t.table} SET ${[`${t.state} = ?`, ...extra.sql].join(', ')} WHERE ${where}`;
   const params = [move.to, ...extra.params, ...whereParams];
-  const also = o.also?.(move);
-  const notify = o.notifyOnEnd && t.machine.isTerminal(move.to) ? o.notifyOnEnd : undefined;
+  const also = [o.also?.(path) ?? []].flat();
+  const notify = o.notify ?? (o.notifyOnEnd && t.machine.isTerminal(move.to) ? o.notifyOnEnd : undefined);
   // Without the locked row, the written one says whether a row matched.
   const returning = o.returning || !move.row;
   let after: R | undefined;
-  if (notify || also) {
-    const with_ = [`moved AS (${update} RETURNING *)`, ...(also ? [`also AS (${also.sql})`] : [])].join(', ');
+  if (notify || also.length) {
+    const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
     const tail = notify ? `SELECT moved.*, pg_notify(?, moved.${notify.payload}) AS notified FROM moved` : 'SELECT * FROM moved';
-    const rows = await tx.execute<(R & { notified?: unknown })[]>(`WITH ${with_} ${tail}`, [...params, ...(also?.params ?? []), ...(notify ? [notify.channel] : [])]);
+    const rows = await tx.execute<(R & { notified?: unknown })[]>(`WITH ${with_} ${tail}`, [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : [])]);
     if (rows[0]) {
       const { notified: _, ...written } = rows[0];
       after = written as R;
@@ -107,7 +155,7 @@ async function writeMove<S extends string, T extends string, R extends object>(
   }
   const row = move.row ?? (after && ({ ...after, [t.state]: move.from } as R));
   if (!row) return undefined;
-  return { row, from: move.from, to: move.to, ...(o.returning && { after }) };
+  return { row, from: move.from, to: move.to, hops: move.hops, ...(o.returning && { after }) };
 }
 
 const sources = new WeakMap<object, Map<string, string | undefined>>();

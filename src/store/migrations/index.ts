@@ -14,6 +14,7 @@ import { Migration20261123200701 } from './Migration20261123200701_traceparents_
 import { Migration20261123220802 } from './Migration20261123220802_event_heads.js';
 import { Migration20261124011858 } from './Migration20261124011858_ticket_event_seq.js';
 import { Migration20261124030000 } from './Migration20261124030000_append_function.js';
+import { Migration20261124070000 } from './Migration20261124070000_step_commit_function.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -31,4 +32,5 @@ export const migrations = [
   { name: 'Migration20261123220802_event_heads', class: Migration20261123220802 },
   { name: 'Migration20261124011858_ticket_event_seq', class: Migration20261124011858 },
   { name: 'Migration20261124030000_append_function', class: Migration20261124030000 },
+  { name: 'Migration20261124070000_step_commit_function', class: Migration20261124070000 },
 ];

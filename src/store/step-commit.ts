@@ -1,0 +1,136 @@
+// One commit of a contract step's moves: its start, its end, or both. The
+// hops are decided first, the step's by its machine's transition() and its
+// execution contract's by theirs; then one call (abc_commit_step) writes the
+// step row, the contract with a transition record per hop and its fact, the
+// step's memory and the ticket events. A row in another state than the hops
+// start from (a cancel skipped the step, a step older than its contract
+// mirror) makes that call write nothing, and the commit goes move by move
+// through transitionStep, which decides and fails as it always has.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { CONTRACT_STEP_MACHINE, type StepState, type StepTrigger } from '../domain/contract-lifecycle.machine.js';
+import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '../domain/execution-contract.machine.js';
+import { transition } from '../domain/machine.js';
+import { newId } from '../runtime/new-id.js';
+import { TICKETS_CHANNEL } from './event-bus.js';
+import { moveTime, summariseOutcome } from './execution-contracts.js';
+import { storeMemoryRows, type MemoryRow } from './memory.js';
+import { contractActor, STEP_TO_CONTRACT, transitionStep, type StepRow, type TicketEventInput } from './ticket-store.js';
+
+export interface StepHop {
+  trigger: StepTrigger;
+  trace?: TicketEventInput[];
+  message?: string;
+}
+
+export interface StepCommit {
+  ticket: string;
+  stepId: string;
+  /** The step as last committed: the hops start from its state. */
+  row: Pick<StepRow, 'status' | 'capability'>;
+  hops: StepHop[];
+  /** Columns the last hop sets. */
+  output?: unknown;
+  capability?: string;
+  sideEffect?: boolean;
+  /** What pollers may see of the running ticket, written with the events. */
+  partialResult?: Record<string, unknown>;
+  /** Memory stored with the moves. */
+  memory?: MemoryRow[];
+  /** Other writes of the commit; a commit with them goes move by move. */
+  also?: (tx: EntityManager) => Promise<unknown>;
+}
+
+/** The execution contract's state while its step is in a state. */
+const CONTRACT_STATE_OF: Partial<Record<StepState, ExecutionState>> = { PENDING: 'pending', RUNNING: 'running' };
+
+/** Commits the hops; the step row as written. Throws what transitionStep throws for a move the machine refuses. */
+export async function commitStep(em: () => EntityManager, c: StepCommit): Promise<StepRow> {
+  const call = c.also ? undefined : callOf(c);
+  if (call) {
+    try {
+      const [row] = await em().execute<StepRow[]>('SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(call)]);
+      return row!;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'ABC01') throw error;
+    }
+  }
+  return em().transactional(async (tx) => {
+    await c.also?.(tx);
+    await storeMemoryRows(tx, c.memory ?? []);
+    const collect: TicketEventInput[] = [];
+    let row: StepRow | undefined;
+    for (const [i, hop] of c.hops.entries()) {
+      const last = i === c.hops.length - 1;
+      row = await transitionStep(tx, c.ticket, c.stepId, hop.trigger, {
+        trace: hop.trace,
+        message: hop.message,
+        ...(last ? { output: c.output, capability: c.capability, sideEffect: c.sideEffect, partialResult: c.partialResult, prior: collect } : { collect }),
+      });
+    }
+    return row!;
+  });
+}
+
+/** abc_commit_step's argument; undefined when a hop needs more than it writes (a retry or reset opens a new contract). */
+function callOf(c: StepCommit): Record<string, unknown> | undefined {
+  const events: TicketEventInput[] = [];
+  const hops: Record<string, unknown>[] = [];
+  let state = c.row.status;
+  let contract: { from: ExecutionState; to: ExecutionState; at: Date } | undefined;
+  let message: string | undefined;
+  for (const [i, hop] of c.hops.entries()) {
+    const next = transition(CONTRACT_STEP_MACHINE, state, hop.trigger);
+    if (!next.ok || hop.trigger === 'retry' || hop.trigger === 'reset') return undefined;
+    events.push({ type: 'step_transition', payload: { step_id: c.stepId, from: state, to: next.value, trigger: hop.trigger, ...(hop.message && { message: hop.message }) } }, ...(hop.trace ?? []));
+    const mirrored = STEP_TO_CONTRACT[`${state}:${hop.trigger}`];
+    if (mirrored) {
+      const from = contract?.to ?? CONTRACT_STATE_OF[state];
+      const moved = from && transition(EXECUTION_CONTRACT_MACHINE, from, mirrored);
+      if (!from || !moved?.ok) return undefined;
+      const at = moveTime();
+      const actor = contractActor(hop.trigger, i === c.hops.length - 1 ? (c.capability ?? c.row.capability) : c.row.capability);
+      hops.push({ n: hops.length + 1, from_status: from, to_status: moved.value, trigger: mirrored, actor, actor_category: actorCategory(actor), ts: at.toISOString() });
+      // abc_commit_step adds the contract's id, summary and side effects (and a fact's error).
+      events.push({
+        type: 'execution_state',
+        payload: {
+          from_status: from, to_status: moved.value, trigger: mirrored, actor_category: actorCategory(actor),
+          is_terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(moved.value), is_resumable: (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(moved.value), timestamp: at.getTime() / 1000,
+        },
+      });
+      contract = { from: contract?.from ?? from, to: moved.value, at };
+    }
+    message = hop.message ?? message;
+    state = next.value;
+  }
+  const triggers = c.hops.map((h) => h.trigger);
+  return {
+    ticket: c.ticket,
+    step_id: c.stepId,
+    from: c.row.status,
+    to: state,
+    ...(c.output !== undefined && { output: c.output }),
+    ...(message !== undefined && { message }),
+    ...(c.capability !== undefined && { capability: c.capability }),
+    ...(c.sideEffect !== undefined && { side_effect: c.sideEffect }),
+    started: triggers.some((t) => t === 'start' || t === 'restart'),
+    ended: triggers.some((t) => t === 'succeed' || t === 'fail' || t === 'skip'),
+    ...(contract && {
+      contract: {
+        from: contract.from,
+        to: contract.to,
+        at: contract.at.toISOString(),
+        hops,
+        terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(contract.to),
+        fact_id: newId('mem'),
+        ...(state === 'SUCCEEDED' && { result: summariseOutcome(c.output ?? null) }),
+        ...((state === 'FAILED' || state === 'SKIPPED') && c.hops.at(-1)!.message && { error_message: c.hops.at(-1)!.message }),
+      },
+    }),
+    ...(c.memory?.length && { memory: c.memory }),
+    ...(c.partialResult && { partial_result: JSON.stringify(c.partialResult) }),
+    events: events.map((e, i) => ({ n: i + 1, ...e })),
+    ts: Date.now(),
+    channel: TICKETS_CHANNEL,
+  };
+}

@@ -1,0 +1,159 @@
+// A step's commit in one call (abc_commit_step): the same records as its
+// moves written one by one through transitionStep, in one statement; and a
+// row in another state than the moves start from writes nothing and is
+// refused as before.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openContracts } from '../../src/store/execution-contracts.js';
+import { memoryRow } from '../../src/store/memory.js';
+import { commitStep, type StepCommit } from '../../src/store/step-commit.js';
+import { insertSteps, insertTicket, transitionStep } from '../../src/store/ticket-store.js';
+import { migratedOrm } from '../support/db.js';
+
+let store: Awaited<ReturnType<typeof migratedOrm>>;
+beforeAll(async () => {
+  store = await migratedOrm();
+});
+afterAll(async () => store?.close());
+
+const em = () => store.orm.em.fork();
+
+/** An EntityManager that notes each statement it sends. */
+function counted(calls: string[]) {
+  return () => {
+    const fork = store.orm.em.fork();
+    const execute = fork.execute.bind(fork);
+    fork.execute = ((sql: string, ...rest: unknown[]) => {
+      calls.push(sql);
+      return (execute as (...a: unknown[]) => unknown)(sql, ...rest);
+    }) as EntityManager['execute'];
+    return fork;
+  };
+}
+
+/** A ticket with one PENDING step and its execution contract, as EXECUTION_PREPARE leaves them. */
+async function seed(ticket: string, capability = 'tool.pure') {
+  await em().transactional(async (tx) => {
+    await insertTicket(tx, {
+      ticket, tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: `req-${ticket}`, session_id: 'sess-step-commit', idempotency_key: ticket,
+      request_hash: 'h', request: {}, mode: 'async', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
+    });
+    await insertSteps(tx, ticket, [{ step_id: 's1', position: 0, label: 'Step one', capability, side_effect: false }]);
+    await openContracts(tx, [{ sessionId: 'sess-step-commit', ticket, subjectId: 's1', actionType: 'contract_step', actionSummary: `${capability} → Step one`, irreversible: false }]);
+  });
+}
+
+const runAndSucceed = (ticket: string): StepCommit => ({
+  ticket,
+  stepId: 's1',
+  row: { status: 'PENDING', capability: 'tool.pure' },
+  hops: [
+    { trigger: 'start', trace: [{ type: 'TOOL_CALL_START', payload: { step_id: 's1' } }] },
+    { trigger: 'succeed', message: 'used its fallback', trace: [{ type: 'TOOL_CALL_END', payload: { step_id: 's1', success: true } }] },
+  ],
+  output: { answer: 42 },
+  capability: 'tool.fallback',
+  sideEffect: false,
+  partialResult: { done: ['s1'] },
+  memory: [memoryRow('default', 'step_context', { step_id: 's1' }, 'EPHEMERAL', `${ticket}:s1`)],
+});
+
+/** What a commit left, without ids and clocks. */
+async function records(ticket: string) {
+  const e = em();
+  const [step] = await e.execute<Record<string, unknown>[]>('SELECT status, output, message, capability, side_effect, started_at IS NOT NULL AS started, ended_at IS NOT NULL AS ended FROM ticket_steps WHERE ticket = ?', [ticket]);
+  const events = await e.execute<{ seq: number; type: string; payload: Record<string, unknown> }[]>('SELECT seq, type, payload FROM ticket_events WHERE ticket = ? ORDER BY seq', [ticket]);
+  const [contract] = await e.execute<{ execution_id: string }[]>('SELECT execution_id, status, result, error_message, version FROM execution_contracts WHERE ticket = ?', [ticket]);
+  const transitions = await e.execute('SELECT sequence_number, from_status, to_status, trigger, actor, actor_category FROM execution_transitions WHERE execution_id = ? ORDER BY sequence_number', [contract!.execution_id]);
+  const memory = await e.execute<{ scope: string; key: string; value: Record<string, unknown> }[]>("SELECT scope, key, value FROM memory WHERE scope_id IN (?, 'sess-step-commit') AND (key = 'step_context' OR value->>'execution_id' = ?) ORDER BY key", [`${ticket}:s1`, contract!.execution_id]);
+  const [head] = await e.execute('SELECT event_seq, partial_result FROM tickets WHERE ticket = ?', [ticket]);
+  const { execution_id: _, ...rest } = contract as Record<string, unknown>;
+  return {
+    step,
+    events: events.map(({ seq, type, payload: { execution_id, timestamp, ...p } }): { seq: number; type: string; payload: Record<string, unknown> } => ({ seq, type, payload: { ...p, ...(execution_id !== undefined && { execution_id: execution_id === contract!.execution_id }), ...(timestamp !== undefined && { timestamp: typeof timestamp }) } })),
+    contract: rest,
+    transitions,
+    memory: memory.map(({ key, value: { execution_id, duration_ms, ...v }, ...m }) => ({ ...m, key: key.replace(contract!.execution_id, 'EXE'), value: { ...v, ...(execution_id !== undefined && { execution_id: 'EXE', duration_ms: typeof duration_ms }) } })),
+    head,
+  };
+}
+
+describe('a step commit', () => {
+  it('writes in one statement what its moves write one by one', async () => {
+    await seed('tkt_sc_once');
+    await seed('tkt_sc_moves');
+    const calls: string[] = [];
+    await commitStep(counted(calls), runAndSucceed('tkt_sc_once'));
+    expect(calls).toEqual(['SELECT * FROM abc_commit_step(?::jsonb)']);
+    // Another write of the commit takes it move by move, through transitionStep.
+    await commitStep(em, { ...runAndSucceed('tkt_sc_moves'), also: async () => undefined });
+
+    const once = await records('tkt_sc_once');
+    expect(once).toEqual(await records('tkt_sc_moves'));
+    expect(once.step).toEqual({ status: 'SUCCEEDED', output: { answer: 42 }, message: 'used its fallback', capability: 'tool.fallback', side_effect: false, started: true, ended: true });
+    expect(once.events.map((e) => [e.seq, e.type, e.payload.trigger ?? ''])).toEqual([
+      [1, 'step_transition', 'start'], [2, 'TOOL_CALL_START', ''], [3, 'execution_state', 'start'],
+      [4, 'step_transition', 'succeed'], [5, 'TOOL_CALL_END', ''], [6, 'execution_state', 'succeed'],
+    ]);
+    expect(once.events[5]!.payload).toMatchObject({ from_status: 'running', to_status: 'completed', is_terminal: true, has_side_effects: false, action_summary: 'tool.pure → Step one', execution_id: true });
+    expect(once.contract).toEqual({ status: 'completed', result: '{"answer":42}', error_message: null, version: 3 });
+    expect(once.transitions).toEqual([
+      { sequence_number: 0, from_status: 'pending', to_status: 'running', trigger: 'start', actor: 'tool_node', actor_category: 'tool' },
+      { sequence_number: 1, from_status: 'running', to_status: 'completed', trigger: 'succeed', actor: 'tool_node', actor_category: 'tool' },
+    ]);
+    expect(once.memory.map((m) => [m.scope, m.key])).toEqual([['SESSION', 'execution_fact:EXE'], ['EPHEMERAL', 'step_context']]);
+    expect(once.head).toEqual({ event_seq: 6, partial_result: { done: ['s1'] } });
+  });
+
+  it('commits a start and a later end in a call each, numbering the contract transitions on', async () => {
+    await seed('tkt_sc_two');
+    const start = runAndSucceed('tkt_sc_two');
+    const started = await commitStep(em, { ...start, hops: [start.hops[0]!], output: undefined, capability: undefined, sideEffect: undefined, partialResult: undefined });
+    expect(started).toMatchObject({ status: 'RUNNING', capability: 'tool.pure' });
+    const calls: string[] = [];
+    await commitStep(counted(calls), { ticket: 'tkt_sc_two', stepId: 's1', row: started, hops: [{ trigger: 'fail', message: 'it broke' }] });
+    expect(calls).toHaveLength(1);
+    const after = await records('tkt_sc_two');
+    expect(after.step).toMatchObject({ status: 'FAILED', message: 'it broke' });
+    expect(after.contract).toEqual({ status: 'failed', result: null, error_message: 'it broke', version: 3 });
+    expect(after.transitions.map((t) => (t as { sequence_number: number }).sequence_number)).toEqual([0, 1]);
+    expect(after.events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('writes nothing of a step a cancel skipped first, and is refused by the table as before', async () => {
+    await seed('tkt_sc_skipped');
+    await em().transactional((tx) => transitionStep(tx, 'tkt_sc_skipped', 's1', 'skip', { message: 'cancelled' }));
+    const before = await records('tkt_sc_skipped');
+    await expect(commitStep(em, runAndSucceed('tkt_sc_skipped'))).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { from: 'SKIPPED', trigger: 'start' } } });
+    expect(await records('tkt_sc_skipped')).toEqual(before);
+  });
+
+  it('writes nothing, not even the step, when the execution contract is not where the step says', async () => {
+    await seed('tkt_sc_contract');
+    await em().execute("UPDATE execution_contracts SET status = 'cancelled' WHERE ticket = 'tkt_sc_contract'");
+    const before = await records('tkt_sc_contract');
+    await expect(commitStep(em, runAndSucceed('tkt_sc_contract'))).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { machine: 'execution_contract', from: 'cancelled' } } });
+    expect(await records('tkt_sc_contract')).toEqual(before);
+    expect(before.step).toMatchObject({ status: 'PENDING', started: false });
+  });
+
+  it('keeps the moves when the execution_fact cannot be written, and says why on the execution_state event', async () => {
+    await seed('tkt_sc_fact');
+    const e = em();
+    await e.execute(`CREATE FUNCTION refuse_facts() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF starts_with(NEW.key, 'execution_fact:') THEN RAISE EXCEPTION 'facts are down'; END IF; RETURN NEW; END $$`);
+    await e.execute('CREATE TRIGGER refuse_facts BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_facts()');
+    const calls: string[] = [];
+    try {
+      await commitStep(counted(calls), runAndSucceed('tkt_sc_fact'));
+    } finally {
+      await e.execute('DROP TRIGGER refuse_facts ON memory');
+    }
+    expect(calls).toHaveLength(1);
+    const after = await records('tkt_sc_fact');
+    expect(after.step).toMatchObject({ status: 'SUCCEEDED' });
+    expect(after.memory.map((m) => m.key)).toEqual(['step_context']);
+    const [start, end] = after.events.filter((ev) => ev.type === 'execution_state');
+    expect(start!.payload.fact_error).toBeUndefined();
+    expect(end!.payload.fact_error).toContain('facts are down');
+  });
+});

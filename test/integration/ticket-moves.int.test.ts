@@ -1,0 +1,84 @@
+// A ticket's lifecycle moves: with their events, NOTIFY and other records in
+// the move's one statement; several hops in one write, each checked by the
+// table and each recorded; and the locking read when the state is not the
+// one expected.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
+import { snapshotInsert } from '../../src/store/snapshot-store.js';
+import { insertTicket, transitionTicket } from '../../src/store/ticket-store.js';
+import { migratedOrm } from '../support/db.js';
+
+let store: Awaited<ReturnType<typeof migratedOrm>>;
+beforeAll(async () => {
+  store = await migratedOrm();
+});
+afterAll(async () => store?.close());
+
+const em = () => store.orm.em.fork();
+
+function counted(calls: string[]): EntityManager {
+  const fork = store.orm.em.fork();
+  const execute = fork.execute.bind(fork);
+  fork.execute = ((sql: string, ...rest: unknown[]) => {
+    calls.push(sql);
+    return (execute as (...a: unknown[]) => unknown)(sql, ...rest);
+  }) as EntityManager['execute'];
+  return fork;
+}
+
+/** A ticket in `state`. */
+async function seed(ticket: string, state: string) {
+  await em().transactional((tx) =>
+    insertTicket(tx, {
+      ticket, tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: `req-${ticket}`, session_id: 'sess-moves', idempotency_key: ticket,
+      request_hash: 'h', request: {}, mode: 'async', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
+    }),
+  );
+  await em().execute('UPDATE tickets SET lifecycle_state = ? WHERE ticket = ?', [state, ticket]);
+}
+
+const events = (ticket: string) => em().execute<{ seq: number; type: string; payload: Record<string, unknown> }[]>('SELECT seq, type, payload FROM ticket_events WHERE ticket = ? ORDER BY seq', [ticket]);
+const stateOf = async (ticket: string) => (await em().execute<{ lifecycle_state: string; status: string; phase: string; event_seq: number }[]>('SELECT lifecycle_state, status, phase, event_seq FROM tickets WHERE ticket = ?', [ticket]))[0];
+
+it('moves through several states in one statement, each hop checked by the table and recorded, with the records it carries', async () => {
+  await seed('tkt_mv_through', 'STEP_EXECUTION');
+  await storeMemoryRows(em(), [memoryRow('default', 'step_context', {}, 'EPHEMERAL', 'tkt_mv_through:a')]);
+  const calls: string[] = [];
+  const moved = await transitionTicket(counted(calls), 'tkt_mv_through', 'review_passed', { engine: { reviewed: true } }, 'engine', {
+    from: 'STEP_EXECUTION',
+    through: [{ trigger: 'steps_settled', trace: [{ type: 'BATCH', payload: {} }] }],
+    trace: [{ type: 'REVIEW', payload: {} }],
+    also: [memoryClear('EPHEMERAL', ['tkt_mv_through:a']), snapshotInsert('snap_mv_through', 'tkt_mv_through', 'STEP_REVIEW', { label: 'batch' })],
+  });
+  expect(calls).toHaveLength(1);
+  expect(moved).toMatchObject({ lifecycle_state: 'STEP_EXECUTION', status: 'RUNNING', phase: 'execute', engine: { reviewed: true }, event_seq: 4 });
+  expect(await events('tkt_mv_through')).toEqual([
+    { seq: 1, type: 'BATCH', payload: {} },
+    { seq: 2, type: 'STATE_TRANSITION', payload: { from: 'STEP_EXECUTION', to: 'STEP_REVIEW', trigger: 'steps_settled', actor: 'engine', phase: 'execute', status: 'RUNNING' } },
+    { seq: 3, type: 'REVIEW', payload: {} },
+    { seq: 4, type: 'STATE_TRANSITION', payload: { from: 'STEP_REVIEW', to: 'STEP_EXECUTION', trigger: 'review_passed', actor: 'engine', phase: 'execute', status: 'RUNNING' } },
+  ]);
+  expect(await em().execute("SELECT key FROM memory WHERE scope_id = 'tkt_mv_through:a'")).toEqual([]);
+  expect(await em().execute("SELECT lifecycle_state FROM snapshots WHERE snapshot_id = 'snap_mv_through'")).toEqual([{ lifecycle_state: 'STEP_REVIEW' }]);
+});
+
+it('refuses a path with a hop the table does not allow, and writes nothing', async () => {
+  await seed('tkt_mv_refused', 'GLOBAL_REVIEW');
+  await expect(
+    transitionTicket(em(), 'tkt_mv_refused', 'review_passed', {}, 'engine', { from: 'GLOBAL_REVIEW', through: [{ trigger: 'steps_settled' }], also: [snapshotInsert('snap_mv_refused', 'tkt_mv_refused', 'STEP_REVIEW', {})] }),
+  ).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { machine: 'contract_lifecycle', from: 'GLOBAL_REVIEW', trigger: 'steps_settled' } } });
+  expect(await stateOf('tkt_mv_refused')).toMatchObject({ lifecycle_state: 'GLOBAL_REVIEW', event_seq: 0 });
+  expect(await events('tkt_mv_refused')).toEqual([]);
+  expect(await em().execute("SELECT 1 FROM snapshots WHERE snapshot_id = 'snap_mv_refused'")).toEqual([]);
+});
+
+it('moves from the state the row is in when the caller expected another, after a locking read', async () => {
+  await seed('tkt_mv_guess', 'GLOBAL_REVIEW');
+  const calls: string[] = [];
+  // Outside a transaction: the read and the write take one of their own.
+  const moved = await transitionTicket(counted(calls), 'tkt_mv_guess', 'review_passed', {}, 'engine', { from: 'STEP_REVIEW' });
+  expect(calls).toHaveLength(1);
+  expect(moved).toMatchObject({ lifecycle_state: 'PACKAGING', phase: 'package', event_seq: 1 });
+  expect((await events('tkt_mv_guess')).map((e) => e.payload)).toEqual([{ from: 'GLOBAL_REVIEW', to: 'PACKAGING', trigger: 'review_passed', actor: 'engine', phase: 'package', status: 'RUNNING' }]);
+});
