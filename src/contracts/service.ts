@@ -76,8 +76,10 @@ export class ContractService {
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
     const deadline = received + prefs.max_latency_ms;
-    if (now && row.created && !isFinished(row)) await settlesWithin(this.opts.engine.executeNow(row.ticket), deadline - Date.now(), signal);
-    const finished = isFinished(row) ? row : await this.#waitFor(row.ticket, deadline, signal);
+    const ran = now && row.created && !isFinished(row) ? this.opts.engine.executeNow(row.ticket) : undefined;
+    // The row the engine finished the ticket with in this core, else what the ticket's notifications lead to.
+    const last = ran && (await settlesWithin(ran, deadline - Date.now(), signal)) ? await ran : undefined;
+    const finished = isFinished(row) ? row : last && isFinished(last) ? last : await this.#waitFor(row.ticket, deadline, signal);
     if (finished.lifecycle_state === 'COMPLETED') {
       const document = { kind: 'result', contract: contractRef(contract), correlation: ref, result: finished.result, warnings: finished.warnings ?? [] };
       return { kind: 'result', ticket: row.ticket, document: this.#checked(contract, 'submit-response', document, finished.trace_id) };

@@ -25,7 +25,7 @@ import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
 import type { AssemblyOutputs } from './outputs.js';
 import type { Capabilities } from './pep.js';
-import { Memory, memoryClear } from '../store/memory.js';
+import { Memory, memoryClear, memoryRow, memoryUpsert } from '../store/memory.js';
 import { ContractQueue } from '../store/ticket-queue.js';
 import { recordOf, withError, type ExecRecord, type HumanFeedback } from './record.js';
 import type { EngineContextView, PlannerData } from './roles/agent.js';
@@ -87,7 +87,7 @@ export class ContractEngine {
   readonly #running = new InFlight();
   #stopping = false;
   /** The tickets `executeNow` is running; shutdown waits for them as for the queue's. */
-  readonly #now = new Set<Promise<void>>();
+  readonly #now = new Set<Promise<unknown>>();
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -104,7 +104,7 @@ export class ContractEngine {
 
   /** Installs the queue and starts its workers on this engine. */
   start(): Promise<void> {
-    return this.queue.start((ticket, workerId) => this.execute(ticket, workerId));
+    return this.queue.start(async (ticket, workerId) => void (await this.execute(ticket, workerId)));
   }
 
   /**
@@ -135,34 +135,38 @@ export class ContractEngine {
    * from its last transition, as for any ticket. Afterwards the job is dropped
    * (finished), left (waiting for a human: its deadline job) or run now.
    */
-  executeNow(ticket: string): Promise<void> {
+  executeNow(ticket: string): Promise<TicketRow | undefined> {
     const run = this.#executeNow(ticket);
     this.#now.add(run);
     void run.finally(() => this.#now.delete(run));
     return run;
   }
 
-  async #executeNow(ticket: string): Promise<void> {
+  /** The ticket as its last commit left it, when this core finished it. */
+  async #executeNow(ticket: string): Promise<TicketRow | undefined> {
     const workerId = `now-${ticket}`;
     const deferral = () => new Date(Date.now() + this.opts.leaseMs);
     const keep = setInterval(() => void this.#em().transactional((tx) => this.queue.enqueue(tx, ticket, deferral())).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job')), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
+    let last: TicketRow | undefined;
     try {
-      await this.execute(ticket, workerId);
+      last = await this.execute(ticket, workerId);
     } catch (error) {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     } finally {
       clearInterval(keep);
     }
+    const finished = last && FINISHED.includes(last.lifecycle_state) ? last : undefined;
     await retryWhileUnavailable(async () => {
-      const state = await getTicketState(this.#em(), ticket);
+      const state = finished ?? (await getTicketState(this.#em(), ticket));
       if (!state || FINISHED.includes(state.lifecycle_state)) return this.queue.drop(this.#em(), ticket);
       if (state.lifecycle_state !== 'WAIT_HUMAN') await this.#em().transactional((tx) => this.queue.enqueue(tx, ticket));
     }).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not settle the queue job; it runs when due'));
+    return finished;
   }
 
-  /** Runs (or resumes) one ticket's lifecycle until it finishes or waits for a human. */
-  async execute(ticket: string, workerId: string): Promise<void> {
-    if (this.#stopping) return this.#handBack(ticket);
+  /** Runs (or resumes) one ticket's lifecycle until it finishes or waits for a human; the ticket as this pass last committed it. */
+  async execute(ticket: string, workerId: string): Promise<TicketRow | undefined> {
+    if (this.#stopping) return void (await this.#handBack(ticket));
     const abort = new AbortController();
     // Subscribed before the claim reads the row, so a cancel cannot slip between them.
     const offCancel = this.opts.bus.onCancel(ticket, () => abort.abort());
@@ -170,29 +174,32 @@ export class ContractEngine {
       offCancel();
       throw error;
     });
-    if (!claimed) return offCancel();
+    if (!claimed) return void offCancel();
     const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
     const done = this.#running.hold(ticket, abort);
     // This worker's pass over the ticket, in the ticket's trace; each phase is a child span.
     const { span, context } = startSpan(`contract ${claimed.contract_id}`, {
       attributes: { 'abc.ticket': ticket, 'abc.contract.id': claimed.contract_id, 'abc.contract.version': claimed.contract_version, 'abc.contract.from_state': claimed.lifecycle_state },
     }, contextInTrace(claimed.trace_id, claimed.traceparent));
+    let last: TicketRow | undefined;
     try {
-      await otel.with(context, () => this.#advance(claimed, abort.signal));
+      last = await otel.with(context, () => this.#advance(claimed, abort.signal));
       if (abort.signal.reason === HAND_BACK) await this.#handBack(ticket);
+      return last;
     } catch (error) {
       failSpan(span, error);
       // The database failing under the engine is the queue's to retry: the
       // next attempt resumes from the last committed transition.
       if (isInfrastructure(error)) throw error;
-      if (abort.signal.reason === HAND_BACK) return this.#handBack(ticket);
+      if (abort.signal.reason === HAND_BACK) return void (await this.#handBack(ticket));
       await this.#fail(ticket, error);
     } finally {
       span.end();
       done();
       letGo();
       offCancel();
-      await this.queue.release(ticket, workerId);
+      // A finished ticket's last move gave its claim up.
+      if (!last || !FINISHED.includes(last.lifecycle_state)) await this.queue.release(ticket, workerId);
     }
   }
 
@@ -213,15 +220,16 @@ export class ContractEngine {
   }
 
   /** Runs phase after phase from the row the claim committed. */
-  async #advance(claimed: TicketRow, signal: AbortSignal): Promise<void> {
+  /** The ticket as its last phase committed it. */
+  async #advance(claimed: TicketRow, signal: AbortSignal): Promise<TicketRow> {
     const ticket = claimed.ticket;
     let row = claimed;
     for (;;) {
-      if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return;
+      if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return row;
       const state = row.lifecycle_state;
       const current = row;
       const next = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(current, signal));
-      if (next === STOP) return;
+      if (next === STOP) return row;
       row = next ?? (await getTicket(this.#em(), ticket))!;
     }
   }
@@ -293,9 +301,9 @@ export class ContractEngine {
     const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
     const [generated, prepared] = await this.#em().transactional(async (tx) => {
       const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body), tenant_id: row.tenant_id }, undefined, tx);
-      const moved = await transitionTicket(tx, row.ticket, 'plan_generated', { plan_id: plan.plan_id, engine: { ...rec } }, 'engine', { trace: [decisionEvent(run)] });
-      if (!critique?.output.success) return [moved, undefined];
-      await transitionTicket(tx, row.ticket, 'plan_approved', {}, 'engine', { trace: [decisionEvent(critique)] });
+      const generated = { plan_id: plan.plan_id, engine: { ...rec } };
+      if (!critique?.output.success) return [await transitionTicket(tx, row.ticket, 'plan_generated', generated, 'engine', { trace: [decisionEvent(run)] }), undefined];
+      await transitionTicket(tx, row.ticket, 'plan_approved', generated, 'engine', { from: 'PLAN_GENERATION', through: [{ trigger: 'plan_generated', trace: [decisionEvent(run)] }], trace: [decisionEvent(critique)] });
       return [undefined, await this.#prepareIn(tx, row, rec, plan)];
     });
     // A rejection the built-in critic already gave is acted on now, not asked for again.
@@ -568,10 +576,7 @@ export class ContractEngine {
     if (run.output.success && run.output.confidence >= settings.confidence_threshold) {
       if (!this.#builtinOnly('REVIEWER', rec)) return this.#move(row.ticket, 'review_passed', rec, patch, { trace, from: 'GLOBAL_REVIEW' });
       // The built-in's verdict is final: review and packaging commit together.
-      return this.#em().transactional(async (tx) => {
-        const reviewed = await transitionTicket(tx, row.ticket, 'review_passed', { ...patch, engine: { ...rec } }, 'engine', { trace, from: 'GLOBAL_REVIEW' });
-        return this.#packageIn(tx, reviewed, rec, steps);
-      });
+      return this.#packageIn(this.#em(), row, rec, steps, { patch, trace });
     }
     if (!run.output.success) {
       const error = run.output.errors[0]!;
@@ -592,15 +597,16 @@ export class ContractEngine {
 
   /** PACKAGING: the artifact, and the success remembered (GLOBAL) for later planners. */
   async #package(row: TicketRow, rec: ExecRecord): Promise<TicketRow> {
-    const steps = await getSteps(this.#em(), row.ticket);
-    return this.#em().transactional((tx) => this.#packageIn(tx, row, rec, steps));
+    return this.#packageIn(this.#em(), row, rec, await getSteps(this.#em(), row.ticket));
   }
 
-  async #packageIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[]): Promise<TicketRow> {
-    const artifact = (await this.#output(row)).render(row.request, row.result!, outputsOf(steps));
-    const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, tx) : undefined;
+  /** The packaging move, with the success it remembers; `review`: the passed global review it commits first, in the same statement. */
+  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: { patch: TicketPatch; trace: TicketEventInput[]; reason?: string }): Promise<TicketRow> {
+    const result = review?.patch.result ?? row.result!;
+    const artifact = (await this.#output(row)).render(row.request, result, outputsOf(steps));
+    const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, em) : undefined;
     const intent = String(requestOf(row).intent);
-    await this.memory.store(
+    const success = memoryRow(
       row.tenant_id,
       `success:${intent}:${row.ticket}`,
       {
@@ -616,9 +622,11 @@ export class ContractEngine {
       'GLOBAL',
       'global',
       ['success', intent],
-      tx,
     );
-    return transitionTicket(tx, row.ticket, 'packaged', { artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } });
+    return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
+      ...(review && { from: 'GLOBAL_REVIEW', through: [{ trigger: 'review_passed', trace: review.trace, ...(review.reason && { reason: review.reason }) }] }),
+      also: [memoryUpsert([success])],
+    });
   }
 
   // ---- WAIT_HUMAN (human.ts) -------------------------------------------------
@@ -727,7 +735,7 @@ export class ContractEngine {
   }
 
   async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string; from?: LifecycleState } = {}): Promise<TicketRow> {
-    return this.#em().transactional((tx) => transitionTicket(tx, ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts));
+    return transitionTicket(this.#em(), ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts);
   }
 
   /** HALT: the execution fails with the error that stopped it. */

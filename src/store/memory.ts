@@ -75,16 +75,20 @@ export const memoryRow = (tenantId: string, key: string, value: unknown, scope: 
 /** Stores entries; one with the same scope and key is replaced. */
 export async function storeMemoryRows(tx: EntityManager, rows: MemoryRow[]): Promise<void> {
   if (!rows.length) return;
-  await tx.execute(
-    `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
-     SELECT m.memory_id, m.tenant_id, m.scope, m.scope_id, m.key, m.value, m.tags
-     FROM jsonb_to_recordset(?::jsonb) AS m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
-     ON CONFLICT (tenant_id, scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
-    [JSON.stringify(rows)],
-  );
+  const upsert = memoryUpsert(rows);
+  await tx.execute(upsert.sql, upsert.params);
 }
 
-/** The DELETE of a scope's entries, for a writer that sends it with its own statement. */
+/** The statement that stores entries, for a writer that sends it with its own statement. */
+export const memoryUpsert = (rows: MemoryRow[]) => ({
+  sql: `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+        SELECT m.memory_id, m.tenant_id, m.scope, m.scope_id, m.key, m.value, m.tags
+        FROM jsonb_to_recordset(?::jsonb) AS m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
+        ON CONFLICT (tenant_id, scope, scope_id, key) DO UPDATE SET value = EXCLUDED.value, tags = EXCLUDED.tags, created_at = now()`,
+  params: [JSON.stringify(rows)],
+});
+
+/** The statement that deletes a scope's entries, for a writer that sends it with its own statement. */
 export const memoryClear = (scope: MemoryScope, scopeIds: string[]) => ({
   sql: 'DELETE FROM memory WHERE scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))',
   params: [scope, JSON.stringify(scopeIds)],
