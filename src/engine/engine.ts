@@ -686,7 +686,8 @@ export class ContractEngine {
       active_steps: Object.fromEntries(steps.map((s) => [s.step_id, s.status])),
       current_batch_id: rec.batch?.id ?? null,
       replan_scope: rec.replan?.scope ?? null,
-      intermediate_results: outputsOf(steps),
+      // A committed step's output never changes: frozen once, shared by the views of the pass.
+      intermediate_results: Object.fromEntries(Object.entries(outputsOf(steps)).map(([id, output]) => [id, output !== null && typeof output === 'object' ? frozenOnce(output) : output])),
       errors: rec.errors.map((e) => `${e.code}: ${e.message}`),
       snapshot_id: rec.snapshot_id,
       request: row.request,
