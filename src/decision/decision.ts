@@ -193,6 +193,8 @@ export class Decision {
       metadata: { ...metadata, ...(executionId && { execution_id: executionId }) },
     };
     await insertPlan(em, doc, executionId, replaces);
+    // A plan that never commits is never asked for: its id is nowhere else.
+    this.#remember(doc);
     return doc;
   }
 }

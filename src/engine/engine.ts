@@ -38,7 +38,7 @@ import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanA
 import { syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
-import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
+import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 export interface EngineOptions {
   orm: Orm;
@@ -210,6 +210,9 @@ export class ContractEngine {
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
+    // A fresh ticket is claimed and started in one statement.
+    const started = await transitionTicketFrom(this.#em(), ticket, 'INIT', 'start', { lease: { owner: workerId, ms: this.opts.leaseMs } }, 'worker');
+    if (started) return started;
     return this.#em().transactional(async (tx) => {
       const row = await getTicket(tx, ticket, true);
       if (!row || FINISHED.includes(row.lifecycle_state)) return undefined;

@@ -1,6 +1,7 @@
 // The ORM's own pg pool, for hot paths: a statement goes to PostgreSQL as a
 // named prepared statement, with no query builder or hydration in between.
 import { createHash } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type pg from 'pg';
 import type { Orm } from './orm.js';
 
@@ -40,6 +41,21 @@ export function prepared(sql: string): { name: string; text: string } {
     statements.set(sql, statement);
   }
   return statement;
+}
+
+const emPools = new WeakMap<object, Promise<pg.Pool>>();
+
+/**
+ * Runs one statement written for `em.execute`: outside a transaction, on the
+ * ORM's pool as a prepared statement (the SQL's parameters must each take
+ * their type from where they stand); inside one, through the transaction.
+ */
+export async function executeOne<R>(em: EntityManager, sql: string, params: unknown[]): Promise<R[]> {
+  if (em.isInTransaction()) return em.execute<R[]>(sql, params);
+  const connection = em.getDriver().getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> };
+  let pool = emPools.get(connection);
+  if (!pool) emPools.set(connection, (pool = connection.getNativeClient()));
+  return ((await pool).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
 }
 
 /** Statements by their source text; callers build few distinct texts. */

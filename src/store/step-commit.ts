@@ -14,6 +14,7 @@ import { newId } from '../runtime/new-id.js';
 import { TICKETS_CHANNEL } from './event-bus.js';
 import { moveTime, summariseOutcome } from './execution-contracts.js';
 import { storeMemoryRows, type MemoryRow } from './memory.js';
+import { executeOne } from './native.js';
 import { contractActor, STEP_TO_CONTRACT, transitionStep, type StepRow, type TicketEventInput } from './ticket-store.js';
 
 export interface StepHop {
@@ -48,7 +49,7 @@ export async function commitStep(em: () => EntityManager, c: StepCommit): Promis
   const call = c.also ? undefined : callOf(c);
   if (call) {
     try {
-      const [row] = await em().execute<StepRow[]>('SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(call)]);
+      const [row] = await executeOne<StepRow>(em(), 'SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(call)]);
       return row!;
     } catch (error) {
       if ((error as { code?: string }).code !== 'ABC01') throw error;

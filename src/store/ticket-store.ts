@@ -20,6 +20,9 @@ import { writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 
+/** A timestamp column as read: a Date through the ORM, text from its pool (native.ts); read it with `new Date(…)`. */
+export type Timestamp = Date | string;
+
 export interface TicketRow {
   ticket: string;
   tenant_id: string;
@@ -50,11 +53,11 @@ export interface TicketRow {
   traceparent: string | null;
   /** The engine's execution record (counters, batch, human request, ...). */
   engine: Record<string, unknown>;
-  human_deadline: Date | null;
+  human_deadline: Timestamp | null;
   lease_owner: string | null;
-  created_at: Date;
-  updated_at: Date;
-  expires_at: Date;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  expires_at: Timestamp;
 }
 
 export interface StepRow {
@@ -67,8 +70,8 @@ export interface StepRow {
   status: StepState;
   output: unknown;
   message: string | null;
-  started_at: Date | null;
-  ended_at: Date | null;
+  started_at: Timestamp | null;
+  ended_at: Timestamp | null;
 }
 
 /** Columns a lifecycle transition may set alongside the state. */
@@ -84,6 +87,8 @@ export interface TicketPatch {
   artifact_media_type?: string;
   engine?: Record<string, unknown>;
   human_deadline?: Date | null;
+  /** A worker's claim, taken with the move. */
+  lease?: { owner: string; ms: number };
 }
 
 const TICKETS: MachineTable<LifecycleState, LifecycleTrigger> = { machine: CONTRACT_LIFECYCLE_MACHINE, table: 'tickets', state: 'lifecycle_state', key: ['ticket'] };
@@ -139,22 +144,35 @@ export const appendTicketEvent = (tx: EntityManager, ticket: string, type: strin
  * Moves a ticket's lifecycle by `trigger` inside `tx` (the row is locked).
  * Throws illegal_transition (store/transition.ts) for a move the table does not allow.
  */
-export async function transitionTicket(
+export async function transitionTicket(tx: EntityManager, ticket: string, trigger: LifecycleTrigger, patch: TicketPatch = {}, actor = 'engine', opts: MoveTicketOptions = {}): Promise<TicketRow> {
+  const moved = await moveTicket(tx, ticket, trigger, patch, actor, opts);
+  if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
+  return moved;
+}
+
+/** Moves a ticket only if it is in `from`, in one statement; undefined when it is not (or does not exist). */
+export function transitionTicketFrom(tx: EntityManager, ticket: string, from: LifecycleState, trigger: LifecycleTrigger, patch: TicketPatch = {}, actor = 'engine'): Promise<TicketRow | undefined> {
+  return moveTicket(tx, ticket, trigger, patch, actor, { onlyFrom: from });
+}
+
+interface MoveTicketOptions {
+  reason?: string;
+  trace?: TicketEventInput[];
+  from?: LifecycleState;
+  /** Moves taken first, in the same write, each with its own trace and reason. */
+  through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string }[];
+  /** Other records written by the move's statement: data-modifying CTEs. */
+  also?: { sql: string; params: unknown[] }[];
+}
+
+async function moveTicket(
   tx: EntityManager,
   ticket: string,
   trigger: LifecycleTrigger,
-  patch: TicketPatch = {},
-  actor = 'engine',
-  opts: {
-    reason?: string;
-    trace?: TicketEventInput[];
-    from?: LifecycleState;
-    /** Moves taken first, in the same write, each with its own trace and reason. */
-    through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string }[];
-    /** Other records written by the move's statement: data-modifying CTEs. */
-    also?: { sql: string; params: unknown[] }[];
-  } = {},
-): Promise<TicketRow> {
+  patch: TicketPatch,
+  actor: string,
+  opts: MoveTicketOptions & { onlyFrom?: LifecycleState },
+): Promise<TicketRow | undefined> {
   // Each hop's trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
   const steps = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason }];
   const count = steps.reduce((n, h) => n + (h.trace?.length ?? 0) + 1, 0);
@@ -180,6 +198,10 @@ export async function transitionTicket(
         sets.push(`${column} = ?${JSON_COLUMNS.has(column) ? '::json' : JSONB_COLUMNS.has(column) ? '::jsonb' : ''}`);
         params.push(json ? JSON.stringify(patch[column]) : patch[column]);
       }
+      if (patch.lease) {
+        sets.push('lease_owner = ?', "lease_expires_at = now() + (?::text || ' milliseconds')::interval");
+        params.push(patch.lease.owner, patch.lease.ms);
+      }
       if (trigger === 'start') sets.push('started_at = coalesce(started_at, now())');
       if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(to)) sets.push('finished_at = now()', 'lease_owner = NULL', 'lease_expires_at = NULL');
       return { sql: sets, params };
@@ -188,7 +210,7 @@ export async function transitionTicket(
     also: (path) => [
       {
         sql: `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
-              SELECT moved.ticket, moved.event_seq - ? + e.n, ?, e.type, CASE WHEN e.n = ? THEN e.payload || jsonb_build_object('phase', moved.phase) ELSE e.payload END
+              SELECT moved.ticket, moved.event_seq - ? + e.n, ?::bigint, e.type, CASE WHEN e.n = ? THEN e.payload || jsonb_build_object('phase', moved.phase) ELSE e.payload END
               FROM moved, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)`,
         params: [count, Date.now(), count, JSON.stringify(events(path).map((e, i) => ({ n: i + 1, ...e })))],
       },
@@ -197,11 +219,12 @@ export async function transitionTicket(
     notify: { channel: TICKETS_CHANNEL, payload: 'ticket' },
     returning: true,
     oneStatement: true,
+    prepared: true,
     ...(opts.from && { from: opts.from }),
     ...(opts.through && { through: opts.through.map((h) => h.trigger) }),
+    ...(opts.onlyFrom && { onlyFrom: opts.onlyFrom }),
   });
-  if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
-  return moved.after!;
+  return moved?.after;
 }
 
 /** Moves one step by `trigger` inside `tx`, with its event. */

@@ -9,6 +9,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { transition, type Machine } from '../domain/machine.js';
+import { executeOne } from './native.js';
 
 export interface MachineTable<S extends string, T extends string> {
   machine: Machine<S, T>;
@@ -67,6 +68,10 @@ export interface MoveOptions<S extends string, T extends string = string> {
    * against the table in turn and the row is written once, in the last state.
    */
   through?: T[];
+  /** Move only a row in this state, in one statement: undefined, with no locking read, for a row in another. */
+  onlyFrom?: S;
+  /** Outside a transaction, send the move as a prepared statement (native.ts: every parameter takes its type from its place). */
+  prepared?: boolean;
 }
 
 /** Where a move goes: its first state, its last, and each hop between. */
@@ -88,10 +93,15 @@ export async function writeTransition<S extends string, T extends string, R exte
   o: MoveOptions<S, T>,
 ): Promise<Move<S, R> | undefined> {
   const triggers = [...(o.through ?? []), trigger];
+  const pick = `(${t.key.join(', ')}) = (SELECT ${t.key.join(', ')} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''}) AND ${t.state} = ?`;
+  if (o.onlyFrom) {
+    const path = pathOf(t, o.onlyFrom, triggers);
+    if (!path.ok) throw illegalTransition(t.machine.name, '?', path.from, path.trigger);
+    return writeMove<S, T, R>(tx, t, o, path.value, pick, [...o.params, o.onlyFrom]);
+  }
   const sole = o.oneStatement ? (o.from ?? soleSource(t.machine, triggers[0]!)) : undefined;
   const path = sole && pathOf(t, sole, triggers);
   if (sole && path?.ok) {
-    const pick = `(${t.key.join(', ')}) = (SELECT ${t.key.join(', ')} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''}) AND ${t.state} = ?`;
     const moved = await writeMove<S, T, R>(tx, t, o, path.value, pick, [...o.params, sole]);
     if (moved) return moved;
   }
@@ -143,7 +153,9 @@ async function writeMove<S extends string, T extends string, R extends object>(
   if (notify || also.length) {
     const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
     const tail = notify ? `SELECT moved.*, pg_notify(?, moved.${notify.payload}) AS notified FROM moved` : 'SELECT * FROM moved';
-    const rows = await tx.execute<(R & { notified?: unknown })[]>(`WITH ${with_} ${tail}`, [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : [])]);
+    const statement = `WITH ${with_} ${tail}`;
+    const values = [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : [])];
+    const rows = o.prepared ? await executeOne<R & { notified?: unknown }>(tx, statement, values) : await tx.execute<(R & { notified?: unknown })[]>(statement, values);
     if (rows[0]) {
       const { notified: _, ...written } = rows[0];
       after = written as R;

@@ -8,6 +8,7 @@ import { openContracts } from '../../src/store/execution-contracts.js';
 import { memoryRow } from '../../src/store/memory.js';
 import { commitStep, type StepCommit } from '../../src/store/step-commit.js';
 import { insertSteps, insertTicket, transitionStep } from '../../src/store/ticket-store.js';
+import { nativePool } from '../../src/store/native.js';
 import { migratedOrm } from '../support/db.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -18,18 +19,27 @@ afterAll(async () => store?.close());
 
 const em = () => store.orm.em.fork();
 
-/** An EntityManager that notes each statement it sends. */
+/** An EntityManager that notes each statement it sends: through the ORM, or on its pool as a prepared statement. */
 function counted(calls: string[]) {
-  return () => {
-    const fork = store.orm.em.fork();
-    const execute = fork.execute.bind(fork);
-    fork.execute = ((sql: string, ...rest: unknown[]) => {
-      calls.push(sql);
-      return (execute as (...a: unknown[]) => unknown)(sql, ...rest);
-    }) as EntityManager['execute'];
-    return fork;
-  };
+  const fork = store.orm.em.fork();
+  const execute = fork.execute.bind(fork);
+  fork.execute = ((sql: string, ...rest: unknown[]) => {
+    calls.push(sql);
+    return (execute as (...a: unknown[]) => unknown)(sql, ...rest);
+  }) as EntityManager['execute'];
+  counting = calls;
+  return fork;
 }
+
+let counting: string[] = [];
+beforeAll(async () => {
+  const pool = await nativePool(store.orm);
+  const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
+  pool.query = ((config: { text: string }, ...rest: unknown[]) => {
+    counting.push(config.text);
+    return query(config, ...rest);
+  }) as typeof pool.query;
+});
 
 /** A ticket with one PENDING step and its execution contract, as EXECUTION_PREPARE leaves them. */
 async function seed(ticket: string, capability = 'tool.pure') {
@@ -83,8 +93,8 @@ describe('a step commit', () => {
     await seed('tkt_sc_once');
     await seed('tkt_sc_moves');
     const calls: string[] = [];
-    await commitStep(counted(calls), runAndSucceed('tkt_sc_once'));
-    expect(calls).toEqual(['SELECT * FROM abc_commit_step(?::jsonb)']);
+    await commitStep(() => counted(calls), runAndSucceed('tkt_sc_once'));
+    expect(calls).toEqual(['SELECT * FROM abc_commit_step($1::jsonb)']);
     // Another write of the commit takes it move by move, through transitionStep.
     await commitStep(em, { ...runAndSucceed('tkt_sc_moves'), also: async () => undefined });
 
@@ -111,7 +121,7 @@ describe('a step commit', () => {
     const started = await commitStep(em, { ...start, hops: [start.hops[0]!], output: undefined, capability: undefined, sideEffect: undefined, partialResult: undefined });
     expect(started).toMatchObject({ status: 'RUNNING', capability: 'tool.pure' });
     const calls: string[] = [];
-    await commitStep(counted(calls), { ticket: 'tkt_sc_two', stepId: 's1', row: started, hops: [{ trigger: 'fail', message: 'it broke' }] });
+    await commitStep(() => counted(calls), { ticket: 'tkt_sc_two', stepId: 's1', row: started, hops: [{ trigger: 'fail', message: 'it broke' }] });
     expect(calls).toHaveLength(1);
     const after = await records('tkt_sc_two');
     expect(after.step).toMatchObject({ status: 'FAILED', message: 'it broke' });
@@ -144,7 +154,7 @@ describe('a step commit', () => {
     await e.execute('CREATE TRIGGER refuse_facts BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_facts()');
     const calls: string[] = [];
     try {
-      await commitStep(counted(calls), runAndSucceed('tkt_sc_fact'));
+      await commitStep(() => counted(calls), runAndSucceed('tkt_sc_fact'));
     } finally {
       await e.execute('DROP TRIGGER refuse_facts ON memory');
     }

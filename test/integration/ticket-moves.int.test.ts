@@ -6,7 +6,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
 import { snapshotInsert } from '../../src/store/snapshot-store.js';
-import { insertTicket, transitionTicket } from '../../src/store/ticket-store.js';
+import { insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
+import { nativePool } from '../../src/store/native.js';
 import { migratedOrm } from '../support/db.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -17,15 +18,27 @@ afterAll(async () => store?.close());
 
 const em = () => store.orm.em.fork();
 
-function counted(calls: string[]): EntityManager {
+/** An EntityManager that notes each statement it sends: through the ORM, or on its pool as a prepared statement. */
+function counted(calls: string[]) {
   const fork = store.orm.em.fork();
   const execute = fork.execute.bind(fork);
   fork.execute = ((sql: string, ...rest: unknown[]) => {
     calls.push(sql);
     return (execute as (...a: unknown[]) => unknown)(sql, ...rest);
   }) as EntityManager['execute'];
+  counting = calls;
   return fork;
 }
+
+let counting: string[] = [];
+beforeAll(async () => {
+  const pool = await nativePool(store.orm);
+  const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
+  pool.query = ((config: { text: string }, ...rest: unknown[]) => {
+    counting.push(config.text);
+    return query(config, ...rest);
+  }) as typeof pool.query;
+});
 
 /** A ticket in `state`. */
 async function seed(ticket: string, state: string) {
@@ -81,4 +94,18 @@ it('moves from the state the row is in when the caller expected another, after a
   expect(calls).toHaveLength(1);
   expect(moved).toMatchObject({ lifecycle_state: 'PACKAGING', phase: 'package', event_seq: 1 });
   expect((await events('tkt_mv_guess')).map((e) => e.payload)).toEqual([{ from: 'GLOBAL_REVIEW', to: 'PACKAGING', trigger: 'review_passed', actor: 'engine', phase: 'package', status: 'RUNNING' }]);
+});
+
+it('moves only from the state named, in one statement, with a claim; a ticket in another state is left alone', async () => {
+  await seed('tkt_mv_fresh', 'INIT');
+  await seed('tkt_mv_running', 'STEP_EXECUTION');
+  const calls: string[] = [];
+  const started = await transitionTicketFrom(counted(calls), 'tkt_mv_fresh', 'INIT', 'start', { lease: { owner: 'worker-1', ms: 60_000 } }, 'worker');
+  expect(calls).toHaveLength(1);
+  expect(started).toMatchObject({ lifecycle_state: 'CONTEXT_BUILD', status: 'RUNNING', lease_owner: 'worker-1', event_seq: 1 });
+  expect((await em().execute<{ started: boolean }[]>("SELECT started_at IS NOT NULL AS started FROM tickets WHERE ticket = 'tkt_mv_fresh'"))[0]!.started).toBe(true);
+  expect(await transitionTicketFrom(counted(calls), 'tkt_mv_running', 'INIT', 'start', { lease: { owner: 'worker-1', ms: 60_000 } }, 'worker')).toBeUndefined();
+  expect(calls).toHaveLength(2);
+  expect(await stateOf('tkt_mv_running')).toMatchObject({ lifecycle_state: 'STEP_EXECUTION', event_seq: 0 });
+  expect((await em().execute<{ lease_owner: string | null }[]>("SELECT lease_owner FROM tickets WHERE ticket = 'tkt_mv_running'"))[0]!.lease_owner).toBeNull();
 });
