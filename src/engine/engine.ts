@@ -222,8 +222,7 @@ export class ContractEngine {
     });
   }
 
-  /** Runs phase after phase from the row the claim committed. */
-  /** The ticket as its last phase committed it. */
+  /** Runs phase after phase from the row the claim committed; the ticket as its last phase committed it. */
   async #advance(claimed: TicketRow, signal: AbortSignal): Promise<TicketRow> {
     const ticket = claimed.ticket;
     let row = claimed;

@@ -1,11 +1,12 @@
 // The one transition writer of every state machine: it locks the row, checks
 // the move against the machine's table (domain/machine.ts), writes the new
 // state with the caller's columns, and may NOTIFY in the same statement. When
-// the table lets a trigger leave one state only, the check can ride in the
-// UPDATE itself (WHERE state = that state): one round trip instead of two.
-// Each machine's own records (events, transition rows, mirrors) follow in the
-// same transaction, written by the owner of its table; one may share the
-// move's statement.
+// the table lets a trigger leave one state only, or the caller names the state
+// it expects, the check can ride in the UPDATE itself (WHERE state = that
+// state): one round trip instead of two. A move may take several hops, each
+// checked by the table, and write the row once. Each machine's own records
+// (events, transition rows, mirrors) follow in the same transaction, written
+// by the owner of its table; they may share the move's statement.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { transition, type Machine } from '../domain/machine.js';
@@ -96,7 +97,7 @@ export async function writeTransition<S extends string, T extends string, R exte
   const pick = `(${t.key.join(', ')}) = (SELECT ${t.key.join(', ')} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''}) AND ${t.state} = ?`;
   if (o.onlyFrom) {
     const path = pathOf(t, o.onlyFrom, triggers);
-    if (!path.ok) throw illegalTransition(t.machine.name, '?', path.from, path.trigger);
+    if (!path.ok) throw illegalTransition(t.machine.name, o.params.join('/'), path.from, path.trigger);
     return writeMove<S, T, R>(tx, t, o, path.value, pick, [...o.params, o.onlyFrom]);
   }
   const sole = o.oneStatement ? (o.from ?? soleSource(t.machine, triggers[0]!)) : undefined;
