@@ -8,38 +8,17 @@ import { openContracts } from '../../src/store/execution-contracts.js';
 import { memoryRow } from '../../src/store/memory.js';
 import { commitStep, type StepCommit } from '../../src/store/step-commit.js';
 import { insertSteps, insertTicket, transitionStep } from '../../src/store/ticket-store.js';
-import { nativePool } from '../../src/store/native.js';
-import { migratedOrm } from '../support/db.js';
+import { migratedOrm, statementCounter } from '../support/db.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
+let counted: (calls: string[]) => EntityManager;
 beforeAll(async () => {
   store = await migratedOrm();
+  counted = await statementCounter(store.orm);
 });
 afterAll(async () => store?.close());
 
 const em = () => store.orm.em.fork();
-
-/** An EntityManager that notes each statement it sends: through the ORM, or on its pool as a prepared statement. */
-function counted(calls: string[]) {
-  const fork = store.orm.em.fork();
-  const execute = fork.execute.bind(fork);
-  fork.execute = ((sql: string, ...rest: unknown[]) => {
-    calls.push(sql);
-    return (execute as (...a: unknown[]) => unknown)(sql, ...rest);
-  }) as EntityManager['execute'];
-  counting = calls;
-  return fork;
-}
-
-let counting: string[] = [];
-beforeAll(async () => {
-  const pool = await nativePool(store.orm);
-  const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
-  pool.query = ((config: { text: string }, ...rest: unknown[]) => {
-    counting.push(config.text);
-    return query(config, ...rest);
-  }) as typeof pool.query;
-});
 
 /** A ticket with one PENDING step and its execution contract, as EXECUTION_PREPARE leaves them. */
 async function seed(ticket: string, capability = 'tool.pure') {

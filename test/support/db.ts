@@ -3,6 +3,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { ensureDatabase } from '../../src/store/database.js';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { nativePool } from '../../src/store/native.js';
 import { createOrm, migrate, type Orm } from '../../src/store/orm.js';
 
 export interface TestDatabase {
@@ -55,4 +57,28 @@ export async function migratedOrm(): Promise<{ orm: Orm; db: TestDatabase; close
 export async function countRuns(orm: Orm, sessionId: string): Promise<number> {
   const [row] = await orm.em.fork().execute<{ n: number }[]>('SELECT count(*)::int AS n FROM runs WHERE session_id = ?', [sessionId]);
   return row!.n;
+}
+
+/**
+ * EntityManagers of `orm` that note each statement they send into `calls`:
+ * through the ORM, or on its pool as a prepared statement (store/native.ts).
+ */
+export async function statementCounter(orm: Orm): Promise<(calls: string[]) => EntityManager> {
+  let counting: string[] = [];
+  const pool = await nativePool(orm);
+  const query = pool.query.bind(pool) as (...a: unknown[]) => unknown;
+  pool.query = ((config: { text: string }, ...rest: unknown[]) => {
+    counting.push(config.text);
+    return query(config, ...rest);
+  }) as typeof pool.query;
+  return (calls) => {
+    counting = calls;
+    const fork = orm.em.fork();
+    const execute = fork.execute.bind(fork) as (...a: unknown[]) => unknown;
+    fork.execute = ((sql: string, ...rest: unknown[]) => {
+      calls.push(sql);
+      return execute(sql, ...rest);
+    }) as EntityManager['execute'];
+    return fork;
+  };
 }
