@@ -12,8 +12,17 @@ export interface Queryable {
 
 /** The pool the ORM itself draws from. */
 export async function nativePool(orm: Orm): Promise<pg.Pool> {
-  const connection = orm.em.getDriver().getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> };
-  return connection.getNativeClient();
+  return poolOfEm(orm.em);
+}
+
+const emPools = new WeakMap<object, Promise<pg.Pool>>();
+
+/** The pool an EntityManager's connection draws from. */
+function poolOfEm(em: EntityManager): Promise<pg.Pool> {
+  const connection = em.getDriver().getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> };
+  let pool = emPools.get(connection);
+  if (!pool) emPools.set(connection, (pool = connection.getNativeClient()));
+  return pool;
 }
 
 const pools = new WeakMap<Orm, Queryable>();
@@ -43,8 +52,6 @@ export function prepared(sql: string): { name: string; text: string } {
   return statement;
 }
 
-const emPools = new WeakMap<object, Promise<pg.Pool>>();
-
 /**
  * Runs one statement written for `em.execute`: outside a transaction, on the
  * ORM's pool as a prepared statement (the SQL's parameters must each take
@@ -52,10 +59,7 @@ const emPools = new WeakMap<object, Promise<pg.Pool>>();
  */
 export async function executeOne<R>(em: EntityManager, sql: string, params: unknown[]): Promise<R[]> {
   if (em.isInTransaction()) return em.execute<R[]>(sql, params);
-  const connection = em.getDriver().getConnection() as unknown as { getNativeClient(): Promise<pg.Pool> };
-  let pool = emPools.get(connection);
-  if (!pool) emPools.set(connection, (pool = connection.getNativeClient()));
-  return ((await pool).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
+  return ((await poolOfEm(em)).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
 }
 
 /** Statements by their source text; callers build few distinct texts. */
