@@ -370,8 +370,7 @@ export class ContractEngine {
   }
 
   async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<TicketRow> {
-    await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
-    const steps = await getSteps(tx, row.ticket);
+    const steps = await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, steps, rec));
     return this.#with(steps, await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshot.insert] }));
   }

@@ -7,15 +7,18 @@ import type { FrozenPlanDoc } from '../decision/decision.js';
 import type { UnitCatalog } from '../execution/units.js';
 import { openContracts } from '../store/execution-contracts.js';
 import { TOOL_CAPABILITY_PREFIX } from './pep.js';
-import { appendTicketEvents, getSteps, insertSteps, retargetStep, transitionStep, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvents, getSteps, insertSteps, retargetStep, transitionStep, type StepRow, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 import { toolsWithSideEffects } from '../store/tool-store.js';
 
-export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<void> {
+/** Syncs the ticket's steps with `plan`; every step row as written, in position order. */
+export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc, reset: string[] | null): Promise<StepRow[]> {
   const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));
+  const rows = new Map(existing);
+  const wrote = (step: StepRow) => void rows.set(step.step_id, step);
   const effects = await sideEffects(tx, units, row.tenant_id, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
   const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
   if (fresh.length) {
-    await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })));
+    (await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })))).forEach(wrote);
     await openContracts(tx, fresh.map(({ s }) => ({
       sessionId: row.session_id,
       ticket: row.ticket,
@@ -26,12 +29,12 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
       idempotencyKey: `${row.ticket}:${s.id}`,
       timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
     })));
-    for (const { s } of fresh) if (s.skipped) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
+    for (const { s } of fresh) if (s.skipped) wrote(await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' }));
   }
   const kept: TicketEventInput[] = [];
   for (const s of plan.steps.filter((x) => existing.has(x.id))) {
     const current = existing.get(s.id)!;
-    const retarget = () => retargetStep(tx, row.ticket, s.id, { capability: s.tool_name, side_effect: effects.has(s.tool_name), label: s.label });
+    const retarget = async () => wrote(await retargetStep(tx, row.ticket, s.id, { capability: s.tool_name, side_effect: effects.has(s.tool_name), label: s.label }));
     if (!reset?.includes(s.id)) {
       if (current.status === 'PENDING' && current.capability !== s.tool_name) await retarget();
       continue;
@@ -41,16 +44,17 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
       continue;
     }
     if (current.status === 'SUCCEEDED' || current.status === 'FAILED' || current.status === 'SKIPPED') {
-      await transitionStep(tx, row.ticket, s.id, 'reset', { capability: s.tool_name, message: `replanned (${plan.plan_id})` });
+      wrote(await transitionStep(tx, row.ticket, s.id, 'reset', { capability: s.tool_name, message: `replanned (${plan.plan_id})` }));
     }
     await retarget();
-    if (s.skipped) await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' });
+    if (s.skipped) wrote(await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' }));
   }
   const planned = new Set(plan.steps.map((s) => s.id));
   for (const s of existing.values()) {
-    if (!planned.has(s.step_id) && s.status === 'PENDING') await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: `superseded by plan ${plan.plan_id}` });
+    if (!planned.has(s.step_id) && s.status === 'PENDING') wrote(await transitionStep(tx, row.ticket, s.step_id, 'skip', { message: `superseded by plan ${plan.plan_id}` }));
   }
   await appendTicketEvents(tx, row.ticket, kept);
+  return [...rows.values()].sort((a, b) => a.position - b.position);
 }
 
 /** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */

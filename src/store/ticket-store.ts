@@ -341,18 +341,20 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
 }
 
 /** New step rows of a ticket, PENDING. */
-export async function insertSteps(tx: EntityManager, ticket: string, steps: { step_id: string; position: number; label: string; capability: string; side_effect: boolean }[]): Promise<void> {
-  await tx.execute(
+export async function insertSteps(tx: EntityManager, ticket: string, steps: { step_id: string; position: number; label: string; capability: string; side_effect: boolean }[]): Promise<StepRow[]> {
+  return tx.execute<StepRow[]>(
     `INSERT INTO ticket_steps (ticket, step_id, position, label, capability, side_effect, status, message)
      SELECT ?, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
-     FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)`,
+     FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)
+     RETURNING *`,
     [ticket, JSON.stringify(steps)],
   );
 }
 
 /** Points a step at another capability (a replan), outside its state machine. */
-export async function retargetStep(tx: EntityManager, ticket: string, stepId: string, to: { capability: string; side_effect: boolean; label: string }): Promise<void> {
-  await tx.execute('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ?', [to.capability, to.side_effect, to.label, ticket, stepId]);
+export async function retargetStep(tx: EntityManager, ticket: string, stepId: string, to: { capability: string; side_effect: boolean; label: string }): Promise<StepRow> {
+  const [row] = await tx.execute<StepRow[]>('UPDATE ticket_steps SET capability = ?, side_effect = ?, label = ? WHERE ticket = ? AND step_id = ? RETURNING *', [to.capability, to.side_effect, to.label, ticket, stepId]);
+  return row!;
 }
 
 export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' | 'contract_version' | 'request_id' | 'session_id' | 'idempotency_key' | 'request_hash' | 'request' | 'mode' | 'trace_id' | 'traceparent' | 'expected_latency_ms'> & {
