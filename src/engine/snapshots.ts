@@ -17,7 +17,7 @@ export interface SnapshotContent {
   record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'> & Partial<Pick<ExecRecord, 'approved_inputs'>>;
 }
 
-/** A snapshot, its SNAPSHOT_CREATED event, and its INSERT: both go with the transition the caller commits it with. */
+/** A snapshot, its SNAPSHOT_CREATED event and its INSERT; the event and the INSERT go with the transition the caller commits it with. */
 export function snapshotOf(ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord) {
   const snapshotId = newId('snap');
   const content: SnapshotContent = {
