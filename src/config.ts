@@ -72,6 +72,7 @@ export interface Config {
   engineMaxConsecutiveFailures: number;
   /** Steps of one execution that may run at once, unless its assembly says otherwise. */
   engineStepConcurrency: number;
+  /** How long a step without side effects may run before its start is committed alone (ABC_STEP_START_DEFER_MS). */
   stepStartDeferMs: number;
   /** Business packs (`<dir>/<name>/index.ts`), contracts (`<group>/<name>/<version>/`) and assemblies (`<intent>/<version>.json`) loaded at boot. */
   packsDir: string;
@@ -336,14 +337,11 @@ function parseLimit(raw: string): Parsed<number> {
   return /^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= 100_000 ? { value: Number(raw) } : { error: `expected an integer 1-100000, got "${raw}"` };
 }
 
-function parseMsOrZero(raw: string): Parsed<number> {
-  return /^\d{1,9}$/.test(raw) ? { value: Number(raw) } : { error: `expected milliseconds, 0 or more, got "${raw}"` };
-}
-
+/** A non-negative integer; `expected` names it in the error. */
+const nonNegative = (expected: string) => (raw: string): Parsed<number> => (/^\d{1,9}$/.test(raw) ? { value: Number(raw) } : { error: `expected ${expected}, got "${raw}"` });
 /** A limit: a non-negative integer, 0 meaning none. */
-function parseLimitOrOff(raw: string): Parsed<number> {
-  return /^\d{1,9}$/.test(raw) ? { value: Number(raw) } : { error: `expected a non-negative integer (0: no limit), got "${raw}"` };
-}
+const parseLimitOrOff = nonNegative('a non-negative integer (0: no limit)');
+const parseMsOrZero = nonNegative('milliseconds, 0 or more');
 
 function parseCount(raw: string): Parsed<number> {
   return /^\d+$/.test(raw) && Number(raw) <= 100 ? { value: Number(raw) } : { error: `expected an integer 0-100, got "${raw}"` };

@@ -569,13 +569,13 @@ export class ContractEngine {
     // A step that finished by another path (its fallback) says so.
     const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
     const patch: TicketPatch = { result, warnings: [...warnings, ...notes] };
-    if (rec.accepted_result) return this.#move(row.ticket, 'review_passed', rec, patch, { reason: 'a human accepted the result', from: 'GLOBAL_REVIEW' });
+    if (rec.accepted_result) return this.#with(steps, await this.#move(row.ticket, 'review_passed', rec, patch, { reason: 'a human accepted the result', from: 'GLOBAL_REVIEW' }));
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const run = await this.#role('REVIEWER', row, rec, plan, steps, undefined, result);
     const trace = [decisionEvent(run)];
     const settings = rec.settings ?? DEFAULT_SETTINGS;
     if (run.output.success && run.output.confidence >= settings.confidence_threshold) {
-      if (!this.#builtinOnly('REVIEWER', rec)) return this.#move(row.ticket, 'review_passed', rec, patch, { trace, from: 'GLOBAL_REVIEW' });
+      if (!this.#builtinOnly('REVIEWER', rec)) return this.#with(steps, await this.#move(row.ticket, 'review_passed', rec, patch, { trace, from: 'GLOBAL_REVIEW' }));
       // The built-in's verdict is final: review and packaging commit together.
       return this.#packageIn(this.#em(), row, rec, steps, { patch, trace });
     }
@@ -598,11 +598,11 @@ export class ContractEngine {
 
   /** PACKAGING: the artifact, and the success remembered (GLOBAL) for later planners. */
   async #package(row: TicketRow, rec: ExecRecord): Promise<TicketRow> {
-    return this.#packageIn(this.#em(), row, rec, await getSteps(this.#em(), row.ticket));
+    return this.#packageIn(this.#em(), row, rec, await this.#stepsOf(row));
   }
 
   /** The packaging move, with the success it remembers; `review`: the passed global review it commits first, in the same statement. */
-  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: { patch: TicketPatch; trace: TicketEventInput[]; reason?: string }): Promise<TicketRow> {
+  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: { patch: TicketPatch; trace: TicketEventInput[] }): Promise<TicketRow> {
     const result = review?.patch.result ?? row.result!;
     const artifact = (await this.#output(row)).render(row.request, result, outputsOf(steps));
     const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, em) : undefined;
@@ -625,7 +625,7 @@ export class ContractEngine {
       ['success', intent],
     );
     return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
-      ...(review && { from: 'GLOBAL_REVIEW', through: [{ trigger: 'review_passed', trace: review.trace, ...(review.reason && { reason: review.reason }) }] }),
+      ...(review && { from: 'GLOBAL_REVIEW', through: [{ trigger: 'review_passed', trace: review.trace }] }),
       also: [memoryUpsert([success])],
     });
   }

@@ -103,15 +103,22 @@ export async function moveContract(
   return {
     execution_id: row.execution_id,
     action_summary: row.action_summary,
-    from_status: row.status,
+    ...moveFacts(row.status, to, trigger, actor, at),
+    has_side_effects: row.irreversible,
+    ...(factError && { fact_error: factError }),
+  };
+}
+
+/** What an `execution_state` event says of a move itself (the contract's id, summary and side effects aside). */
+export function moveFacts(from: ExecutionState, to: ExecutionState, trigger: ExecutionTrigger, actor: string, at: Date) {
+  return {
+    from_status: from,
     to_status: to,
     trigger,
     actor_category: actorCategory(actor),
     is_terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(to),
     is_resumable: (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(to),
-    has_side_effects: row.irreversible,
     timestamp: at.getTime() / 1000,
-    ...(factError && { fact_error: factError }),
   };
 }
 

@@ -12,10 +12,10 @@ import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
 import { TICKETS_CHANNEL } from './event-bus.js';
-import { moveTime, summariseOutcome } from './execution-contracts.js';
+import { moveFacts, moveTime, summariseOutcome } from './execution-contracts.js';
 import { storeMemoryRows, type MemoryRow } from './memory.js';
 import { executeOne } from './native.js';
-import { contractActor, STEP_TO_CONTRACT, transitionStep, type StepRow, type TicketEventInput } from './ticket-store.js';
+import { contractActor, STEP_TO_CONTRACT, stepTransitionEvent, transitionStep, type StepRow, type TicketEventInput } from './ticket-store.js';
 
 export interface StepHop {
   trigger: StepTrigger;
@@ -82,7 +82,7 @@ function callOf(c: StepCommit): Record<string, unknown> | undefined {
   for (const [i, hop] of c.hops.entries()) {
     const next = transition(CONTRACT_STEP_MACHINE, state, hop.trigger);
     if (!next.ok || hop.trigger === 'retry' || hop.trigger === 'reset') return undefined;
-    events.push({ type: 'step_transition', payload: { step_id: c.stepId, from: state, to: next.value, trigger: hop.trigger, ...(hop.message && { message: hop.message }) } }, ...(hop.trace ?? []));
+    events.push(stepTransitionEvent(c.stepId, state, next.value, hop.trigger, hop.message), ...(hop.trace ?? []));
     const mirrored = STEP_TO_CONTRACT[`${state}:${hop.trigger}`];
     if (mirrored) {
       const from = contract?.to ?? CONTRACT_STATE_OF[state];
@@ -92,13 +92,7 @@ function callOf(c: StepCommit): Record<string, unknown> | undefined {
       const actor = contractActor(hop.trigger, i === c.hops.length - 1 ? (c.capability ?? c.row.capability) : c.row.capability);
       hops.push({ n: hops.length + 1, from_status: from, to_status: moved.value, trigger: mirrored, actor, actor_category: actorCategory(actor), ts: at.toISOString() });
       // abc_commit_step adds the contract's id, summary and side effects (and a fact's error).
-      events.push({
-        type: 'execution_state',
-        payload: {
-          from_status: from, to_status: moved.value, trigger: mirrored, actor_category: actorCategory(actor),
-          is_terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(moved.value), is_resumable: (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(moved.value), timestamp: at.getTime() / 1000,
-        },
-      });
+      events.push({ type: 'execution_state', payload: moveFacts(from, moved.value, mirrored, actor, at) });
       contract = { from: contract?.from ?? from, to: moved.value, at };
     }
     message = hop.message ?? message;

@@ -270,7 +270,7 @@ export async function transitionStep(
   if (trigger === 'retry' || trigger === 'reset') await reopenContract(tx, ticket, row, patch.capability ?? row.capability);
   const mirrored = STEP_TO_CONTRACT[`${row.status}:${trigger}`];
   const updated = moved.after!;
-  const events: TicketEventInput[] = [{ type: 'step_transition', payload: { step_id: stepId, from: row.status, to, trigger, ...(patch.message && { message: patch.message }) } }, ...(patch.trace ?? [])];
+  const events: TicketEventInput[] = [stepTransitionEvent(stepId, row.status, to, trigger, patch.message), ...(patch.trace ?? [])];
   if (mirrored) {
     const actor = contractActor(trigger, updated!.capability);
     const state = await moveContract(tx, { ticket, subjectId: stepId }, mirrored, actor, {
@@ -283,6 +283,12 @@ export async function transitionStep(
   else await appendTicketEvents(tx, ticket, [...(patch.prior ?? []), ...events], patch.partialResult);
   return updated!;
 }
+
+/** The `step_transition` event of one step hop. */
+export const stepTransitionEvent = (stepId: string, from: StepState, to: StepState, trigger: StepTrigger, message?: string): TicketEventInput => ({
+  type: 'step_transition',
+  payload: { step_id: stepId, from, to, trigger, ...(message && { message }) },
+});
 
 /** Who moves a step's execution contract: the tool node for a tool, the graph runner otherwise and for a skip. */
 export const contractActor = (trigger: StepTrigger, capability: string) => (trigger === 'skip' || !capability.startsWith('tool.') ? 'graph_runner' : 'tool_node');
