@@ -50,6 +50,8 @@ describe('configuration', () => {
     ['LLM_ROUTER_URL', 'ftp://x', /http/],
     ['ABC_API_KEYS', 'short', /at least 16/],
     ['ORCHESTRATOR_URL', 'core', /HOST:PORT/],
+    ['ABC_STEP_START_DEFER_MS', '-1', /milliseconds, 0 or more/],
+    ['ABC_TENANT_MAX_RUNS', '1.5', /non-negative integer \(0: no limit\)/],
   ])('rejects %s=%s, naming the variable', (variable, value, message) => {
     const result = loadConfig({ [variable]: value });
     expect(result.ok).toBe(false);
@@ -71,6 +73,7 @@ describe('configuration', () => {
       ORCHESTRATOR_URL: 'http://core:8081',
       ABC_API_KEYS: 'key-one-0123456789, key-two-0123456789',
       LOG_LEVEL: 'debug',
+      ABC_STEP_START_DEFER_MS: '0',
     });
     expect(result.ok && result.config).toMatchObject({
       databaseUrl: 'postgresql://u:p@db:5432/platform',
@@ -78,6 +81,7 @@ describe('configuration', () => {
       grpcAddr: { host: '::1', port: 6000 },
       coreAddr: 'core:8081',
       apiKeys: ['key-one-0123456789', 'key-two-0123456789'],
+      stepStartDeferMs: 0,
       logLevel: 'debug',
     });
   });
