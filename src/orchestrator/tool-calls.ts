@@ -8,7 +8,7 @@ import { isIllegalTransition, writeTransition } from '../store/transition.js';
 import type { ApprovalState, ApprovalTrigger } from '../domain/approval.machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { storedError } from '../domain/stored-error.js';
-import { decide, verdictRecord } from '../domain/policy.js';
+import { decide, verdictRecord, type ScopedVerdict } from '../domain/policy.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { runServerTool, schemaProblem, ToolFailure } from '../execution/tool-runner.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
@@ -30,6 +30,7 @@ import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
+import { moveCall, openCall } from './tool-call-commits.js';
 import {
   answerIdempotencyKey,
   APPROVALS,
@@ -144,13 +145,54 @@ export class ToolCalls {
 
     const hash = canonicalHash({ tool: tool.name, args: req.args });
     const key = req.idempotencyKey || `${req.runId}:${tool.name}:${hash}`;
+    const verdict = decide(this.#opts.policy.forTenant(run.tenantId), { tool: tool.name, args: req.args, agentId: run.rootAgentId, permissionLevel: tool.permissionLevel, tenantId: run.tenantId, action: 'tool_call' });
+    // An allowed server call opens, is dispatched and starts in one statement, and runs at once.
+    const traceparent = traceparentOf() ?? null;
+    const opened = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#open(tool, req, key, hash, verdict, traceparent) : undefined;
+    if (opened) return this.outcome((await this.#runInSpan(opened, tool, run.tenantId, run.traceId, traceparent)) ?? (await this.get(opened.toolCallId)));
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
       if (existing) return { call: existing, fresh: false };
-      return { call: await this.#create(tx, { agentId: run.rootAgentId, sessionId: run.sessionId, tenantId: run.tenantId }, tool, req, key), fresh: true };
+      return { call: await this.#create(tx, { sessionId: run.sessionId, tenantId: run.tenantId }, tool, req, key, verdict), fresh: true };
     });
     if (created.fresh && created.call.status === 'DISPATCHED' && !this.kinds.clientSide(tool.kind)) await this.#execute(created.call.toolCallId, tool);
     return this.outcome((await this.get(created.call.toolCallId)));
+  }
+
+  /**
+   * The hops #create and #execute make for an allowed server call, to RUNNING,
+   * in one statement with the key's claim; undefined when that statement wrote
+   * nothing (see openCall), and the call goes the transactional way.
+   */
+  async #open(
+    tool: ToolRow,
+    req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
+    key: string,
+    hash: string,
+    verdict: ScopedVerdict,
+    traceparent: string | null,
+  ): Promise<ToolCallRow | undefined> {
+    const id = newId('tc');
+    const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
+    return openCall(this.#em(), {
+      toolCallId: id,
+      runId: req.runId,
+      toolName: tool.name,
+      kind: tool.kind,
+      args: req.args,
+      idempotencyKey: key,
+      hash,
+      ttlMs: this.#opts.idempotencyTtlMs,
+      timeoutMs,
+      traceparent,
+      contract: { actionSummary: actionSummary(tool.name, req.args), irreversible: tool.sideEffect, timeoutSeconds: Math.ceil(timeoutMs / 1000) },
+      created: [createdEvent(id, tool, req.args, key)],
+      hops: [
+        { trigger: 'policy_checked', events: [policyEvent(id, verdict)] },
+        { trigger: 'dispatch', events: [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }] },
+        { trigger: 'start' },
+      ],
+    });
   }
 
   /** A tool the run may not call is refused before any call exists, and the refusal recorded on the run. */
@@ -193,10 +235,11 @@ export class ToolCalls {
 
   async #create(
     tx: EntityManager,
-    { agentId, sessionId, tenantId }: { agentId: string; sessionId: string; tenantId: string },
+    { sessionId, tenantId }: { sessionId: string; tenantId: string },
     tool: ToolRow,
     req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
     key: string,
+    verdict: ScopedVerdict,
   ): Promise<ToolCallRow> {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
@@ -213,10 +256,9 @@ export class ToolCalls {
       timeoutSeconds: Math.ceil(timeoutMs / 1000),
     });
     // The call's first moves go to the log in one append.
-    const collect: NewEvent[] = [{ type: 'tool_call_created', payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args: req.args, idempotency_key: key } }];
+    const collect: NewEvent[] = [createdEvent(id, tool, req.args, key)];
     const flush = () => appendEvents(tx, req.runId, collect.splice(0));
-    const verdict = decide(this.#opts.policy.forTenant(tenantId), { tool: tool.name, args: req.args, agentId, permissionLevel: tool.permissionLevel, tenantId, action: 'tool_call' });
-    await this.#transition(tx, id, 'policy_checked', [{ type: 'policy_decision', payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) } }], {}, collect);
+    await this.#transition(tx, id, 'policy_checked', [policyEvent(id, verdict)], {}, collect);
     if (verdict.decision === 'block') {
       const error = { code: 'blocked', message: `blocked by policy: ${verdict.reason}` };
       const blocked = await this.#transition(tx, id, 'block', [{ type: 'tool_result', payload: { tool_call_id: id, status: 'failed', error } }], { error }, collect);
@@ -381,8 +423,13 @@ export class ToolCalls {
       });
     if (!started) return;
     const definition = tool ?? (await getTool(this.#em(), tenantId, started.toolName));
-    // In the run's trace: under the invoking call, or (after an approval) on its own.
-    await inSpan(`execute_tool ${definition.name}`, {
+    await this.#runInSpan(started, definition, tenantId, traceId, traceparent);
+  }
+
+  /** Runs a started call in the run's trace: under the invoking call, or (after an approval) on its own. The call as its end wrote it. */
+  #runInSpan(started: ToolCallRow, definition: ToolRow, tenantId: string, traceId: string, traceparent: string | null): Promise<ToolCallRow | undefined> {
+    const toolCallId = started.toolCallId;
+    return inSpan(`execute_tool ${definition.name}`, {
       parent: contextInTrace(traceId, traceparent),
       attributes: {
         'gen_ai.operation.name': 'execute_tool',
@@ -396,7 +443,7 @@ export class ToolCalls {
   }
 
   /** Runs a claimed call's tool and records its outcome (a deadline that fired first stands). */
-  async #run(toolCallId: string, tenantId: string, started: ToolCallRow, definition: ToolRow, span: Span): Promise<void> {
+  async #run(toolCallId: string, tenantId: string, started: ToolCallRow, definition: ToolRow, span: Span): Promise<ToolCallRow | undefined> {
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {
@@ -417,13 +464,14 @@ export class ToolCalls {
       failSpan(span, failure, { 'error.type': failure.code });
     }
     const status = trigger === 'succeed' ? 'succeeded' : trigger === 'time_out' ? 'timeout' : 'failed';
-    await this.#em()
-      .transactional((tx) =>
-        this.#transition(tx, toolCallId, trigger, [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status, ...patch } }], { ...patch, completed: true }),
-      )
+    const events = [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status, ...patch } }];
+    const moved = await moveCall(this.#em(), { toolCallId, runId: started.runId, from: started.status, hop: { trigger, events }, patch });
+    if (moved) return this.#counted(moved);
+    return this.#em()
+      .transactional((tx) => this.#transition(tx, toolCallId, trigger, events, { ...patch, completed: true }))
       .catch((error) => {
         // The deadline sweeper timed the call out first; its verdict stands.
-        if (isIllegalTransition(error)) return;
+        if (isIllegalTransition(error)) return undefined;
         throw error;
       });
   }
@@ -611,6 +659,12 @@ export class ToolCalls {
     void this.#executing.track(work().catch((error) => this.#log.error({ err: error }, 'tool execution failed')));
   }
 
+  /** Counts a call that ended, by its tool and outcome. */
+  #counted(call: ToolCallRow): ToolCallRow {
+    if (TERMINAL.has(call.status)) metrics.toolCalls.inc({ tool: call.toolName, outcome: call.status.toLowerCase() });
+    return call;
+  }
+
   /**
    * The one writer of a tool call's state: applies the machine's table under a
    * row lock, records the patch and the events, and wakes waiters, in `tx`.
@@ -661,7 +715,7 @@ export class ToolCalls {
     if (!moved) throw notFound('tool_call', toolCallId);
     const row = { status: moved.from, run_id: moved.row.run_id };
     const next = { value: moved.to };
-    if (TOOL_CALL_MACHINE.isTerminal(next.value)) metrics.toolCalls.inc({ tool: moved.row.tool_name, outcome: next.value.toLowerCase() });
+    this.#counted(toCall(moved.after!));
     const outcome = next.value === 'SUCCEEDED' ? { result: summariseOutcome(patch.result ?? null) } : patch.error ? { errorMessage: patch.error.message } : {};
     const mirrored = await contractMoves(tx, { runId: row.run_id, subjectId: toolCallId }, movesOf(row.status, trigger), outcome);
     // Every hop is visible in the log, and wakes waiters through the run's notification.
@@ -690,6 +744,16 @@ async function contractMoves(
   }
   return events;
 }
+
+const createdEvent = (id: string, tool: ToolRow, args: Record<string, unknown>, key: string): NewEvent => ({
+  type: 'tool_call_created',
+  payload: { tool_call_id: id, tool_name: tool.name, kind: tool.kind, args, idempotency_key: key },
+});
+
+const policyEvent = (id: string, verdict: ScopedVerdict): NewEvent => ({
+  type: 'policy_decision',
+  payload: { tool_call_id: id, decision: verdict.decision, reason: verdict.reason, ...verdictRecord(verdict) },
+});
 
 function rejection(decision: 'reject' | 'expire'): { code: string; message: string } {
   return decision === 'reject' ? { code: 'rejected', message: 'the approval was rejected' } : { code: 'approval_timeout', message: 'nobody decided the approval in time' };

@@ -94,16 +94,22 @@ const APPEND_MANY = `SELECT ${COLUMNS} FROM abc_append_events(?::jsonb, ?::jsonb
  * missing from the answer had ended (with `onlyIfActive`) or does not exist.
  */
 export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promise<Map<string, StoredEvent[]>> {
-  const now = Date.now();
-  const input = parts.flatMap((part) =>
-    part.events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), run_id: part.runId, i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} })),
-  );
-  const wanted = parts.map((part) => ({ run_id: part.runId, n: part.events.length, active: part.onlyIfActive }));
+  const { input, wanted } = appendArgs(parts);
   const started = performance.now();
   const rows = await query<EventRow>(db, APPEND_MANY, [JSON.stringify(input), JSON.stringify(wanted), EVENTS_CHANNEL, origin]);
   metrics.eventAppend.observe((performance.now() - started) / 1000);
   metrics.eventBatch.observe(input.length);
   return byRun(rows.map(toEvent));
+}
+
+/** abc_append_events' input and wanted runs for `parts`, for a statement that appends with other writes. */
+export function appendArgs(parts: RunEvents[]) {
+  const now = Date.now();
+  const input = parts.flatMap((part) =>
+    part.events.map((e, i) => ({ event_id: e.eventId ?? newId('evt'), run_id: part.runId, i: i + 1, ts: e.ts ?? now, type: e.type, payload: e.payload ?? {} })),
+  );
+  const wanted = parts.map((part) => ({ run_id: part.runId, n: part.events.length, active: part.onlyIfActive }));
+  return { input, wanted };
 }
 
 /**

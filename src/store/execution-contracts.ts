@@ -124,31 +124,14 @@ export function moveFacts(from: ExecutionState, to: ExecutionState, trigger: Exe
 
 /**
  * Seed 004's memory summary of a contract that reached a terminal state, in
- * SESSION memory. Best-effort: it runs under a savepoint, so a failure rolls
- * back only the fact, its error is returned (and recorded on the
- * execution_state event), and it never fails the transition it follows.
+ * SESSION memory. Best-effort (abc_execution_fact, migration
+ * tool_call_commit_functions): a failure writes no fact, its error is returned
+ * (and recorded on the execution_state event), and it never fails the
+ * transition it follows.
  */
 async function recordFact(tx: EntityManager, executionId: string): Promise<string | undefined> {
-  try {
-    // The savepoint, the fact and the release in one round trip.
-    await tx.execute(
-      `SAVEPOINT execution_fact;
-       INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
-       SELECT ?, c.tenant_id, 'SESSION', c.session_id, 'execution_fact:' || c.execution_id,
-              jsonb_build_object('type', 'execution_fact', 'execution_id', c.execution_id, 'action_type', c.action_type,
-                'action_summary', c.action_summary, 'final_status', c.status, 'irreversible', c.irreversible,
-                'duration_ms', floor(extract(epoch FROM (SELECT max(t.ts) FROM execution_transitions t WHERE t.execution_id = c.execution_id) - c.created_at) * 1000),
-                'result_summary', left(c.result, 200), 'error_summary', left(c.error_message, 200)),
-              '["execution_fact"]'::jsonb
-       FROM execution_contracts c WHERE c.execution_id = ?;
-       RELEASE SAVEPOINT execution_fact`,
-      [newId('mem'), executionId],
-    );
-    return undefined;
-  } catch (error) {
-    await tx.execute('ROLLBACK TO SAVEPOINT execution_fact');
-    return String((error as Error).message ?? error).slice(0, 200);
-  }
+  const [row] = await tx.execute<{ error: string | null }[]>('SELECT abc_execution_fact(?, ?) AS error', [executionId, newId('mem')]);
+  return row?.error ?? undefined;
 }
 
 /** A result or error as an observer shows it: compact text, at most 1000 characters. */

@@ -93,6 +93,68 @@ describe('allowed server tools', () => {
     run.ws.close();
   });
 
+  it('records an allowed call: every hop and its event, its contract with each transition, and its fact, field by field', async () => {
+    const run = await liveRun();
+    const res = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 4, to: 'acct-9' }, idempotency_key: 'pay-4-acct-9' });
+    expect(res.body).toMatchObject({ status: 'succeeded', result: { ok: true, echoed: { amount: 4, to: 'acct-9' } } });
+    const id = res.body.tool_call_id;
+    const em = s.orm.em.fork();
+    const [call] = await em.execute(
+      `SELECT status, version, args, result, error, idempotency_key, timeout_ms, started_at IS NOT NULL AS started, completed_at IS NOT NULL AS completed,
+              deadline_at - created_at BETWEEN interval '1.9 seconds' AND interval '2.5 seconds' AS deadline FROM tool_calls WHERE tool_call_id = ?`,
+      [id],
+    );
+    expect(call).toEqual({
+      status: 'SUCCEEDED', version: 5, args: { amount: 4, to: 'acct-9' }, result: { ok: true, echoed: { amount: 4, to: 'acct-9' } }, error: null,
+      idempotency_key: 'pay-4-acct-9', timeout_ms: 2000, started: true, completed: true, deadline: true,
+    });
+    const [contract] = await em.execute<{ execution_id: string }[]>(
+      'SELECT execution_id, tenant_id, session_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, result, error_message, version FROM execution_contracts WHERE subject_id = ?',
+      [id],
+    );
+    const exe = contract!.execution_id;
+    expect(contract).toEqual({
+      execution_id: expect.stringMatching(/^exe_/), tenant_id: 'default', session_id: run.sessionId, action_type: 'tool_call', action_summary: 'payments.transfer → acct-9',
+      status: 'completed', irreversible: true, idempotency_key: 'pay-4-acct-9', timeout_seconds: 2, result: '{"ok":true,"echoed":{"to":"acct-9","amount":4}}', error_message: null, version: 3,
+    });
+    expect(await em.execute('SELECT sequence_number, from_status, to_status, trigger, actor, actor_category FROM execution_transitions WHERE execution_id = ? ORDER BY sequence_number', [exe])).toEqual([
+      { sequence_number: 0, from_status: 'pending', to_status: 'running', trigger: 'start', actor: 'tool_node', actor_category: 'tool' },
+      { sequence_number: 1, from_status: 'running', to_status: 'completed', trigger: 'succeed', actor: 'tool_node', actor_category: 'tool' },
+    ]);
+    const [fact] = await em.execute<{ value: Record<string, unknown> }[]>("SELECT scope, scope_id, value FROM memory WHERE key = 'execution_fact:' || ?", [exe]);
+    expect(fact).toEqual({
+      scope: 'SESSION', scope_id: run.sessionId,
+      value: {
+        type: 'execution_fact', execution_id: exe, action_type: 'tool_call', action_summary: 'payments.transfer → acct-9', final_status: 'completed', irreversible: true,
+        duration_ms: expect.any(Number), result_summary: '{"ok":true,"echoed":{"to":"acct-9","amount":4}}', error_summary: null,
+      },
+    });
+    const events = (await readEvents(em, { runId: run.runId }, '0', 1000)).filter((e) => e.payload.tool_call_id === id || e.payload.execution_id === exe);
+    const state = (from: string, to: string, trigger: string, actor: string, terminal = false) => ({
+      type: 'execution_state',
+      payload: {
+        execution_id: exe, action_summary: 'payments.transfer → acct-9', from_status: from, to_status: to, trigger, actor_category: actor, is_terminal: terminal,
+        is_resumable: false, has_side_effects: true, timestamp: expect.any(Number),
+      },
+    });
+    const hop = (from: string, to: string, trigger: string) => ({ type: 'tool_call_state', payload: { tool_call_id: id, from, to, trigger } });
+    expect(events.map(({ type, payload }) => ({ type, payload }))).toEqual([
+      { type: 'tool_call_created', payload: { tool_call_id: id, tool_name: 'payments.transfer', kind: 'http', args: { amount: 4, to: 'acct-9' }, idempotency_key: 'pay-4-acct-9' } },
+      { type: 'policy_decision', payload: { tool_call_id: id, decision: 'allow', reason: 'no rule matched', rule_id: 'default', policy_version: 1, policy_scope: 'platform' } },
+      hop('CREATED', 'POLICY_CHECKED', 'policy_checked'),
+      { type: 'tool_dispatched', payload: { tool_call_id: id, kind: 'http' } },
+      hop('POLICY_CHECKED', 'DISPATCHED', 'dispatch'),
+      hop('DISPATCHED', 'RUNNING', 'start'),
+      state('pending', 'running', 'start', 'tool'),
+      { type: 'tool_result', payload: { tool_call_id: id, status: 'succeeded', result: { ok: true, echoed: { amount: 4, to: 'acct-9' } } } },
+      hop('RUNNING', 'SUCCEEDED', 'succeed'),
+      state('running', 'completed', 'succeed', 'tool', true),
+    ]);
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => events[0]!.seq + i));
+    run.release();
+    run.ws.close();
+  });
+
   it('calls an HTTP webhook tool, and fails the call on its error or its timeout', async () => {
     const run = await liveRun();
     const ok = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 5, to: 'acct-1' } });

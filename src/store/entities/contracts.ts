@@ -151,7 +151,7 @@ export const ExecutionContract = defineEntity({
   tableName: 'execution_contracts',
   indexes: [
     { properties: ['sessionId', 'createdAt'], name: 'idx_execution_contracts_session' },
-    { properties: ['runId'], name: 'idx_execution_contracts_run' },
+    { properties: ['runId', 'subjectId'], name: 'idx_execution_contracts_run_subject' },
     { properties: ['ticket', 'subjectId'], name: 'idx_execution_contracts_subject' },
     { properties: ['idempotencyKey'], name: 'idx_execution_contracts_idempotency' },
   ],

@@ -6,9 +6,8 @@ import { Migration } from '@mikro-orm/migrations';
 // moves are decided by the machines' transition() before the call; each write
 // here is guarded by the state it expects, and a row in any other state
 // aborts the call (SQLSTATE ABC01) with nothing written.
-export class Migration20261124070000 extends Migration {
-  override async up(): Promise<void> {
-    this.addSql(`create or replace function "abc_commit_step"(p jsonb) returns setof "ticket_steps" language plpgsql as $fn$
+/** The function as this migration made it (a later one rewrites it, and goes back to it on down). */
+export const COMMIT_STEP_V1 = `create or replace function "abc_commit_step"(p jsonb) returns setof "ticket_steps" language plpgsql as $fn$
 declare
   v_step ticket_steps;
   v_execution_id text;
@@ -86,7 +85,11 @@ begin
   perform pg_notify(p->>'channel', p->>'ticket');
   return next v_step;
 end
-$fn$`);
+$fn$`;
+
+export class Migration20261124070000 extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(COMMIT_STEP_V1);
   }
 
   override async down(): Promise<void> {

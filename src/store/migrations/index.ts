@@ -15,6 +15,7 @@ import { Migration20261123220802 } from './Migration20261123220802_event_heads.j
 import { Migration20261124011858 } from './Migration20261124011858_ticket_event_seq.js';
 import { Migration20261124030000 } from './Migration20261124030000_append_function.js';
 import { Migration20261124070000 } from './Migration20261124070000_step_commit_function.js';
+import { Migration20261124100000 } from './Migration20261124100000_tool_call_commit_functions.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -33,4 +34,5 @@ export const migrations = [
   { name: 'Migration20261124011858_ticket_event_seq', class: Migration20261124011858 },
   { name: 'Migration20261124030000_append_function', class: Migration20261124030000 },
   { name: 'Migration20261124070000_step_commit_function', class: Migration20261124070000 },
+  { name: 'Migration20261124100000_tool_call_commit_functions', class: Migration20261124100000 },
 ];

@@ -1,0 +1,145 @@
+// A tool call's commits in one call each: opening a call through its first
+// hops, and a later hop. The hops are decided here, the call's by its
+// machine's transition() and its execution contract's by the table in
+// tool-contracts.ts; then one statement (abc_open_tool_call or
+// abc_move_tool_call, migration tool_call_commit_functions) writes the call,
+// the contract with a transition record per hop (and the fact of a terminal
+// one) and the run's events. A row in another state than the hops start from
+// makes that statement write nothing: the caller then takes the move-by-move
+// path in a transaction, which decides and fails as it always has.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '../domain/execution-contract.machine.js';
+import { transition } from '../domain/machine.js';
+import { RUN_MACHINE } from '../domain/run.machine.js';
+import { storedError } from '../domain/stored-error.js';
+import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
+import { newId } from '../runtime/new-id.js';
+import { EVENTS_CHANNEL, appendArgs, type NewEvent } from '../store/event-log.js';
+import { moveFacts, moveTime, summariseOutcome } from '../store/execution-contracts.js';
+import { moveCallRow, openCallRow, type ToolCallRow } from '../store/tool-call-store.js';
+import { movesOf } from './tool-contracts.js';
+
+/** A hop of a call, with the events logged before its `tool_call_state`. */
+export interface CallHop {
+  trigger: ToolCallTrigger;
+  events?: NewEvent[];
+}
+
+export interface OpenCall {
+  toolCallId: string;
+  runId: string;
+  toolName: string;
+  kind: string;
+  args: Record<string, unknown>;
+  idempotencyKey: string;
+  /** The request's hash, claimed with the key for `ttlMs`. */
+  hash: string;
+  ttlMs: number;
+  timeoutMs: number;
+  traceparent: string | null;
+  contract: { actionSummary: string; irreversible: boolean; timeoutSeconds: number };
+  /** `tool_call_created` and the like, logged first. */
+  created: NewEvent[];
+  /** The hops from CREATED; the last one's state is written. */
+  hops: CallHop[];
+}
+
+export interface MoveCall {
+  toolCallId: string;
+  runId: string;
+  /** The call's state as last committed. */
+  from: ToolCallState;
+  hop: CallHop;
+  patch: { result?: unknown; error?: { code: string; message: string } };
+}
+
+/** The contract's state while its call is in a state, where the one-call path knows it. */
+const CONTRACT_STATE_OF: Partial<Record<ToolCallState, ExecutionState>> = { CREATED: 'pending', POLICY_CHECKED: 'pending', DISPATCHED: 'pending', RUNNING: 'running' };
+
+/**
+ * Opens a call through `hops` in one statement, with the key's claim: the row
+ * as written, or undefined when nothing was written (a live claim of the key,
+ * a run that ended, an irreversible action of the key that completed).
+ */
+export async function openCall(em: EntityManager, c: OpenCall): Promise<ToolCallRow | undefined> {
+  const created = moveTime();
+  const path = pathOf('CREATED', c.toolCallId, c.hops, 'pending');
+  if (!path) return undefined;
+  const executionId = newId('exe');
+  const contractEvents = path.events.map((e) =>
+    e.type === 'execution_state' ? { ...e, payload: { ...e.payload, execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), has_side_effects: c.contract.irreversible } } : e,
+  );
+  const { input, wanted } = appendArgs([{ runId: c.runId, events: [...c.created, ...contractEvents], onlyIfActive: false }]);
+  const arg = {
+    call: {
+      tool_call_id: c.toolCallId, run_id: c.runId, tool_name: c.toolName, kind: c.kind, status: path.to, args: c.args, idempotency_key: c.idempotencyKey,
+      timeout_ms: c.timeoutMs, traceparent: c.traceparent, hops: c.hops.length, started: c.hops.some((h) => h.trigger === 'start'),
+      ...(c.hops.some((h) => h.trigger === 'dispatch') && { deadline_ms: c.timeoutMs }),
+    },
+    hash: c.hash,
+    ttl_ms: c.ttlMs,
+    ended: RUN_MACHINE.terminal,
+    contract: {
+      execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), irreversible: c.contract.irreversible, timeout_seconds: c.contract.timeoutSeconds,
+      status: path.contract.to, created_at: created.toISOString(), at: (path.contract.at ?? created).toISOString(), hops: path.contract.hops,
+    },
+    events: input,
+    wanted,
+    channel: EVENTS_CHANNEL,
+  };
+  return openCallRow(em, arg);
+}
+
+/** Moves a call by one hop in one statement: the row as written, or undefined when nothing was written. */
+export async function moveCall(em: EntityManager, m: MoveCall): Promise<ToolCallRow | undefined> {
+  const from = CONTRACT_STATE_OF[m.from];
+  const path = from && pathOf(m.from, m.toolCallId, [m.hop], from);
+  if (!path) return undefined;
+  const { input, wanted } = appendArgs([{ runId: m.runId, events: path.events, onlyIfActive: false }]);
+  const terminal = EXECUTION_CONTRACT_MACHINE.isTerminal(path.contract.to);
+  const arg = {
+    tool_call_id: m.toolCallId,
+    from: m.from,
+    to: path.to,
+    ...('result' in m.patch && { result: m.patch.result ?? null }),
+    ...(m.patch.error && { error: storedError(m.patch.error) }),
+    started: m.hop.trigger === 'start',
+    completed: TOOL_CALL_MACHINE.isTerminal(path.to),
+    ...(path.contract.hops.length && {
+      contract: {
+        from, to: path.contract.to, at: path.contract.at!.toISOString(), hops: path.contract.hops, terminal, fact_id: newId('mem'),
+        ...(path.to === 'SUCCEEDED' && { result: summariseOutcome(m.patch.result ?? null) }),
+        ...(m.patch.error && { error_message: m.patch.error.message }),
+      },
+    }),
+    events: input,
+    wanted,
+    channel: EVENTS_CHANNEL,
+  };
+  return moveCallRow(em, arg);
+}
+
+/** The hops by the machines' tables with their events, as the move-by-move writer logs them; undefined for a hop it refuses. */
+function pathOf(from: ToolCallState, toolCallId: string, hops: CallHop[], contractFrom: ExecutionState) {
+  const events: NewEvent[] = [];
+  const contractHops: Record<string, unknown>[] = [];
+  let state = from;
+  let contract = contractFrom;
+  let at: Date | undefined;
+  for (const hop of hops) {
+    const next = transition(TOOL_CALL_MACHINE, state, hop.trigger);
+    if (!next.ok) return undefined;
+    events.push(...(hop.events ?? []), { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: state, to: next.value, trigger: hop.trigger } });
+    for (const move of movesOf(state, hop.trigger)) {
+      const moved = transition(EXECUTION_CONTRACT_MACHINE, contract, move.trigger);
+      if (!moved.ok) return undefined;
+      at = moveTime();
+      contractHops.push({ n: contractHops.length + 1, from_status: contract, to_status: moved.value, trigger: move.trigger, actor: move.actor, actor_category: actorCategory(move.actor), ts: at.toISOString() });
+      // The statement adds the contract's id, summary and side effects (and a fact's error).
+      events.push({ type: 'execution_state', payload: moveFacts(contract, moved.value, move.trigger, move.actor, at) });
+      contract = moved.value;
+    }
+    state = next.value;
+  }
+  return { to: state, events, contract: { to: contract, at, hops: contractHops } };
+}

@@ -1,0 +1,121 @@
+// A tool call's commits in one statement each (abc_open_tool_call,
+// abc_move_tool_call); and a row in another state than their hops start from,
+// a live key, an ended run or a key whose irreversible action completed make
+// them write nothing, for the caller to take the move-by-move path. The
+// records themselves are compared with that path's in test/e2e/tools.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { moveCall, openCall, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
+import { readEvents } from '../../src/store/event-log.js';
+import { migratedOrm, statementCounter } from '../support/db.js';
+
+let store: Awaited<ReturnType<typeof migratedOrm>>;
+let counted: (calls: string[]) => EntityManager;
+beforeAll(async () => {
+  store = await migratedOrm();
+  counted = await statementCounter(store.orm);
+});
+afterAll(async () => store?.close());
+
+const em = () => store.orm.em.fork();
+let n = 0;
+
+async function newRun(status = 'RUNNING'): Promise<{ runId: string; sessionId: string }> {
+  const sessionId = `sess_tcc_${++n}`;
+  const runId = `run_tcc_${n}`;
+  await em().execute('INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, ?, ?)', [sessionId, 'u', 'default']);
+  await em().execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES (?, ?, ?, ?, ?, ?)', [runId, sessionId, 'agent', status, 't'.repeat(32), 'default']);
+  return { runId, sessionId };
+}
+
+const opening = (runId: string, id: string, key = `${runId}:echo:h`): OpenCall => ({
+  toolCallId: id, runId, toolName: 'echo', kind: 'builtin', args: { n: 1 }, idempotencyKey: key, hash: 'h', ttlMs: 60_000, timeoutMs: 5000, traceparent: null,
+  contract: { actionSummary: 'echo', irreversible: true, timeoutSeconds: 5 },
+  created: [{ type: 'tool_call_created', payload: { tool_call_id: id } }],
+  hops: [{ trigger: 'policy_checked' }, { trigger: 'dispatch' }, { trigger: 'start' }],
+});
+
+const written = async (runId: string, id: string) => ({
+  calls: await em().execute('SELECT status, version FROM tool_calls WHERE tool_call_id = ?', [id]),
+  contracts: await em().execute('SELECT status, version FROM execution_contracts WHERE subject_id = ?', [id]),
+  keys: await em().execute("SELECT response FROM idempotency_keys WHERE scope = 'tool_call' AND key LIKE ?", [`${runId}:%`]),
+  events: (await readEvents(em(), { runId }, '0', 100)).map((e) => e.type),
+});
+
+describe('a tool call in one statement each', () => {
+  it('opens a call through its hops with its key, its contract and its events, and ends it', async () => {
+    const { runId } = await newRun();
+    const calls: string[] = [];
+    const opened = await openCall(counted(calls), opening(runId, 'tc_tcc_open'));
+    expect(calls).toEqual(['SELECT * FROM abc_open_tool_call($1::jsonb)']);
+    expect(opened).toMatchObject({ toolCallId: 'tc_tcc_open', status: 'RUNNING', startedAt: expect.any(Date), deadlineAt: expect.any(Date) });
+    expect(await written(runId, 'tc_tcc_open')).toEqual({
+      calls: [{ status: 'RUNNING', version: 4 }],
+      contracts: [{ status: 'running', version: 2 }],
+      keys: [{ response: { tool_call_id: 'tc_tcc_open' } }],
+      events: ['tool_call_created', 'tool_call_state', 'tool_call_state', 'tool_call_state', 'execution_state'],
+    });
+
+    calls.length = 0;
+    const ended = await moveCall(counted(calls), { toolCallId: 'tc_tcc_open', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } });
+    expect(calls).toEqual(['SELECT * FROM abc_move_tool_call($1::jsonb)']);
+    expect(ended).toMatchObject({ status: 'SUCCEEDED', result: { n: 1 }, completedAt: expect.any(Date) });
+    const after = await written(runId, 'tc_tcc_open');
+    expect(after.contracts).toEqual([{ status: 'completed', version: 3 }]);
+    expect(after.events.slice(5)).toEqual(['tool_call_state', 'execution_state']);
+    const [fact] = await em().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM memory WHERE key LIKE 'execution_fact:%' AND value->>'action_summary' = 'echo' AND scope_id = ?", [`sess_tcc_${n}`]);
+    expect(fact!.n).toBe(1);
+  });
+
+  it('writes nothing under a live key: the caller answers with the first call', async () => {
+    const { runId } = await newRun();
+    await openCall(em(), opening(runId, 'tc_tcc_first'));
+    const before = await written(runId, 'tc_tcc_second');
+    expect(await openCall(em(), opening(runId, 'tc_tcc_second'))).toBeUndefined();
+    expect(await written(runId, 'tc_tcc_second')).toEqual(before);
+    expect(before.keys).toEqual([{ response: { tool_call_id: 'tc_tcc_first' } }]);
+  });
+
+  it('writes nothing, not even the key, for a run that ended', async () => {
+    const { runId } = await newRun('CANCELLED');
+    expect(await openCall(em(), opening(runId, 'tc_tcc_ended'))).toBeUndefined();
+    expect(await written(runId, 'tc_tcc_ended')).toEqual({ calls: [], contracts: [], keys: [], events: [] });
+  });
+
+  it('writes nothing when an irreversible action of the key completed in the session', async () => {
+    const { runId, sessionId } = await newRun();
+    await em().execute(
+      "INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key) VALUES ('exe_tcc_done', 'default', ?, ?, 'tc_tcc_before', 'tool_call', 'echo', 'completed', true, 'send-once')",
+      [sessionId, runId],
+    );
+    expect(await openCall(em(), opening(runId, 'tc_tcc_again', 'send-once'))).toBeUndefined();
+    expect((await written(runId, 'tc_tcc_again')).calls).toEqual([]);
+    expect(await em().execute("SELECT 1 FROM idempotency_keys WHERE key = 'send-once'")).toEqual([]);
+  });
+
+  it('writes nothing for a call in another state than the hop starts from', async () => {
+    const { runId } = await newRun();
+    await openCall(em(), opening(runId, 'tc_tcc_late'));
+    // The deadline sweeper timed it out first.
+    await em().execute("UPDATE tool_calls SET status = 'TIMEOUT' WHERE tool_call_id = 'tc_tcc_late'");
+    const before = await written(runId, 'tc_tcc_late');
+    expect(await moveCall(em(), { toolCallId: 'tc_tcc_late', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } })).toBeUndefined();
+    expect(await written(runId, 'tc_tcc_late')).toEqual(before);
+  });
+
+  it('keeps the move when its fact cannot be written, and says why on the execution_state event', async () => {
+    const { runId } = await newRun();
+    await openCall(em(), opening(runId, 'tc_tcc_fact'));
+    await em().execute(`CREATE FUNCTION refuse_fact() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'memory is down'; END $$`);
+    await em().execute('CREATE TRIGGER refuse_fact BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_fact()');
+    try {
+      const ended = await moveCall(em(), { toolCallId: 'tc_tcc_fact', runId, from: 'RUNNING', hop: { trigger: 'fail' }, patch: { error: { code: 'tool_failed', message: 'it broke' } } });
+      expect(ended).toMatchObject({ status: 'FAILED', error: { code: 'tool_failed', message: 'it broke' } });
+    } finally {
+      await em().execute('DROP TRIGGER refuse_fact ON memory; DROP FUNCTION refuse_fact()');
+    }
+    const [last] = (await readEvents(em(), { runId, types: ['execution_state'] }, '0', 100)).slice(-1);
+    expect(last!.payload).toMatchObject({ from_status: 'running', to_status: 'failed', is_terminal: true, fact_error: expect.stringContaining('memory is down') });
+    expect(await em().execute("SELECT status, error_message FROM execution_contracts WHERE subject_id = 'tc_tcc_fact'")).toEqual([{ status: 'failed', error_message: 'it broke' }]);
+  });
+});
