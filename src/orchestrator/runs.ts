@@ -29,6 +29,7 @@ import {
   activeChildren,
   ancestorRuns,
   claimOrphanRuns,
+  completeRun,
   findRun,
   countLiveRuns,
   findRunByRequest,
@@ -40,7 +41,9 @@ import {
   renewRunLease,
   resumeState,
   setRunTokenHash,
+  startRun,
   transitionRun,
+  type NewRun,
   type RunRow,
 } from '../store/run-store.js';
 import { appendMessage, ensureSession, listMessages } from '../store/session-store.js';
@@ -150,38 +153,39 @@ export class Runs {
     // The run joins its caller's trace: the traceparent given, else the active span's.
     const parent = cmd.traceparent ? contextOf(cmd.traceparent, otel.active()) : otel.active();
     const traceId = traceIdOf(parent) ?? randomBytes(16).toString('hex');
-    let started: { first: StoredEvent; run: RunRow };
+    const newRun: NewRun = {
+      runId,
+      sessionId: cmd.sessionId,
+      agentId: agent.agentId,
+      parentRunId: cmd.parentRunId,
+      requestId: cmd.requestId,
+      traceId,
+      traceparent: traceparentOf(parent),
+      tokenHash: hashToken(token),
+      userId: cmd.userId,
+      tenantId: cmd.tenantId,
+      lease: { owner: this.#opts.coreId, ms: this.#opts.leaseMs },
+    };
+    const events = [
+      { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
+      { type: 'run_started', payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null } },
+    ];
+    let started: { firstId: string; run: RunRow } | undefined;
     try {
-      started = await this.#em().transactional(async (tx) => {
+      // A run with nothing to record elsewhere starts in one statement; a refused one goes the transactional way, which says why.
+      started = cmd.onCreated ? undefined : await startRun(this.#em(), newRun, cmd.message.content, events);
+      started ??= await this.#em().transactional(async (tx) => {
         const owner = await ensureSession(tx, cmd.sessionId, cmd.userId, cmd.tenantId);
         if (owner.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
         if (owner.userId !== cmd.userId) {
           throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${cmd.sessionId} belongs to another user` });
         }
-        await insertRun(tx, {
-          runId,
-          sessionId: cmd.sessionId,
-          agentId: agent.agentId,
-          parentRunId: cmd.parentRunId,
-          requestId: cmd.requestId,
-          traceId,
-          traceparent: traceparentOf(parent),
-          tokenHash: hashToken(token),
-          userId: cmd.userId,
-          tenantId: cmd.tenantId,
-          lease: { owner: this.#opts.coreId, ms: this.#opts.leaseMs },
-        });
+        await insertRun(tx, newRun);
         await appendMessage(tx, { sessionId: cmd.sessionId, role: 'user', content: cmd.message.content, runId });
         // Before the start, so whatever the caller records (a parent's agent_call contract) sees the run start.
         await cmd.onCreated?.(tx, runId);
-        const { events, run } = await transitionRun(tx, this.#log, runId, 'start', [
-          { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
-          {
-            type: 'run_started',
-            payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null },
-          },
-        ]);
-        return { first: events[0]!, run };
+        const moved = await transitionRun(tx, this.#log, runId, 'start', events);
+        return { firstId: moved.events[0]!.id, run: moved.run };
       });
     } catch (error) {
       // Two invokes with one request_id raced; the loser attaches to the winner's run.
@@ -191,9 +195,9 @@ export class Runs {
       }
       throw error;
     }
-    const { run, first } = started;
+    const { run, firstId } = started;
     this.#launch(run, agent, token, cmd.context ?? {}, '', parent);
-    return { run, created: true, cursorBefore: String(BigInt(first.id) - 1n) };
+    return { run, created: true, cursorBefore: String(BigInt(firstId) - 1n) };
   }
 
   async #existing(sessionId: string, requestId: string): Promise<Started | null> {
@@ -506,18 +510,21 @@ export class Runs {
       total_tokens: num(usage.total_tokens) || num(usage.tokens) || prompt + completion,
       duration_ms: durationMs,
     };
+    const events = [
+      { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
+      { type: 'run_done', payload: { usage: normalized, final_message: finalMessage, ...(detail && { detail }) } },
+    ];
     // A retry after a lost commit finds the run ended and is refused as a whole.
-    await retryWhileUnavailable(() =>
-      this.#em().transactional(async (tx) => {
+    await retryWhileUnavailable(async () => {
+      // A running run completes in one statement; a paused or ended one goes the transactional way.
+      if (await completeRun(this.#em(), run, { content: finalMessage, metadata }, events)) return;
+      await this.#em().transactional(async (tx) => {
         const status = await lockRunStatus(tx, run.runId);
         if (status === 'PAUSED_WAITING_APPROVAL' || status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, status, usage, finalMessage);
         await appendMessage(tx, { sessionId: run.sessionId, role: 'assistant', content: finalMessage, runId: run.runId, metadata });
-        await transitionRun(tx, this.#log, run.runId, 'complete', [
-          { type: 'agent_invoke_done', payload: { agent_id: run.rootAgentId, usage } },
-          { type: 'run_done', payload: { usage: normalized, final_message: finalMessage, ...(detail && { detail }) } },
-        ]);
-      }),
-    ).catch((error) => ignoreIfEnded(error));
+        await transitionRun(tx, this.#log, run.runId, 'complete', events);
+      });
+    }).catch((error) => ignoreIfEnded(error));
   }
 
 

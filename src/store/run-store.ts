@@ -10,7 +10,10 @@ import type { Logger } from '../runtime/log.js';
 import { moveContract } from './execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
-import { appendEvents, type NewEvent, type StoredEvent } from './event-log.js';
+import { appendArgs, appendEvents, EVENTS_CHANNEL, type NewEvent, type StoredEvent } from './event-log.js';
+import { transition } from '../domain/machine.js';
+import { newId } from '../runtime/new-id.js';
+import { executeOne } from './native.js';
 
 export interface RunRow {
   runId: string;
@@ -145,11 +148,7 @@ export async function transitionRun(
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
   const row = { status: moved.from, parent_run_id: moved.row.parent_run_id };
   const next = { value: moved.to };
-  if (trigger === 'start') metrics.runsStarted.inc();
-  if (RUN_MACHINE.isTerminal(next.value)) {
-    metrics.runsFinished.inc({ status: next.value });
-    metrics.runDuration.observe({ status: next.value }, (Date.now() - new Date(moved.row.started_at).getTime()) / 1000);
-  }
+  countMove(trigger, next.value, moved.row.started_at);
   // A child run is its parent's agent_call contract (seed 004). Its execution_state
   // events go to the child's own log: locking the parent here could deadlock with a cancel of the tree.
   const mirrored: NewEvent[] = [];
@@ -161,6 +160,78 @@ export async function transitionRun(
     if (state) mirrored.push({ type: 'execution_state', payload: { ...state } });
   }
   return { from: row.status, to: next.value, events: await appendEvents(tx, runId, [...events, ...mirrored]), run: toRun(moved.after!) };
+}
+
+function countMove(trigger: RunTrigger, to: RunState, startedAt: Date | string): void {
+  if (trigger === 'start') metrics.runsStarted.inc();
+  if (!RUN_MACHINE.isTerminal(to)) return;
+  metrics.runsFinished.inc({ status: to });
+  metrics.runDuration.observe({ status: to }, (Date.now() - new Date(startedAt).getTime()) / 1000);
+}
+
+/**
+ * Starts a run in one statement (abc_start_run): its session made or found,
+ * the run moved by \`start\`, the user's message and the run's first events.
+ * The run and the cursor of its first event; undefined when nothing was
+ * written (the session is another tenant's or user's), for the caller's
+ * transactional path to refuse. A run with a parent mirrors its moves on the
+ * parent's contract, which this statement does not write: undefined too.
+ */
+export async function startRun(em: EntityManager, run: NewRun, content: string, events: NewEvent[]): Promise<{ run: RunRow; firstId: string } | undefined> {
+  const next = transition(RUN_MACHINE, 'CREATED', 'start');
+  if (!next.ok || run.parentRunId) return undefined;
+  const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const arg = {
+    run: {
+      run_id: run.runId, session_id: run.sessionId, agent_id: run.agentId, status: next.value, hops: 1, request_id: run.requestId ?? null, trace_id: run.traceId,
+      traceparent: run.traceparent ?? null, token_hash: run.tokenHash, user_id: run.userId ?? null, tenant_id: run.tenantId, lease_owner: run.lease.owner, lease_ms: run.lease.ms,
+    },
+    message: { message_id: newId('msg'), content },
+    events: input,
+    wanted,
+    channel: EVENTS_CHANNEL,
+  };
+  const started = await oneCall<{ run: RawRun; first_id: string }>(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
+  if (!started) return undefined;
+  countMove('start', next.value, started.run.started_at);
+  return { run: toRun(started.run), firstId: started.first_id };
+}
+
+/**
+ * Completes a running run in one statement (abc_complete_run): the move, the
+ * assistant's message, the run-ended NOTIFY and the run's last events. The run
+ * as written; undefined when nothing was written (the run is paused, has
+ * ended, or has a parent whose contract mirrors it).
+ */
+export async function completeRun(em: EntityManager, run: RunRow, message: { content: string; metadata?: Record<string, unknown> | null }, events: NewEvent[]): Promise<RunRow | undefined> {
+  const next = transition(RUN_MACHINE, 'RUNNING', 'complete');
+  if (!next.ok || run.parentRunId) return undefined;
+  const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const arg = {
+    run_id: run.runId,
+    from: 'RUNNING',
+    to: next.value,
+    message: { message_id: newId('msg'), content: message.content, ...(message.metadata && { metadata: message.metadata }) },
+    ended_channel: RUN_ENDED_CHANNEL,
+    events: input,
+    wanted,
+    channel: EVENTS_CHANNEL,
+  };
+  const ended = await oneCall<RawRun>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);
+  if (!ended) return undefined;
+  countMove('complete', next.value, ended.started_at);
+  return toRun(ended);
+}
+
+async function oneCall<R>(em: EntityManager, sql: string, arg: unknown): Promise<R | undefined> {
+  try {
+    const [row] = await executeOne<{ r: R }>(em, sql, [JSON.stringify(arg)]);
+    return row?.r;
+  } catch (error) {
+    // SQLSTATE ABC01: a row was not as the move expects; nothing was written.
+    if ((error as { code?: string }).code === 'ABC01') return undefined;
+    throw error;
+  }
 }
 
 const RUNS: MachineTable<RunState, RunTrigger> = { machine: RUN_MACHINE, table: 'runs', state: 'status', key: ['run_id'] };

@@ -75,6 +75,22 @@ describe('an agent run over IM', () => {
       'user_input', 'run_started', 'agent_invoke_started', 'agent_stream_delta', 'agent_stream_delta', 'agent_stream_delta', 'agent_invoke_done', 'run_done',
     ]);
     expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
+    expect(log.filter((e) => e.type !== 'agent_stream_delta' && e.type !== 'agent_invoke_started').map(({ type, payload }) => ({ type, payload }))).toEqual([
+      { type: 'user_input', payload: { message: { role: 'user', content: 'hello there' }, request_id: 'req_1' } },
+      { type: 'run_started', payload: { agent_id: 'echo', request_id: 'req_1', trace_id: expect.stringMatching(/^[0-9a-f]{32}$/), parent_run_id: null } },
+      { type: 'agent_invoke_done', payload: { agent_id: 'echo', usage: { prompt_tokens: 3, completion_tokens: 3 } } },
+      { type: 'run_done', payload: { usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6, duration_ms: expect.any(Number) }, final_message: 'echo: hello there' } },
+    ]);
+    // The rows its start and its end wrote: the session, the run through CREATED → RUNNING → DONE, both messages.
+    const em = t.orm.em.fork();
+    expect(await em.execute('SELECT user_id, tenant_id, event_head FROM sessions WHERE session_id = ?', [sessionId])).toEqual([{ user_id: 'u1', tenant_id: 'default', event_head: '8' }]);
+    expect(await em.execute('SELECT status, version, last_seq, user_id, tenant_id, request_id, token_hash IS NOT NULL AS token, lease_owner IS NOT NULL AS leased, ended_at >= started_at AS ended, error FROM runs WHERE run_id = ?', [runId])).toEqual([
+      { status: 'DONE', version: 3, last_seq: 8, user_id: 'u1', tenant_id: 'default', request_id: 'req_1', token: true, leased: true, ended: true, error: null },
+    ]);
+    expect(await em.execute('SELECT role, content, metadata FROM messages WHERE run_id = ? ORDER BY created_at', [runId])).toEqual([
+      { role: 'user', content: 'hello there', metadata: null },
+      { role: 'assistant', content: 'echo: hello there', metadata: null },
+    ]);
     const run = await unary(t.clients.runs.getRun.bind(t.clients.runs), { runId }, withKey(t.key));
     expect(run.run).toMatchObject({ status: 'RUN_STATUS_DONE', sessionId, rootAgentId: 'echo', requestId: 'req_1' });
     expect(run.run!.traceId).toBe(inv.headers.traceparent!.toString().split('-')[1]);

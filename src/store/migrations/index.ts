@@ -16,6 +16,7 @@ import { Migration20261124011858 } from './Migration20261124011858_ticket_event_
 import { Migration20261124030000 } from './Migration20261124030000_append_function.js';
 import { Migration20261124070000 } from './Migration20261124070000_step_commit_function.js';
 import { Migration20261124100000 } from './Migration20261124100000_tool_call_commit_functions.js';
+import { Migration20261124110000 } from './Migration20261124110000_run_commit_functions.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -35,4 +36,5 @@ export const migrations = [
   { name: 'Migration20261124030000_append_function', class: Migration20261124030000 },
   { name: 'Migration20261124070000_step_commit_function', class: Migration20261124070000 },
   { name: 'Migration20261124100000_tool_call_commit_functions', class: Migration20261124100000 },
+  { name: 'Migration20261124110000_run_commit_functions', class: Migration20261124110000 },
 ];

@@ -1,0 +1,65 @@
+// A run's start and its completion in one statement each (abc_start_run,
+// abc_complete_run); a session of another user or a run that is not running
+// makes them write nothing, for the caller's transactional path to decide.
+// The records themselves are pinned field by field in runs.int.test.ts, which
+// the transactional path passes too.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readEvents } from '../../src/store/event-log.js';
+import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
+import { migratedOrm, statementCounter } from '../support/db.js';
+
+let store: Awaited<ReturnType<typeof migratedOrm>>;
+let counted: (calls: string[]) => EntityManager;
+beforeAll(async () => {
+  store = await migratedOrm();
+  counted = await statementCounter(store.orm);
+});
+afterAll(async () => store?.close());
+
+const em = () => store.orm.em.fork();
+const newRun = (runId: string, sessionId: string, userId = 'u1'): NewRun => ({
+  runId, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: `hash-${runId}`, userId, tenantId: 'default', lease: { owner: 'core_a', ms: 15_000 },
+});
+const written = async (runId: string) => ({
+  runs: await em().execute('SELECT status, version FROM runs WHERE run_id = ?', [runId]),
+  messages: await em().execute('SELECT role, content FROM messages WHERE run_id = ? ORDER BY created_at', [runId]),
+  events: (await readEvents(em(), { runId }, '0', 100)).map((e) => e.type),
+});
+
+describe('a run in one statement each', () => {
+  it('starts with its session, its message and its first events, and completes', async () => {
+    const calls: string[] = [];
+    const started = await startRun(counted(calls), newRun('run_rc_1', 'sess_rc_1'), 'hi', [{ type: 'user_input' }, { type: 'run_started' }]);
+    expect(calls).toEqual(['SELECT abc_start_run($1::jsonb) AS r']);
+    expect(started!.run).toMatchObject({ runId: 'run_rc_1', sessionId: 'sess_rc_1', status: 'RUNNING', userId: 'u1', startedAt: expect.any(Date) });
+    const [first] = await readEvents(em(), { runId: 'run_rc_1' }, '0', 1);
+    expect(started!.firstId).toBe(first!.id);
+    expect(await em().execute("SELECT user_id, tenant_id FROM sessions WHERE session_id = 'sess_rc_1'")).toEqual([{ user_id: 'u1', tenant_id: 'default' }]);
+
+    calls.length = 0;
+    const ended = await completeRun(counted(calls), started!.run, { content: 'bye' }, [{ type: 'run_done' }]);
+    expect(calls).toEqual(['SELECT abc_complete_run($1::jsonb) AS r']);
+    expect(ended).toMatchObject({ status: 'DONE', endedAt: expect.any(Date) });
+    expect(await written('run_rc_1')).toEqual({
+      runs: [{ status: 'DONE', version: 3 }],
+      messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'bye' }],
+      events: ['user_input', 'run_started', 'run_done'],
+    });
+  });
+
+  it('writes nothing in a session of another user', async () => {
+    await startRun(em(), newRun('run_rc_2', 'sess_rc_2', 'owner'), 'mine', [{ type: 'user_input' }]);
+    expect(await startRun(em(), newRun('run_rc_3', 'sess_rc_2', 'intruder'), 'theirs', [{ type: 'user_input' }])).toBeUndefined();
+    expect(await written('run_rc_3')).toEqual({ runs: [], messages: [], events: [] });
+    expect(await em().execute("SELECT event_head FROM sessions WHERE session_id = 'sess_rc_2'")).toEqual([{ event_head: '1' }]);
+  });
+
+  it('writes nothing for a run that is not running', async () => {
+    const started = await startRun(em(), newRun('run_rc_4', 'sess_rc_4'), 'wait', [{ type: 'user_input' }]);
+    await em().execute("UPDATE runs SET status = 'PAUSED_WAITING_APPROVAL' WHERE run_id = 'run_rc_4'");
+    const before = await written('run_rc_4');
+    expect(await completeRun(em(), started!.run, { content: 'done early' }, [{ type: 'run_done' }])).toBeUndefined();
+    expect(await written('run_rc_4')).toEqual(before);
+  });
+});
