@@ -29,8 +29,8 @@ export interface FailurePattern {
   suggested_action?: string;
 }
 
-/** The text the full-text index covers; search must use the same expression. */
-const SEARCH_DOCUMENT = "to_tsvector('simple', key || ' ' || coalesce(value::text, ''))";
+/** The document the full-text index covers: a stored column, to_tsvector('simple', key || ' ' || value) (migration memory_search_column). */
+const SEARCH_DOCUMENT = 'search';
 
 /** Full-text search of one scope and scope id; parameters: query, tenant, scope, scope id, limit. */
 export const MEMORY_SEARCH_SQL = `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
