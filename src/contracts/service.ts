@@ -4,7 +4,6 @@
 // against the schema it claims, before it is sent.
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
@@ -185,7 +184,7 @@ export class ContractService {
     });
   }
 
-  /** Creates the ticket and its queue job in one transaction, or finds the idempotent original. */
+  /** Creates the ticket with its queue job and its first event in one statement, or finds the idempotent original. */
   async #admit(
     tenantId: string,
     contract: ContractVersion,
@@ -198,8 +197,12 @@ export class ContractService {
   ): Promise<TicketRow & { created: boolean }> {
     const hash = requestHash(request);
     const ticket = newId('tkt');
-    return this.opts.orm.em.fork().transactional(async (tx: EntityManager) => {
-      const inserted = await insertTicket(tx, {
+    const em = this.opts.orm.em.fork();
+    const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
+    const job = this.opts.engine.queue.jobFor('t.ticket', deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined);
+    const inserted = await insertTicket(
+      em,
+      {
         ticket,
         tenant_id: tenantId,
         contract_id: contract.contract_id,
@@ -214,26 +217,22 @@ export class ContractService {
         traceparent: traceparentIn(traceId) ?? null,
         expected_latency_ms: expectedLatencyMs,
         retention_ms: this.opts.ticketRetentionMs,
+      },
+      { job, event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } } },
+    );
+    if (inserted) return { ...inserted, created: true };
+    const existing = await ticketByIdempotencyKey(em, tenantId, contract.contract_id, correlation.idempotency_key);
+    if (existing!.request_hash !== hash) {
+      throw new AbcError('ALREADY_EXISTS', {
+        code: 'idempotency_conflict',
+        category: 'VALIDATION',
+        message: `idempotency_key ${correlation.idempotency_key} was used for a different request (ticket ${existing!.ticket})`,
+        retryable: false,
+        traceId,
+        details: { pointer: '/correlation/idempotency_key', ticket: existing!.ticket },
       });
-      if (inserted) {
-        await this.opts.engine.queue.enqueue(tx, ticket, deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined);
-        const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
-        await appendTicketEvent(tx, ticket, 'ticket_created', { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) });
-        return { ...inserted, created: true };
-      }
-      const existing = await ticketByIdempotencyKey(tx, tenantId, contract.contract_id, correlation.idempotency_key);
-      if (existing!.request_hash !== hash) {
-        throw new AbcError('ALREADY_EXISTS', {
-          code: 'idempotency_conflict',
-          category: 'VALIDATION',
-          message: `idempotency_key ${correlation.idempotency_key} was used for a different request (ticket ${existing!.ticket})`,
-          retryable: false,
-          traceId,
-          details: { pointer: '/correlation/idempotency_key', ticket: existing!.ticket },
-        });
-      }
-      return { ...existing!, created: false };
-    });
+    }
+    return { ...existing!, created: false };
   }
 
   #accepted(contract: ContractVersion, row: TicketRow, ref: { request_id: string; session_id: string }): SubmitOutcome {

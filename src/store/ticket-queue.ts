@@ -74,12 +74,16 @@ export class ContractQueue {
    * replaced by the feedback's).
    */
   async enqueue(tx: EntityManager, ticket: string, runAt?: Date): Promise<void> {
-    await tx.execute(`SELECT graphile_worker.add_job(?, json_build_object('ticket', ?::text), job_key := ?, run_at := coalesce(?::timestamptz, now()))`, [
-      EXECUTE_TASK,
-      ticket,
-      ticket,
-      runAt?.toISOString() ?? null,
-    ]);
+    const job = this.jobFor('x.ticket', runAt);
+    await tx.execute(`SELECT ${job.sql} FROM (SELECT ?::text AS ticket) x`, [...job.params, ticket]);
+  }
+
+  /** The enqueue as an expression over a ticket id column (`ticket`), for a statement that enqueues with other writes. */
+  jobFor(ticket: string, runAt?: Date): { sql: string; params: unknown[] } {
+    return {
+      sql: `graphile_worker.add_job(?, json_build_object('ticket', ${ticket}), job_key := ${ticket}, run_at := coalesce(?::timestamptz, now()))`,
+      params: [EXECUTE_TASK, runAt?.toISOString() ?? null],
+    };
   }
 
   /** Drops a ticket's job still waiting (a job a worker holds stays). */

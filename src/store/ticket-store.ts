@@ -368,16 +368,29 @@ export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' |
   retention_ms: number;
 };
 
-/** Creates a ticket in INIT; undefined when its idempotency key is taken. */
-export async function insertTicket(tx: EntityManager, t: NewTicket): Promise<TicketRow | undefined> {
-  const [row] = await tx.execute<TicketRow[]>(
-    `INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
-       status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, ?, now() + (? || ' milliseconds')::interval)
-     ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *`,
-    [t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.traceparent, t.expected_latency_ms, t.retention_ms],
+/**
+ * Creates a ticket in INIT, in one statement with its queue job (`job`, an
+ * expression over `t.ticket`) and its first event when given; undefined when
+ * its idempotency key is taken, and then nothing is written.
+ */
+export async function insertTicket(em: EntityManager, t: NewTicket, also: { job?: { sql: string; params: unknown[] }; event?: TicketEventInput } = {}): Promise<TicketRow | undefined> {
+  const { job, event } = also;
+  const [row] = await em.execute<(TicketRow & { notified?: unknown; queued?: unknown })[]>(
+    `WITH t AS (
+       INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
+         status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, ?, now() + (? || ' milliseconds')::interval, ?)
+       ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *
+     )${job ? `, job AS (SELECT ${job.sql} FROM t)` : ''}${event ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, 1, ?, ?, ?::jsonb FROM t)' : ''}
+     SELECT t.*${job ? ', (SELECT count(*) FROM job) AS queued' : ''}${event ? `, pg_notify('${TICKETS_CHANNEL}', t.ticket) AS notified` : ''} FROM t`,
+    [
+      t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.traceparent,
+      t.expected_latency_ms, t.retention_ms, event ? 1 : 0, ...(job?.params ?? []), ...(event ? [Date.now(), event.type, JSON.stringify(event.payload)] : []),
+    ],
   );
-  return row;
+  if (!row) return undefined;
+  const { notified: _n, queued: _q, ...ticket } = row;
+  return ticket as TicketRow;
 }
 
 export async function ticketByIdempotencyKey(em: EntityManager, tenantId: string, contractId: string, key: string): Promise<TicketRow | undefined> {
