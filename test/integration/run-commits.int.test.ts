@@ -3,21 +3,12 @@
 // makes them write nothing, for the caller's transactional path to decide.
 // The records themselves are pinned field by field in runs.int.test.ts, which
 // the transactional path passes too.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readEvents } from '../../src/store/event-log.js';
 import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
-import { migratedOrm, statementCounter } from '../support/db.js';
+import { countedDatabase } from '../support/db.js';
 
-let store: Awaited<ReturnType<typeof migratedOrm>>;
-let counted: (calls: string[]) => EntityManager;
-beforeAll(async () => {
-  store = await migratedOrm();
-  counted = await statementCounter(store.orm);
-});
-afterAll(async () => store?.close());
-
-const em = () => store.orm.em.fork();
+const { em, counted } = countedDatabase();
 const newRun = (runId: string, sessionId: string, userId = 'u1'): NewRun => ({
   runId, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: `hash-${runId}`, userId, tenantId: 'default', lease: { owner: 'core_a', ms: 15_000 },
 });

@@ -2,23 +2,14 @@
 // moves written one by one through transitionStep, in one statement; and a
 // row in another state than the moves start from writes nothing and is
 // refused as before.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openContracts } from '../../src/store/execution-contracts.js';
 import { memoryRow } from '../../src/store/memory.js';
 import { commitStep, type StepCommit } from '../../src/store/step-commit.js';
 import { insertSteps, insertTicket, transitionStep } from '../../src/store/ticket-store.js';
-import { migratedOrm, statementCounter } from '../support/db.js';
+import { countedDatabase } from '../support/db.js';
 
-let store: Awaited<ReturnType<typeof migratedOrm>>;
-let counted: (calls: string[]) => EntityManager;
-beforeAll(async () => {
-  store = await migratedOrm();
-  counted = await statementCounter(store.orm);
-});
-afterAll(async () => store?.close());
-
-const em = () => store.orm.em.fork();
+const { em, counted } = countedDatabase();
 
 /** A ticket with one PENDING step and its execution contract, as EXECUTION_PREPARE leaves them. */
 async function seed(ticket: string, capability = 'tool.pure') {

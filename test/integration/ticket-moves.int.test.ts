@@ -2,22 +2,13 @@
 // the move's one statement; several hops in one write, each checked by the
 // table and each recorded; and the locking read when the state is not the
 // one expected.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
 import { snapshotInsert } from '../../src/store/snapshot-store.js';
 import { insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
-import { migratedOrm, statementCounter } from '../support/db.js';
+import { countedDatabase } from '../support/db.js';
 
-let store: Awaited<ReturnType<typeof migratedOrm>>;
-let counted: (calls: string[]) => EntityManager;
-beforeAll(async () => {
-  store = await migratedOrm();
-  counted = await statementCounter(store.orm);
-});
-afterAll(async () => store?.close());
-
-const em = () => store.orm.em.fork();
+const { em, counted } = countedDatabase();
 
 /** A ticket in `state`. */
 async function seed(ticket: string, state: string) {

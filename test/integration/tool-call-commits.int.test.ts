@@ -3,21 +3,12 @@
 // a live key, an ended run or a key whose irreversible action completed make
 // them write nothing, for the caller to take the move-by-move path. The
 // records themselves are compared with that path's in test/e2e/tools.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { moveCall, openCall, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
 import { readEvents } from '../../src/store/event-log.js';
-import { migratedOrm, statementCounter } from '../support/db.js';
+import { countedDatabase } from '../support/db.js';
 
-let store: Awaited<ReturnType<typeof migratedOrm>>;
-let counted: (calls: string[]) => EntityManager;
-beforeAll(async () => {
-  store = await migratedOrm();
-  counted = await statementCounter(store.orm);
-});
-afterAll(async () => store?.close());
-
-const em = () => store.orm.em.fork();
+const { em, counted } = countedDatabase();
 let n = 0;
 
 async function newRun(status = 'RUNNING'): Promise<{ runId: string; sessionId: string }> {

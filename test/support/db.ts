@@ -1,7 +1,7 @@
 // An isolated database per test file, on the run's shared PostgreSQL.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { ensureDatabase } from '../../src/store/database.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { nativePool } from '../../src/store/native.js';
@@ -81,4 +81,20 @@ export async function statementCounter(orm: Orm): Promise<(calls: string[]) => E
     }) as EntityManager['execute'];
     return fork;
   };
+}
+
+/**
+ * A migrated database for this test file, opened before its tests and closed
+ * after them: forks of its ORM (`em`), and forks whose statements are counted
+ * into `calls` (`counted`, see statementCounter).
+ */
+export function countedDatabase(): { em(): EntityManager; counted(calls: string[]): EntityManager } {
+  let store: Awaited<ReturnType<typeof migratedOrm>> | undefined;
+  let counter: ((calls: string[]) => EntityManager) | undefined;
+  beforeAll(async () => {
+    store = await migratedOrm();
+    counter = await statementCounter(store.orm);
+  });
+  afterAll(async () => store?.close());
+  return { em: () => store!.orm.em.fork(), counted: (calls) => counter!(calls) };
 }
