@@ -83,6 +83,12 @@ export class ContractEngine {
   readonly #snapshots = new Map<string, SnapshotContent>();
   /** The ticket's steps as committed with a row a phase answered: the next phase need not read them again. */
   readonly #stepsWith = new WeakMap<TicketRow, StepRow[]>();
+  /**
+   * What every view of a ticket's pass shares, frozen once: its request (it
+   * never changes) and the memory hints its context build found (only that
+   * phase sets them, on the core that runs the pass).
+   */
+  readonly #passes = new Map<string, Pass>();
   /** Tickets this engine is executing, by ticket. */
   readonly #running = new InFlight();
   #stopping = false;
@@ -226,13 +232,18 @@ export class ContractEngine {
   async #advance(claimed: TicketRow, signal: AbortSignal): Promise<TicketRow> {
     const ticket = claimed.ticket;
     let row = claimed;
-    for (;;) {
-      if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return row;
-      const state = row.lifecycle_state;
-      const current = row;
-      const next = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(current, signal));
-      if (next === STOP) return row;
-      row = next ?? (await getTicket(this.#em(), ticket))!;
+    this.#passes.set(ticket, {});
+    try {
+      for (;;) {
+        if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return row;
+        const state = row.lifecycle_state;
+        const current = row;
+        const next = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(current, signal));
+        if (next === STOP) return row;
+        row = next ?? (await getTicket(this.#em(), ticket))!;
+      }
+    } finally {
+      this.#passes.delete(ticket);
     }
   }
 
@@ -288,6 +299,8 @@ export class ContractEngine {
       avoid: [...new Set([...rec.avoid, ...data.avoid])].sort(),
       hints: { failure_counts: data.failure_counts, similar_successes: data.similar_successes },
     };
+    const pass = this.#passes.get(row.ticket);
+    if (pass) pass.hints = frozen(next.hints);
     return this.#move(row.ticket, 'context_built', next, { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, { trace: [decisionEvent(run)] });
   }
 
@@ -680,6 +693,7 @@ export class ContractEngine {
   /** The read-only context an agent sees. */
   async #view(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc | null, steps: StepRow[], resultCandidate?: unknown): Promise<EngineContextView> {
     const assembly = row.assembly_id && row.assembly_version ? ((await this.opts.decision.get(row.tenant_id, row.assembly_id, row.assembly_version)) ?? null) : null;
+    const pass: Pass = this.#passes.get(row.ticket) ?? {};
     return frozen({
       tenant_id: row.tenant_id,
       // Stored assemblies and frozen plans never change: each is frozen once and shared by every view.
@@ -688,14 +702,14 @@ export class ContractEngine {
       current_batch_id: rec.batch?.id ?? null,
       replan_scope: rec.replan?.scope ?? null,
       // A committed step's output never changes: frozen once, shared by the views of the pass.
-      intermediate_results: Object.fromEntries(Object.entries(outputsOf(steps)).map(([id, output]) => [id, output !== null && typeof output === 'object' ? frozenOnce(output) : output])),
+      intermediate_results: Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, frozenOutput(pass, s)])),
       errors: rec.errors.map((e) => `${e.code}: ${e.message}`),
       snapshot_id: rec.snapshot_id,
-      request: row.request,
+      request: (pass.request ??= frozen(row.request)),
       assembly: assembly && frozenOnce(assembly),
       avoid: rec.avoid,
       replan: rec.replan,
-      memory_hints: rec.hints,
+      memory_hints: (pass.hints ??= frozen(rec.hints)),
       human_feedback: rec.feedback.map((f) => ({ action: f.action, feedback: f.feedback, at: f.at })),
       ...(resultCandidate !== undefined && { result_candidate: resultCandidate }),
     });
@@ -788,6 +802,26 @@ function isInfrastructure(error: unknown): boolean {
 
 /** Outputs of the succeeded steps, by step id. */
 export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
+
+/** What the views of one pass over a ticket share, each frozen once. */
+interface Pass {
+  request?: TicketRow['request'];
+  hints?: ExecRecord['hints'];
+  /** Each succeeded step's output, as of its end. */
+  outputs?: Map<string, { endedAt: string; output: unknown }>;
+}
+
+/** A succeeded step's output, frozen once per end of the step: a step that runs again ends again. */
+function frozenOutput(pass: Pass, step: StepRow): unknown {
+  const output = step.output;
+  if (output === null || typeof output !== 'object') return output;
+  const endedAt = String(step.ended_at);
+  const known = pass.outputs?.get(step.step_id);
+  if (known?.endedAt === endedAt) return known.output;
+  const copy = frozenOnce(output);
+  (pass.outputs ??= new Map()).set(step.step_id, { endedAt, output: copy });
+  return copy;
+}
 
 /** What a phase answers when this pass over the ticket ends. */
 const STOP = Symbol('stop');
