@@ -199,7 +199,8 @@ export class ContractService {
     const ticket = newId('tkt');
     const em = this.opts.orm.em.fork();
     const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
-    const job = this.opts.engine.queue.jobFor('t.ticket', deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined);
+    const runAt = deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined;
+    const job = (column: string) => this.opts.engine.queue.jobFor(column, runAt);
     const inserted = await insertTicket(
       em,
       {

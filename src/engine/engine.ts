@@ -702,7 +702,7 @@ export class ContractEngine {
       current_batch_id: rec.batch?.id ?? null,
       replan_scope: rec.replan?.scope ?? null,
       // A committed step's output never changes: frozen once, shared by the views of the pass.
-      intermediate_results: Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, frozenOutput(pass, s)])),
+      intermediate_results: Object.fromEntries(succeeded(steps).map((s) => [s.step_id, frozenOutput(pass, s)])),
       errors: rec.errors.map((e) => `${e.code}: ${e.message}`),
       snapshot_id: rec.snapshot_id,
       request: (pass.request ??= frozen(row.request)),
@@ -801,7 +801,9 @@ function isInfrastructure(error: unknown): boolean {
 }
 
 /** Outputs of the succeeded steps, by step id. */
-export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
+export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(succeeded(steps).map((s) => [s.step_id, s.output]));
+
+const succeeded = (steps: StepRow[]) => steps.filter((s) => s.status === 'SUCCEEDED');
 
 /** What the views of one pass over a ticket share, each frozen once. */
 interface Pass {

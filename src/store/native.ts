@@ -62,5 +62,18 @@ export async function executeOne<R>(em: EntityManager, sql: string, params: unkn
   return ((await poolOfEm(em)).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
 }
 
+/**
+ * `executeOne` for a statement guarded by the state it expects (a one-call
+ * commit): undefined when it refused with SQLSTATE ABC01, having written nothing.
+ */
+export async function executeGuarded<R>(em: EntityManager, sql: string, params: unknown[]): Promise<R[] | undefined> {
+  try {
+    return await executeOne<R>(em, sql, params);
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ABC01') return undefined;
+    throw error;
+  }
+}
+
 /** Statements by their source text; callers build few distinct texts. */
 const statements = new Map<string, { name: string; text: string }>();

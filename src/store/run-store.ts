@@ -13,7 +13,7 @@ import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
 import { appendArgs, appendEvents, EVENTS_CHANNEL, type NewEvent, type StoredEvent } from './event-log.js';
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
-import { executeOne } from './native.js';
+import { executeGuarded } from './native.js';
 
 export interface RunRow {
   runId: string;
@@ -171,7 +171,7 @@ function countMove(trigger: RunTrigger, to: RunState, startedAt: Date | string):
 
 /**
  * Starts a run in one statement (abc_start_run): its session made or found,
- * the run moved by \`start\`, the user's message and the run's first events.
+ * the run moved by `start`, the user's message and the run's first events.
  * The run and the cursor of its first event; undefined when nothing was
  * written (the session is another tenant's or user's), for the caller's
  * transactional path to refuse. A run with a parent mirrors its moves on the
@@ -224,14 +224,7 @@ export async function completeRun(em: EntityManager, run: RunRow, message: { con
 }
 
 async function oneCall<R>(em: EntityManager, sql: string, arg: unknown): Promise<R | undefined> {
-  try {
-    const [row] = await executeOne<{ r: R }>(em, sql, [JSON.stringify(arg)]);
-    return row?.r;
-  } catch (error) {
-    // SQLSTATE ABC01: a row was not as the move expects; nothing was written.
-    if ((error as { code?: string }).code === 'ABC01') return undefined;
-    throw error;
-  }
+  return (await executeGuarded<{ r: R }>(em, sql, [JSON.stringify(arg)]))?.[0]?.r;
 }
 
 const RUNS: MachineTable<RunState, RunTrigger> = { machine: RUN_MACHINE, table: 'runs', state: 'status', key: ['run_id'] };

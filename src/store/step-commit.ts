@@ -14,7 +14,7 @@ import { newId } from '../runtime/new-id.js';
 import { TICKETS_CHANNEL } from './event-bus.js';
 import { moveFacts, moveTime, summariseOutcome } from './execution-contracts.js';
 import { storeMemoryRows, type MemoryRow } from './memory.js';
-import { executeOne } from './native.js';
+import { executeGuarded } from './native.js';
 import { contractActor, STEP_TO_CONTRACT, stepTransitionEvent, transitionStep, type StepRow, type TicketEventInput } from './ticket-store.js';
 
 export interface StepHop {
@@ -47,14 +47,8 @@ const CONTRACT_STATE_OF: Partial<Record<StepState, ExecutionState>> = { PENDING:
 /** Commits the hops; the step row as written. Throws what transitionStep throws for a move the machine refuses. */
 export async function commitStep(em: () => EntityManager, c: StepCommit): Promise<StepRow> {
   const call = c.also ? undefined : callOf(c);
-  if (call) {
-    try {
-      const [row] = await executeOne<StepRow>(em(), 'SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(call)]);
-      return row!;
-    } catch (error) {
-      if ((error as { code?: string }).code !== 'ABC01') throw error;
-    }
-  }
+  const written = call && (await executeGuarded<StepRow>(em(), 'SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(call)]));
+  if (written) return written[0]!;
   return em().transactional(async (tx) => {
     await c.also?.(tx);
     await storeMemoryRows(tx, c.memory ?? []);

@@ -369,12 +369,18 @@ export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' |
 };
 
 /**
- * Creates a ticket in INIT, in one statement with its queue job (`job`, an
- * expression over `t.ticket`) and its first event when given; undefined when
- * its idempotency key is taken, and then nothing is written.
+ * Creates a ticket in INIT, in one statement with its queue job (`job`: the
+ * enqueue as an expression over the new ticket's id column) and its first
+ * event when given; undefined when its idempotency key is taken, and then
+ * nothing is written.
  */
-export async function insertTicket(em: EntityManager, t: NewTicket, also: { job?: { sql: string; params: unknown[] }; event?: TicketEventInput } = {}): Promise<TicketRow | undefined> {
-  const { job, event } = also;
+export async function insertTicket(
+  em: EntityManager,
+  t: NewTicket,
+  also: { job?: (ticket: string) => { sql: string; params: unknown[] }; event?: TicketEventInput } = {},
+): Promise<TicketRow | undefined> {
+  const job = also.job?.('t.ticket');
+  const event = also.event;
   const [row] = await em.execute<(TicketRow & { notified?: unknown; queued?: unknown })[]>(
     `WITH t AS (
        INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,

@@ -7,7 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
-import { executeOne } from './native.js';
+import { executeGuarded } from './native.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
 export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
@@ -172,14 +172,8 @@ export const openCallRow = (em: EntityManager, arg: unknown) => oneCall(em, 'SEL
 export const moveCallRow = (em: EntityManager, arg: unknown) => oneCall(em, 'SELECT * FROM abc_move_tool_call(?::jsonb)', arg);
 
 async function oneCall(em: EntityManager, sql: string, arg: unknown): Promise<ToolCallRow | undefined> {
-  try {
-    const [row] = await executeOne<RawCall>(em, sql, [JSON.stringify(arg)]);
-    return row && toCall(row);
-  } catch (error) {
-    // SQLSTATE ABC01: a row was not in the state the hops start from.
-    if ((error as { code?: string }).code === 'ABC01') return undefined;
-    throw error;
-  }
+  const rows = await executeGuarded<RawCall>(em, sql, [JSON.stringify(arg)]);
+  return rows?.[0] && toCall(rows[0]);
 }
 
 export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {

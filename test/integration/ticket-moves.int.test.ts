@@ -83,7 +83,7 @@ it('moves only from the state named, in one statement, with a claim; a ticket in
 it('creates a ticket with its queue job and its first event in one statement, and writes nothing under a taken key', async () => {
   // A job of this test's own: the expression the queue gives (contracts-queue.int.test proves graphile's).
   await em().execute('CREATE TABLE test_jobs (ticket text); CREATE FUNCTION test_job(t text) RETURNS int LANGUAGE sql AS $$ INSERT INTO test_jobs VALUES (t) RETURNING 1 $$');
-  const job = { sql: 'test_job(t.ticket)', params: [] };
+  const job = (ticket: string) => ({ sql: `test_job(${ticket})`, params: [] });
   const ticket = (id: string) => ({
     ticket: id, tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: `req-${id}`, session_id: 'sess-moves', idempotency_key: 'taken-once',
     request_hash: 'h', request: { a: 1 }, mode: 'sync', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,

@@ -34,7 +34,7 @@ exception when others then
 end
 $fn$`);
 
-    // A contract's moves (decided by the caller) with a transition record per hop, and the fact of a terminal one.
+    // A contract's moves (decided by the caller) with a transition record per hop, and the fact of a terminal one; no moves (null), no row.
     this.addSql(`create or replace function "abc_move_contract"(p_execution_id text, c jsonb,
   out o_execution_id text, out o_summary text, out o_irreversible boolean, out o_fact_error text) language plpgsql as $fn$
 declare
@@ -42,6 +42,9 @@ declare
   v_version int;
   v_seq int;
 begin
+  if c is null then
+    return;
+  end if;
   update execution_contracts e set status = c->>'to', entered_at = (c->>'at')::timestamptz,
     result = coalesce(c->>'result', e.result), error_message = coalesce(c->>'error_message', e.error_message),
     version = e.version + v_hops
@@ -90,13 +93,9 @@ begin
   if not found then
     raise exception using errcode = 'ABC01', message = 'abc_commit_step: the step is not ' || (p->>'from');
   end if;
-  if p ? 'contract' then
-    select * into v_contract from abc_move_contract(
-      (select e.execution_id from execution_contracts e where e.subject_id = p->>'step_id' and e.ticket = p->>'ticket' order by e.created_at desc limit 1),
-      p->'contract');
-  else
-    select null::text as o_execution_id, null::text as o_summary, null::boolean as o_irreversible, null::text as o_fact_error into v_contract;
-  end if;
+  select * into v_contract from abc_move_contract(
+    case when p ? 'contract' then (select e.execution_id from execution_contracts e where e.subject_id = p->>'step_id' and e.ticket = p->>'ticket' order by e.created_at desc limit 1) end,
+    p->'contract');
 
   insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
   select m.memory_id, m.tenant_id, m.scope, m.scope_id, m.key, m.value, m.tags
@@ -170,13 +169,9 @@ begin
   if not found then
     raise exception using errcode = 'ABC01', message = 'abc_move_tool_call: the call is not ' || (p->>'from');
   end if;
-  if p ? 'contract' then
-    select * into v_contract from abc_move_contract(
-      (select e.execution_id from execution_contracts e where e.run_id = v_call.run_id and e.subject_id = v_call.tool_call_id order by e.created_at desc limit 1),
-      p->'contract');
-  else
-    select null::text as o_execution_id, null::text as o_summary, null::boolean as o_irreversible, null::text as o_fact_error into v_contract;
-  end if;
+  select * into v_contract from abc_move_contract(
+    case when p ? 'contract' then (select e.execution_id from execution_contracts e where e.run_id = v_call.run_id and e.subject_id = v_call.tool_call_id order by e.created_at desc limit 1) end,
+    p->'contract');
   perform 1 from abc_append_events(abc_contract_events(p->'events', v_contract.o_execution_id, v_contract.o_summary, v_contract.o_irreversible, v_contract.o_fact_error), p->'wanted', p->>'channel', '');
   return next v_call;
 end
