@@ -8,7 +8,7 @@ import { AbcError } from '../domain/errors.js';
 import { DEFAULT_TENANT } from '../access/principal.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
 import { newId } from '../runtime/new-id.js';
-import { insertAssembly, insertPlan, latestAssembly, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
+import { insertAssembly, latestAssembly, planInsert, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
 import type { Logger } from '../runtime/log.js';
 import { Ajv } from 'ajv';
 import { canonicalJson } from '../domain/hash.js';
@@ -184,6 +184,13 @@ export class Decision {
 
   /** Stores a plan; it is immutable from here on. */
   async freeze(body: PlanBody, hash: string, executionId: string | undefined, metadata: Record<string, unknown>, replaces?: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc> {
+    const { doc, insert } = this.frozen(body, hash, executionId, metadata, replaces);
+    await em.execute(insert.sql, insert.params);
+    return doc;
+  }
+
+  /** A plan frozen, and its INSERT for the statement that commits it with other records. */
+  frozen(body: PlanBody, hash: string, executionId: string | undefined, metadata: Record<string, unknown>, replaces?: string): { doc: FrozenPlanDoc; insert: { sql: string; params: unknown[] } } {
     const doc: FrozenPlanDoc = {
       ...body,
       plan_id: newId('plan'),
@@ -192,10 +199,9 @@ export class Decision {
       ...(replaces && { replaces_plan_id: replaces }),
       metadata: { ...metadata, ...(executionId && { execution_id: executionId }) },
     };
-    await insertPlan(em, doc, executionId, replaces);
     // A plan that never commits is never asked for: its id is nowhere else.
     this.#remember(doc);
-    return doc;
+    return { doc, insert: planInsert(doc, executionId, replaces) };
   }
 }
 

@@ -35,7 +35,7 @@ import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.j
 import { runBatch } from './steps.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
-import { syncSteps } from './sync-steps.js';
+import { firstSteps, syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
@@ -97,7 +97,10 @@ export class ContractEngine {
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
-    this.#em = () => opts.orm.em.fork();
+    // One fork for the engine's raw statements: it never loads entities, so
+    // there is no identity map to keep apart; a transaction forks its own.
+    const em = opts.orm.em.fork();
+    this.#em = () => em;
     this.queue = new ContractQueue({ orm: opts.orm, log: this.#log, concurrency: opts.concurrency, leaseMs: opts.leaseMs, pollIntervalMs: opts.pollIntervalMs });
     this.memory = new Memory(this.#em);
     this.roles = new Roles(builtinAgents({ em: this.#em, contracts: opts.contracts, decision: opts.decision, memory: this.memory, capabilities: opts.capabilities }), {
@@ -314,8 +317,12 @@ export class ContractEngine {
     if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
     const { body, hash } = plannerBody(run.output.data);
     const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
+    if (critique?.output.success && !row.plan_id) {
+      const prepared = await this.#prepareFirst(row, rec, this.opts.decision.frozen(body, hash, row.ticket, planMetadata(row, body)), [decisionEvent(run)], [decisionEvent(critique)]);
+      if (prepared) return prepared;
+    }
     const [generated, prepared] = await this.#em().transactional(async (tx) => {
-      const plan = await this.opts.decision.freeze(body, hash, row.ticket, { input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body), tenant_id: row.tenant_id }, undefined, tx);
+      const plan = await this.opts.decision.freeze(body, hash, row.ticket, planMetadata(row, body), undefined, tx);
       const generated = { plan_id: plan.plan_id, engine: { ...rec } };
       if (!critique?.output.success) return [await transitionTicket(tx, row.ticket, 'plan_generated', generated, 'engine', { trace: [decisionEvent(run)] }), undefined];
       await transitionTicket(tx, row.ticket, 'plan_approved', generated, 'engine', { from: 'PLAN_GENERATION', through: [{ trigger: 'plan_generated', trace: [decisionEvent(run)] }], trace: [decisionEvent(critique)] });
@@ -324,6 +331,25 @@ export class ContractEngine {
     // A rejection the built-in critic already gave is acted on now, not asked for again.
     if (generated && critique) return this.#verdict(generated, rec, critique);
     return prepared ?? generated;
+  }
+
+  /**
+   * A ticket's first plan (it has no steps yet), approved by the built-in
+   * critic: frozen, approved and prepared (its step rows, their contracts, its
+   * snapshot) in one statement. Undefined when a step is planned skipped.
+   */
+  async #prepareFirst(row: TicketRow, rec: ExecRecord, plan: { doc: FrozenPlanDoc; insert: { sql: string; params: unknown[] } }, generated: TicketEventInput[], approved: TicketEventInput[]): Promise<TicketRow | undefined> {
+    const steps = await firstSteps(this.#em(), this.opts.capabilities.units, row, plan.doc);
+    if (!steps) return undefined;
+    const planId = plan.doc.plan_id;
+    const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
+    const prepared = { plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
+    return this.#with(steps.rows, await transitionTicket(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
+      from: 'PLAN_GENERATION',
+      through: [{ trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
+      trace: [snapshot.event],
+      also: [plan.insert, ...steps.writes, snapshot.insert],
+    }));
   }
 
   /** PLAN_CHECK: the critic's verdict; a repairable plan is replanned around its culprits. */
@@ -431,6 +457,10 @@ export class ContractEngine {
       const after = outcome.after;
       const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
+        const passed = this.#passed(row, settled, after, review.trace);
+        // The plan's last batch: a result the built-in reviewer passes is packaged in the same statement.
+        const result = allDone(after) ? await this.#passedResult({ ...row, lifecycle_state: 'GLOBAL_REVIEW', phase: 'aggregate' }, passed.rec, plan, after) : undefined;
+        if (result) return this.#with(after, await this.#packageIn(this.#em(), row, passed.rec, after, result, passed));
         return this.#with(after, await this.#passReview(this.#em(), row, settled, after, review.trace, true));
       }
     }
@@ -532,14 +562,24 @@ export class ContractEngine {
    * settling first when `settle` (a review that was known before it).
    */
   async #passReview(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], settle = false): Promise<TicketRow> {
+    const passed = this.#passed(row, rec, steps, trace);
+    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...passed.rec } }, 'engine', {
+      trace: passed.trace,
+      ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
+      also: passed.also,
+    });
+  }
+
+  /** What a batch's passed review writes: the record after it, its hop's trace, and its records (a snapshot; the batch's step contexts cleared). */
+  #passed(row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): PassedReview {
     const batch = rec.batch ?? NO_BATCH;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
-    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId } }, 'engine', {
+    return {
+      rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
-      ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
       also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
-    });
+    };
   }
 
   /**
@@ -577,17 +617,13 @@ export class ContractEngine {
   /** GLOBAL_REVIEW: the aggregate against the contract's result schema (and a configured reviewer's confidence). */
   async #reviewResult(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
     const steps = await this.#stepsOf(row);
-    const done = steps.filter((s) => s.status === 'SUCCEEDED');
-    const { result, warnings } = (await this.#output(row)).aggregate(row.request, outputsOf(done));
-    // A step that finished by another path (its fallback) says so.
-    const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
-    const patch: TicketPatch = { result, warnings: [...warnings, ...notes] };
+    const patch = await this.#resultOf(row, steps);
+    const result = patch.result;
     if (rec.accepted_result) return this.#with(steps, await this.#move(row.ticket, 'review_passed', rec, patch, { reason: 'a human accepted the result', from: 'GLOBAL_REVIEW' }));
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const run = await this.#role('REVIEWER', row, rec, plan, steps, undefined, result);
     const trace = [decisionEvent(run)];
-    const settings = rec.settings ?? DEFAULT_SETTINGS;
-    if (run.output.success && run.output.confidence >= settings.confidence_threshold) {
+    if (passes(run, rec)) {
       if (!this.#builtinOnly('REVIEWER', rec)) return this.#with(steps, await this.#move(row.ticket, 'review_passed', rec, patch, { trace, from: 'GLOBAL_REVIEW' }));
       // The built-in's verdict is final: review and packaging commit together.
       return this.#packageIn(this.#em(), row, rec, steps, { patch, trace });
@@ -609,13 +645,39 @@ export class ContractEngine {
     return this.#halt(row, rec, toStructured(new AbcError('FAILED_PRECONDITION', { code: 'LOW_CONFIDENCE', category: 'EXECUTION', message: policy.reason ?? 'low confidence', retryable: false })), trace, policy.reason);
   }
 
+  /**
+   * The result's review by the built-in reviewer alone, on steps all done: the
+   * patch and trace of its pass; undefined when it does not pass (the
+   * GLOBAL_REVIEW phase then reviews it again and answers) or when a human
+   * accepted the result or another reviewer judges after the built-in.
+   */
+  async #passedResult(row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc, steps: StepRow[]): Promise<ReviewedResult | undefined> {
+    if (rec.accepted_result || !this.#builtinOnly('REVIEWER', rec)) return undefined;
+    const patch = await this.#resultOf(row, steps);
+    const run = await this.#role('REVIEWER', row, rec, plan, steps, undefined, patch.result);
+    return passes(run, rec) ? { patch, trace: [decisionEvent(run)] } : undefined;
+  }
+
+  /** The result the succeeded steps aggregate to, with its warnings. */
+  async #resultOf(row: TicketRow, steps: StepRow[]): Promise<TicketPatch & { result: unknown }> {
+    const done = succeeded(steps);
+    const { result, warnings } = (await this.#output(row)).aggregate(row.request, outputsOf(done));
+    // A step that finished by another path (its fallback) says so.
+    const notes = done.filter((s) => s.message).map((s) => `${s.step_id}: ${s.message}`);
+    return { result, warnings: [...warnings, ...notes] };
+  }
+
   /** PACKAGING: the artifact, and the success remembered (GLOBAL) for later planners. */
   async #package(row: TicketRow, rec: ExecRecord): Promise<TicketRow> {
     return this.#packageIn(this.#em(), row, rec, await this.#stepsOf(row));
   }
 
-  /** The packaging move, with the success it remembers; `review`: the passed global review it commits first, in the same statement. */
-  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: { patch: TicketPatch; trace: TicketEventInput[] }): Promise<TicketRow> {
+  /**
+   * The packaging move, with the success it remembers; in the same statement,
+   * first `review`, the result's passed review, and before it `batch`, the
+   * last batch's passed review (settled, reviewed, all steps done).
+   */
+  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: ReviewedResult, batch?: PassedReview): Promise<TicketRow> {
     const result = review?.patch.result ?? row.result!;
     const artifact = (await this.#output(row)).render(row.request, result, outputsOf(steps));
     const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, em) : undefined;
@@ -637,9 +699,10 @@ export class ContractEngine {
       'global',
       ['success', intent],
     );
+    const settled: { trigger: LifecycleTrigger; trace?: TicketEventInput[] }[] = batch ? [{ trigger: 'steps_settled' }, { trigger: 'review_passed', trace: batch.trace }, { trigger: 'all_steps_done' }] : [];
     return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
-      ...(review && { from: 'GLOBAL_REVIEW', through: [{ trigger: 'review_passed', trace: review.trace }] }),
-      also: [memoryUpsert([success])],
+      ...(review && { from: batch ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
+      also: [...(batch?.also ?? []), memoryUpsert([success])],
     });
   }
 
@@ -800,10 +863,32 @@ function isInfrastructure(error: unknown): boolean {
   return typeof code === 'string' && /^(ECONN|EPIPE|ETIMEDOUT|08|53|57P|40001|40P01)/.test(code);
 }
 
+/** What a ticket's first plan records of where it came from. */
+const planMetadata = (row: TicketRow, body: PlanBody) => ({ input: planInput(row.request as unknown as PlanInput), avoided: avoidedOf(body), tenant_id: row.tenant_id });
+
 /** Outputs of the succeeded steps, by step id. */
 export const outputsOf = (steps: StepRow[]): Record<string, unknown> => Object.fromEntries(succeeded(steps).map((s) => [s.step_id, s.output]));
 
 const succeeded = (steps: StepRow[]) => steps.filter((s) => s.status === 'SUCCEEDED');
+
+/** Whether every step of the plan has run: succeeded or skipped. */
+const allDone = (steps: StepRow[]) => steps.every((s) => s.status === 'SUCCEEDED' || s.status === 'SKIPPED');
+
+/** Whether a reviewer's verdict passes: a success at the confidence the settings ask. */
+const passes = (run: RoleRun, rec: ExecRecord) => run.output.success && run.output.confidence >= (rec.settings ?? DEFAULT_SETTINGS).confidence_threshold;
+
+/** A batch's passed review, as its move writes it. */
+interface PassedReview {
+  rec: ExecRecord;
+  trace: TicketEventInput[];
+  also: { sql: string; params: unknown[] }[];
+}
+
+/** The result's passed review: the ticket's result and warnings, and the reviewer's decision. */
+interface ReviewedResult {
+  patch: TicketPatch;
+  trace: TicketEventInput[];
+}
 
 /** What the views of one pass over a ticket share, each frozen once. */
 interface Pass {

@@ -5,9 +5,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FrozenPlanDoc } from '../decision/decision.js';
 import type { UnitCatalog } from '../execution/units.js';
-import { openContracts } from '../store/execution-contracts.js';
+import { contractsInsert, openContracts, type NewContract } from '../store/execution-contracts.js';
 import { TOOL_CAPABILITY_PREFIX } from './pep.js';
-import { appendTicketEvents, getSteps, insertSteps, retargetStep, transitionStep, type StepRow, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvents, getSteps, insertSteps, newStepRows, retargetStep, stepsInsert, transitionStep, type NewStep, type StepRow, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 import { toolsWithSideEffects } from '../store/tool-store.js';
 
 /** Syncs the ticket's steps with `plan`; every step row as written, in position order. */
@@ -15,20 +15,11 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
   const existing = new Map((await getSteps(tx, row.ticket)).map((s) => [s.step_id, s]));
   const rows = new Map(existing);
   const wrote = (step: StepRow) => void rows.set(step.step_id, step);
-  const effects = await sideEffects(tx, units, row.tenant_id, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
+  const effects = await sideEffectsOf(tx, units, row, plan);
   const fresh = plan.steps.map((s, i) => ({ s, i })).filter(({ s }) => !existing.has(s.id));
   if (fresh.length) {
-    (await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => ({ step_id: s.id, position: i, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) })))).forEach(wrote);
-    await openContracts(tx, fresh.map(({ s }) => ({
-      sessionId: row.session_id,
-      ticket: row.ticket,
-      subjectId: s.id,
-      actionType: 'contract_step',
-      actionSummary: `${s.tool_name} → ${s.label}`,
-      irreversible: effects.has(s.tool_name),
-      idempotencyKey: `${row.ticket}:${s.id}`,
-      timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
-    })));
+    (await insertSteps(tx, row.ticket, fresh.map(({ s, i }) => newStep(s, i, effects)))).forEach(wrote);
+    await openContracts(tx, fresh.map(({ s }) => newContract(row, s, effects)));
     for (const { s } of fresh) if (s.skipped) wrote(await transitionStep(tx, row.ticket, s.id, 'skip', { message: s.skip_reason ?? 'not requested' }));
   }
   const kept: TicketEventInput[] = [];
@@ -56,6 +47,38 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
   await appendTicketEvents(tx, row.ticket, kept);
   return [...rows.values()].sort((a, b) => a.position - b.position);
 }
+
+/**
+ * The steps of a ticket's first plan (it has no steps yet): their INSERT and
+ * their contracts', for the statement that prepares the plan, and the rows as
+ * they will read. Undefined when a step is planned skipped: its skip is a move.
+ */
+export async function firstSteps(em: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc): Promise<{ rows: StepRow[]; writes: { sql: string; params: unknown[] }[] } | undefined> {
+  if (plan.steps.some((s) => s.skipped)) return undefined;
+  const effects = await sideEffectsOf(em, units, row, plan);
+  const steps = plan.steps.map((s, i) => newStep(s, i, effects));
+  return { rows: newStepRows(row.ticket, steps), writes: [stepsInsert(row.ticket, steps), contractsInsert(plan.steps.map((s) => newContract(row, s, effects)))] };
+}
+
+type PlannedStep = FrozenPlanDoc['steps'][number];
+
+const newStep = (s: PlannedStep, position: number, effects: Set<string>): NewStep => ({ step_id: s.id, position, label: s.label, capability: s.tool_name, side_effect: effects.has(s.tool_name) });
+
+/** A step's seed 004 execution contract. */
+const newContract = (row: TicketRow, s: PlannedStep, effects: Set<string>): NewContract => ({
+  sessionId: row.session_id,
+  ticket: row.ticket,
+  subjectId: s.id,
+  actionType: 'contract_step',
+  actionSummary: `${s.tool_name} → ${s.label}`,
+  irreversible: effects.has(s.tool_name),
+  idempotencyKey: `${row.ticket}:${s.id}`,
+  timeoutSeconds: Math.ceil(s.timeout_ms / 1000),
+});
+
+/** The capabilities a plan may run (each step's and its fallback's) that have side effects. */
+const sideEffectsOf = (em: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc) =>
+  sideEffects(em, units, row.tenant_id, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
 
 /** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */
 async function sideEffects(tx: EntityManager, units: UnitCatalog, tenantId: string, capabilities: string[]): Promise<Set<string>> {

@@ -62,14 +62,10 @@ export async function readPlan<T>(em: EntityManager, planId: string): Promise<T 
   return row?.plan;
 }
 
-export async function insertPlan(
-  em: EntityManager,
-  plan: { plan_id: string; assembly_id: string; assembly_version: string; plan_hash: string },
-  ticket: string | undefined,
-  replaces: string | undefined,
-): Promise<void> {
-  await em.execute(
-    `INSERT INTO frozen_plans (plan_id, ticket, assembly_id, assembly_version, plan_hash, plan, replaces_plan_id) VALUES (?, ?, ?, ?, ?, ?::jsonb, ?)`,
-    [plan.plan_id, ticket ?? null, plan.assembly_id, plan.assembly_version, plan.plan_hash, JSON.stringify(plan), replaces ?? null],
-  );
+/** A frozen plan's INSERT, for a statement that writes it with other records. */
+export function planInsert(plan: { plan_id: string; assembly_id: string; assembly_version: string; plan_hash: string }, ticket: string | undefined, replaces: string | undefined): { sql: string; params: unknown[] } {
+  return {
+    sql: 'INSERT INTO frozen_plans (plan_id, ticket, assembly_id, assembly_version, plan_hash, plan, replaces_plan_id) VALUES (?::text, ?::text, ?::text, ?::text, ?::text, ?::jsonb, ?::text)',
+    params: [plan.plan_id, ticket ?? null, plan.assembly_id, plan.assembly_version, plan.plan_hash, JSON.stringify(plan), replaces ?? null],
+  };
 }

@@ -50,20 +50,27 @@ export async function openContract(tx: EntityManager, c: NewContract): Promise<s
 /** Opens contracts in one statement; their ids, in order. */
 export async function openContracts(tx: EntityManager, contracts: NewContract[]): Promise<string[]> {
   if (!contracts.length) return [];
+  const insert = contractsInsert(contracts);
+  await tx.execute(insert.sql, insert.params);
+  return insert.ids;
+}
+
+/** New contracts' INSERT, pending, for a statement that writes them with other records; their ids. */
+export function contractsInsert(contracts: NewContract[]): { sql: string; params: unknown[]; ids: string[] } {
   // The node clock, like the transitions: contracts opened in one transaction still order by creation.
   const rows = contracts.map((c) => ({
     execution_id: newId('exe'), session_id: c.sessionId, run_id: c.runId ?? null, ticket: c.ticket ?? null, subject_id: c.subjectId, action_type: c.actionType,
     action_summary: c.actionSummary.slice(0, 500), irreversible: c.irreversible, idempotency_key: c.idempotencyKey ?? null, timeout_seconds: c.timeoutSeconds ?? null, at: moveTime().toISOString(),
   }));
-  await tx.execute(
-    `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, created_at, entered_at)
-     SELECT c.execution_id, COALESCE((SELECT tenant_id FROM runs WHERE run_id = c.run_id), (SELECT tenant_id FROM tickets WHERE ticket = c.ticket), 'default'),
-            c.session_id, c.run_id, c.ticket, c.subject_id, c.action_type, c.action_summary, 'pending', c.irreversible, c.idempotency_key, c.timeout_seconds, c.at, c.at
-     FROM jsonb_to_recordset(?::jsonb) AS c(execution_id text, session_id text, run_id text, ticket text, subject_id text, action_type text, action_summary text,
-                                            irreversible boolean, idempotency_key text, timeout_seconds int, at timestamptz)`,
-    [JSON.stringify(rows)],
-  );
-  return rows.map((r) => r.execution_id);
+  return {
+    sql: `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, ticket, subject_id, action_type, action_summary, status, irreversible, idempotency_key, timeout_seconds, created_at, entered_at)
+          SELECT c.execution_id, COALESCE((SELECT tenant_id FROM runs WHERE run_id = c.run_id), (SELECT tenant_id FROM tickets WHERE ticket = c.ticket), 'default'),
+                 c.session_id, c.run_id, c.ticket, c.subject_id, c.action_type, c.action_summary, 'pending', c.irreversible, c.idempotency_key, c.timeout_seconds, c.at, c.at
+          FROM jsonb_to_recordset(?::jsonb) AS c(execution_id text, session_id text, run_id text, ticket text, subject_id text, action_type text, action_summary text,
+                                                 irreversible boolean, idempotency_key text, timeout_seconds int, at timestamptz)`,
+    params: [JSON.stringify(rows)],
+    ids: rows.map((r) => r.execution_id),
+  };
 }
 
 /**

@@ -347,15 +347,26 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
 }
 
 /** New step rows of a ticket, PENDING. */
-export async function insertSteps(tx: EntityManager, ticket: string, steps: { step_id: string; position: number; label: string; capability: string; side_effect: boolean }[]): Promise<StepRow[]> {
-  return tx.execute<StepRow[]>(
-    `INSERT INTO ticket_steps (ticket, step_id, position, label, capability, side_effect, status, message)
-     SELECT ?, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
-     FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)
-     RETURNING *`,
-    [ticket, JSON.stringify(steps)],
-  );
+export type NewStep = Pick<StepRow, 'step_id' | 'position' | 'label' | 'capability' | 'side_effect'>;
+
+export async function insertSteps(tx: EntityManager, ticket: string, steps: NewStep[]): Promise<StepRow[]> {
+  const insert = stepsInsert(ticket, steps);
+  return tx.execute<StepRow[]>(`${insert.sql} RETURNING *`, insert.params);
 }
+
+/** New steps' INSERT, PENDING, for a statement that writes them with other records. */
+export function stepsInsert(ticket: string, steps: NewStep[]): { sql: string; params: unknown[] } {
+  return {
+    sql: `INSERT INTO ticket_steps (ticket, step_id, position, label, capability, side_effect, status, message)
+          SELECT ?::text, s.step_id, s.position, s.label, s.capability, s.side_effect, 'PENDING', NULL
+          FROM jsonb_to_recordset(?::jsonb) AS s(step_id text, position int, label text, capability text, side_effect boolean)`,
+    params: [ticket, JSON.stringify(steps)],
+  };
+}
+
+/** New steps as their INSERT writes them. */
+export const newStepRows = (ticket: string, steps: NewStep[]): StepRow[] =>
+  steps.map((s) => ({ ticket, ...s, status: 'PENDING', output: null, message: null, started_at: null, ended_at: null }));
 
 /** Points a step at another capability (a replan), outside its state machine. */
 export async function retargetStep(tx: EntityManager, ticket: string, stepId: string, to: { capability: string; side_effect: boolean; label: string }): Promise<StepRow> {

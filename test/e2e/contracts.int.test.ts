@@ -266,6 +266,42 @@ describe('validation', () => {
   });
 });
 
+// A row's xmin names the transaction that wrote it, and its cmin the statement within it.
+describe('what commits together', () => {
+  const eventsOf = (ticket: string) =>
+    s.orm.em.fork().execute<{ type: string; payload: Record<string, any>; xid: string }[]>("SELECT type, payload, xmin::text || ':' || cmin::text AS xid FROM ticket_events WHERE ticket = ? ORDER BY seq", [ticket]);
+  const moves = (events: { type: string; payload: Record<string, any> }[]) => events.filter((e) => e.type === 'STATE_TRANSITION').map((e) => `${e.payload.from}->${e.payload.to}`);
+
+  it('freezes, approves and prepares a first plan in one statement, with its steps, their contracts and its snapshot', async () => {
+    const done = await runToEnd(request());
+    const events = await eventsOf(done.ticket);
+    const planned = events.find((e) => e.type === 'STATE_TRANSITION' && e.payload.from === 'PLAN_GENERATION')!;
+    const together = events.filter((e) => e.xid === planned.xid);
+    expect(moves(together)).toEqual(['PLAN_GENERATION->PLAN_CHECK', 'PLAN_CHECK->EXECUTION_PREPARE', 'EXECUTION_PREPARE->STEP_EXECUTION']);
+    expect(together.map((e) => e.type)).toEqual(['AGENT_DECISION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'SNAPSHOT_CREATED', 'STATE_TRANSITION']);
+    const em = s.orm.em.fork();
+    const [plan] = await em.execute<{ xid: string }[]>("SELECT xmin::text || ':' || cmin::text AS xid FROM frozen_plans WHERE ticket = ?", [done.ticket]);
+    const snapshots = await em.execute<{ xid: string; lifecycle_state: string }[]>("SELECT xmin::text || ':' || cmin::text AS xid, lifecycle_state FROM snapshots WHERE ticket = ? ORDER BY created_at", [done.ticket]);
+    const contracts = await em.execute<{ xid: string; n: number }[]>("SELECT min(t.xmin::text || ':' || t.cmin::text) AS xid, count(*)::int AS n FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.ticket = ? AND t.from_status = 'pending'", [done.ticket]);
+    expect(plan!.xid).toBe(planned.xid);
+    expect(snapshots[0]).toEqual({ xid: planned.xid, lifecycle_state: 'EXECUTION_PREPARE' });
+    // Each contract opened pending with the plan, and left it later, with its step.
+    expect(contracts[0]!.n).toBe(7);
+    expect(contracts[0]!.xid).not.toBe(planned.xid);
+  });
+
+  it('commits the last batch, its review, the result review and the packaging in one statement', async () => {
+    const done = await runToEnd(request());
+    const events = await eventsOf(done.ticket);
+    const last = events.filter((e) => e.xid === events.at(-1)!.xid);
+    expect(moves(last)).toEqual(['STEP_EXECUTION->STEP_REVIEW', 'STEP_REVIEW->STEP_EXECUTION', 'STEP_EXECUTION->GLOBAL_REVIEW', 'GLOBAL_REVIEW->PACKAGING', 'PACKAGING->COMPLETED']);
+    expect(last.map((e) => e.type)).toEqual(['STATE_TRANSITION', 'SNAPSHOT_CREATED', 'AGENT_DECISION', 'STATE_TRANSITION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'STATE_TRANSITION']);
+    // Every move of the lifecycle is recorded, in order, from the submit to the end.
+    expect(moves(events)[0]).toBe('INIT->CONTEXT_BUILD');
+    for (const [i, e] of events.filter((x) => x.type === 'STATE_TRANSITION').entries()) if (i) expect(e.payload.from).toBe(moves(events)[i - 1]!.split('->')[1]);
+  });
+});
+
 describe('the observer sees every plan step as an execution contract', () => {
   it('serves the timeline, a snapshot and the consequences, and streams execution_state in order', async () => {
     const body = request({ correlation: { session_id: 'session-observed-1' }, context: { analysis_scope: { include_performance: false } } });
