@@ -6,8 +6,10 @@
 // each step runs the pack's own analyze_portfolio units (bench/portfolio-steps.ts).
 // Reported: submit-to-done p50/p99 at c=1, completed per second at c=16, and write
 // transactions per unit (the cluster's transaction ids consumed, peers measured
-// with ABC stopped); then an approval round trip against a LangGraph
-// interrupt()/resume, with the side effects each re-executes.
+// with ABC stopped); beside them the floor of ABC's records (bench/records-floor.ts:
+// one contract's rows written straight, in DBOS's number of commits); then an
+// approval round trip against a LangGraph interrupt()/resume, with the side
+// effects each re-executes.
 import { execFile } from 'node:child_process';
 import { writeFile, mkdtemp } from 'node:fs/promises';
 import http from 'node:http';
@@ -22,6 +24,7 @@ import { ensureDatabase } from '../src/store/database.js';
 import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
+import { FLOOR_COMMITS, recordsFloor } from './records-floor.js';
 
 const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
 const THROUGHPUT_RUNS = Number(process.env.BENCH_THROUGHPUT_RUNS ?? 160);
@@ -67,6 +70,20 @@ async function abcSide(abc: AbcProcess, admin: pg.Pool): Promise<Side> {
     const json = (await res.json()) as { kind?: string };
     if (res.status !== 200 || json.kind !== 'result') throw new Error(`sync submit answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
   });
+}
+
+/** The floor of ABC's records: the rows of a contract it finished, copied straight into its database. */
+async function floorSide(url: string, admin: pg.Pool): Promise<Side> {
+  const abcDb = new pg.Pool({ connectionString: url, max: 1 });
+  const [last] = (await abcDb.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
+  await abcDb.end();
+  const floor = await recordsFloor(url, last!.ticket, CONCURRENCY);
+  let copies = 0;
+  try {
+    return await measure(`Floor: one contract's ${floor.rows} records, ${FLOOR_COMMITS} commits, no work`, admin, () => floor.run(copies++));
+  } finally {
+    await floor.end();
+  }
 }
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- the peers are loaded at run time, untyped */
@@ -232,6 +249,7 @@ export async function durable(): Promise<void> {
   const work = steps(packDbOver(stepsPool));
   const sides: Side[] = [];
   const approvals: ApprovalSide[] = [];
+  let floor: Side | undefined;
   try {
     // ABC first, then stopped, so the peers' transaction counts hold only their own.
     const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4', ABC_POLICY_FILE: policyFile });
@@ -242,6 +260,7 @@ export async function durable(): Promise<void> {
     } finally {
       await abc.stop();
     }
+    floor = await floorSide(db.url, admin);
     for (const name of ['bench_dbos', 'bench_langgraph']) await ensureDatabase(databaseOn(db.url, 'postgres'), name);
     const dbos = await dbosSide(databaseOn(db.url, 'bench_dbos'), work, admin);
     sides.push(dbos.side);
@@ -271,6 +290,14 @@ export async function durable(): Promise<void> {
     record({ bench: 'durable', name: `${key} c=1 p99`, value: s.p99, unit: 'ms' });
     record({ bench: 'durable', name: `${key} c=${CONCURRENCY} completed per second`, value: s.perSecond, unit: 'runs/s', ratio: s.perSecond / dbos.perSecond, against: 'DBOS', goal: s === abcRow ? '>= 1.5x' : undefined });
     record({ bench: 'durable', name: `${key} write transactions per run`, value: s.transactions, unit: 'transactions' });
+  }
+  if (floor) {
+    console.log(`| ${floor.name} | ${fmt(floor.p50, 1)} | ${fmt(floor.p99, 1)} | ${fmt(floor.perSecond, 1)} | ${fmt(floor.transactions, 1)} | ${fmt(floor.p50 / dbos.p50)}x | ${fmt(floor.perSecond / dbos.perSecond)}x |`);
+    console.log(`ABC against the floor of its records: c=1 p50 ${fmt(abcRow.p50 / floor.p50)}x, completed/s ${fmt(abcRow.perSecond / floor.perSecond)}x`);
+    record({ bench: 'durable', name: 'records floor c=1 p50', value: floor.p50, unit: 'ms', ratio: floor.p50 / dbos.p50, against: 'DBOS' });
+    record({ bench: 'durable', name: `records floor c=${CONCURRENCY} completed per second`, value: floor.perSecond, unit: 'runs/s', ratio: floor.perSecond / dbos.perSecond, against: 'DBOS' });
+    record({ bench: 'durable', name: 'ABC c=1 p50 against the records floor', value: abcRow.p50, unit: 'ms', ratio: abcRow.p50 / floor.p50, against: 'records floor' });
+    record({ bench: 'durable', name: `ABC c=${CONCURRENCY} completed per second against the records floor`, value: abcRow.perSecond, unit: 'runs/s', ratio: abcRow.perSecond / floor.perSecond, against: 'records floor' });
   }
   console.log('\n## durable execution: an approval round trip (no human wait), and what runs again');
   console.log('| system | p50 ms | p99 ms | code before the approval ran, per run | approved action ran, per run |');

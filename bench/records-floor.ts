@@ -1,0 +1,114 @@
+// The floor of a contract's records, for bench/durable: every row one
+// analyze_portfolio contract leaves (its ticket, frozen plan, steps, execution
+// contracts and their transitions, snapshots, memory facts and events), copied
+// from a contract ABC ran and written straight to PostgreSQL in as many commits
+// as DBOS makes for the same eight units (ten: the ticket, its plan, one per
+// unit), each commit one prepared statement. No ABC process, no unit work, no
+// reads.
+import pg from 'pg';
+
+const TABLES = ['tickets', 'frozen_plans', 'ticket_steps', 'execution_contracts', 'execution_transitions', 'snapshots', 'memory', 'ticket_events'] as const;
+type Table = (typeof TABLES)[number];
+type Rows = Record<Table, Record<string, unknown>[]>;
+
+/** Commits per contract: DBOS's for an 8-step workflow (its status row, a checkpoint per step, its end). */
+export const FLOOR_COMMITS = 10;
+
+/** The rows `ticket` left behind, table by table. */
+async function rowsOf(pool: pg.Pool, ticket: string): Promise<Rows> {
+  const one = async (sql: string, params: unknown[]) => (await pool.query<{ rows: Record<string, unknown>[] | null }>(`SELECT coalesce(jsonb_agg(to_jsonb(x)), '[]') AS rows FROM (${sql}) x`, params)).rows[0]!.rows ?? [];
+  const contracts = await one('SELECT * FROM execution_contracts WHERE ticket = $1', [ticket]);
+  const executions = contracts.map((c) => c.execution_id as string);
+  return {
+    tickets: await one('SELECT * FROM tickets WHERE ticket = $1', [ticket]),
+    frozen_plans: await one('SELECT * FROM frozen_plans WHERE ticket = $1', [ticket]),
+    ticket_steps: await one('SELECT * FROM ticket_steps WHERE ticket = $1', [ticket]),
+    execution_contracts: contracts,
+    execution_transitions: await one('SELECT * FROM execution_transitions WHERE execution_id = ANY($1) ORDER BY id', [executions]),
+    snapshots: await one('SELECT * FROM snapshots WHERE ticket = $1', [ticket]),
+    // The session's facts of its steps, and the intent's success entry it added to GLOBAL memory.
+    memory: await one(
+      `SELECT * FROM memory WHERE key = ANY(SELECT 'execution_fact:' || unnest($1::text[]))
+       UNION ALL (SELECT * FROM memory WHERE scope = 'GLOBAL' AND created_at <= (SELECT finished_at FROM tickets WHERE ticket = $2) ORDER BY created_at DESC LIMIT 1)`,
+      [executions, ticket],
+    ),
+    ticket_events: await one('SELECT * FROM ticket_events WHERE ticket = $1 ORDER BY seq', [ticket]),
+  };
+}
+
+/** The columns a copy writes: all but identities and generated ones. */
+async function columnsOf(pool: pg.Pool): Promise<Record<Table, string[]>> {
+  const { rows } = await pool.query<{ table_name: Table; column_name: string }>(
+    `SELECT table_name, column_name FROM information_schema.columns
+      WHERE table_schema = 'public' AND table_name = ANY($1) AND is_generated = 'NEVER' AND is_identity = 'NO' AND coalesce(column_default, '') NOT LIKE 'nextval(%'
+      ORDER BY ordinal_position`,
+    [TABLES],
+  );
+  const columns = Object.fromEntries(TABLES.map((t) => [t, [] as string[]])) as Record<Table, string[]>;
+  for (const r of rows) columns[r.table_name].push(r.column_name);
+  return columns;
+}
+
+/** One statement inserting each table's share ($1..$8) and moving the ticket's event counter ($9 ticket, $10 events). */
+function statementOf(columns: Record<Table, string[]>): string {
+  const inserts = TABLES.map((t, i) => {
+    const list = columns[t].map((c) => `"${c}"`).join(', ');
+    return `i_${t} AS (INSERT INTO ${t} (${list}) SELECT ${list} FROM jsonb_populate_recordset(null::${t}, $${i + 1}::jsonb))`;
+  });
+  return `WITH ${inserts.join(',\n')}
+    UPDATE tickets SET event_seq = event_seq + $10, updated_at = now() WHERE ticket = $9`;
+}
+
+/** `items` in `n` consecutive shares, as even as they go. */
+function shares<T>(items: T[], n: number): T[][] {
+  return Array.from({ length: n }, (_, k) => items.slice(Math.floor((k * items.length) / n), Math.floor(((k + 1) * items.length) / n)));
+}
+
+export interface RecordsFloor {
+  /** Rows one contract writes. */
+  rows: number;
+  /** Writes one contract's records under fresh ids, in FLOOR_COMMITS commits. */
+  run(i: number): Promise<void>;
+  end(): Promise<void>;
+}
+
+/** A floor over `url`'s schema, copying the records of `ticket` (a finished contract). */
+export async function recordsFloor(url: string, ticket: string, concurrency: number): Promise<RecordsFloor> {
+  const pool = new pg.Pool({ connectionString: url, max: concurrency });
+  pool.on('error', () => {});
+  const template = await rowsOf(pool, ticket);
+  const statement = { name: 'records_floor', text: statementOf(await columnsOf(pool)) };
+  // Every id of the template, renamed per copy; the GLOBAL entry's key with it.
+  const ids = new Set<string>([ticket]);
+  for (const r of template.tickets) for (const k of ['request_id', 'idempotency_key', 'plan_id']) if (r[k]) ids.add(String(r[k]));
+  for (const r of template.frozen_plans) ids.add(String(r.plan_id));
+  for (const r of template.execution_contracts) ids.add(String(r.execution_id));
+  for (const r of template.snapshots) ids.add(String(r.snapshot_id));
+  for (const r of template.memory) ids.add(String(r.memory_id)), r.scope === 'GLOBAL' && ids.add(String(r.key));
+  const pattern = new RegExp([...ids].sort((a, b) => b.length - a.length).map((id) => id.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
+  const text = JSON.stringify(template);
+  const prefix = `f${process.pid}`;
+  // The commits: the ticket first (with its submit's event); its plan, steps and
+  // contracts; the transitions, snapshots, facts and events of each unit; the end.
+  const perUnit = FLOOR_COMMITS - 2;
+  const plan = (rows: Rows): Partial<Rows>[] => {
+    const unit = { transitions: shares(rows.execution_transitions, perUnit), snapshots: shares(rows.snapshots, perUnit), memory: shares(rows.memory, perUnit), events: shares(rows.ticket_events.slice(1), FLOOR_COMMITS - 1) };
+    return [
+      { tickets: rows.tickets, ticket_events: rows.ticket_events.slice(0, 1) },
+      { frozen_plans: rows.frozen_plans, ticket_steps: rows.ticket_steps, execution_contracts: rows.execution_contracts, ticket_events: unit.events[0] },
+      ...Array.from({ length: perUnit }, (_, k) => ({ execution_transitions: unit.transitions[k], snapshots: unit.snapshots[k], memory: unit.memory[k], ticket_events: unit.events[k + 1] })),
+    ];
+  };
+  return {
+    rows: Object.values(template).reduce((n, rows) => n + rows.length, 0),
+    run: async (i) => {
+      const copy = JSON.parse(text.replace(pattern, (id) => `${id}_${prefix}_${i}`)) as Rows;
+      const copyTicket = `${ticket}_${prefix}_${i}`;
+      for (const commit of plan(copy)) {
+        const values = TABLES.map((t) => JSON.stringify(commit[t] ?? []));
+        await pool.query({ ...statement, values: [...values, copyTicket, commit.ticket_events?.length ?? 0] });
+      }
+    },
+    end: () => pool.end(),
+  };
+}
