@@ -17,7 +17,7 @@ import type { EventBus } from '../store/event-bus.js';
 import { retryOnConflict } from '../store/outage.js';
 import { settlesWithin } from '../runtime/in-flight.js';
 import { waitUntil } from '../store/wake-watch.js';
-import type { Orm } from '../store/orm.js';
+import { rawEm, type Orm } from '../store/orm.js';
 import { isFinished, pollDocument, pollHintMs, preferencesOf, ttlSeconds } from './projection.js';
 import type { ContractCatalog } from './catalog.js';
 import type { ContractVersion, SchemaKind, Violation } from './registry.js';
@@ -125,7 +125,7 @@ export class ContractService {
 
   /** submit_human_feedback: the engine continues (or ends) an execution waiting for a human. */
   async humanFeedback(tenantId: string, ticket: string, input: Parameters<ContractEngine['submitHumanFeedback']>[1]): Promise<TicketRow> {
-    const row = await getTicket(this.opts.orm.em.fork(), ticket);
+    const row = await getTicket(rawEm(this.opts.orm), ticket);
     if (!row || row.tenant_id !== tenantId) throw ticketNotFound(ticket);
     return this.opts.engine.submitHumanFeedback(ticket, input);
   }
@@ -197,7 +197,7 @@ export class ContractService {
   ): Promise<TicketRow & { created: boolean }> {
     const hash = requestHash(request);
     const ticket = newId('tkt');
-    const em = this.opts.orm.em.fork();
+    const em = rawEm(this.opts.orm);
     const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
     const runAt = deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined;
     const job = (column: string) => this.opts.engine.queue.jobFor(column, runAt);
@@ -256,7 +256,7 @@ export class ContractService {
 
   /** Waits until the ticket has finished or the deadline, woken by its notifications; reads the whole row once, at the end. */
   async #waitFor(ticket: string, deadline: number, signal?: AbortSignal): Promise<TicketRow> {
-    const em = () => this.opts.orm.em.fork();
+    const em = () => rawEm(this.opts.orm);
     await waitUntil(this.opts.bus, `ticket:${ticket}`, async () => (await getTicketState(em(), ticket))!, isFinished, deadline, signal);
     return (await getTicket(em(), ticket))!;
   }

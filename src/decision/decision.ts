@@ -8,7 +8,7 @@ import { AbcError } from '../domain/errors.js';
 import { DEFAULT_TENANT } from '../access/principal.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
 import { newId } from '../runtime/new-id.js';
-import { insertAssembly, latestAssembly, planInsert, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
+import { insertAssembly, insertPlan, latestAssembly, planInsert, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
 import type { Logger } from '../runtime/log.js';
 import { Ajv } from 'ajv';
 import { canonicalJson } from '../domain/hash.js';
@@ -184,8 +184,8 @@ export class Decision {
 
   /** Stores a plan; it is immutable from here on. */
   async freeze(body: PlanBody, hash: string, executionId: string | undefined, metadata: Record<string, unknown>, replaces?: string, em: EntityManager = this.em()): Promise<FrozenPlanDoc> {
-    const { doc, insert } = this.frozen(body, hash, executionId, metadata, replaces);
-    await em.execute(insert.sql, insert.params);
+    const { doc } = this.frozen(body, hash, executionId, metadata, replaces);
+    await insertPlan(em, doc, executionId, replaces);
     return doc;
   }
 

@@ -22,7 +22,7 @@ import type { PackDb, TenantLlm } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
 import type { Logger } from '../runtime/log.js';
 import type { EventBus } from '../store/event-bus.js';
-import type { Orm } from '../store/orm.js';
+import { rawEm, type Orm } from '../store/orm.js';
 import type { AssemblyOutputs } from './outputs.js';
 import type { Capabilities } from './pep.js';
 import { Memory, memoryClear, memoryRow, memoryUpsert } from '../store/memory.js';
@@ -97,9 +97,7 @@ export class ContractEngine {
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
-    // One fork for the engine's raw statements: it never loads entities, so
-    // there is no identity map to keep apart; a transaction forks its own.
-    const em = opts.orm.em.fork();
+    const em = rawEm(opts.orm);
     this.#em = () => em;
     this.queue = new ContractQueue({ orm: opts.orm, log: this.#log, concurrency: opts.concurrency, leaseMs: opts.leaseMs, pollIntervalMs: opts.pollIntervalMs });
     this.memory = new Memory(this.#em);
@@ -539,6 +537,7 @@ export class ContractEngine {
     const trace: TicketEventInput[] = [];
     let problem: { stepId: string; error?: StructuredError; confidence?: number } | undefined;
     const view = await this.#view(row, rec, plan, steps);
+    const pass: Pass = this.#passes.get(row.ticket) ?? {};
     for (const id of batch.steps) {
       const step = steps.find((s) => s.step_id === id)!;
       if (step.status === 'FAILED') {
@@ -547,7 +546,8 @@ export class ContractEngine {
       }
       if (step.status !== 'SUCCEEDED') continue;
       const planned = plan.steps.find((s) => s.id === id)!;
-      const ctx: StepContext = { step_id: id, tool_input: planned.input, tool_output: step.output, validation_flags: {}, ...(step.started_at && { start_time: new Date(step.started_at).toISOString() }), ...(step.ended_at && { end_time: new Date(step.ended_at).toISOString() }) };
+      // The plan's input and the committed output never change: the frozen copies the views share.
+      const ctx: StepContext = { step_id: id, tool_input: frozenOnce(planned.input), tool_output: frozenOutput(pass, step), validation_flags: {}, ...(step.started_at && { start_time: new Date(step.started_at).toISOString() }), ...(step.ended_at && { end_time: new Date(step.ended_at).toISOString() }) };
       const run = await this.#roleIn('REVIEWER', row, rec, view, ctx);
       trace.push(decisionEvent(run, id));
       if (!run.output.success) problem ??= { stepId: id, error: run.output.errors[0] ?? toStructured(new Error('the reviewer rejected the output'), { step_id: id }) };
@@ -743,9 +743,10 @@ export class ContractEngine {
   }
 
   #global(row: TicketRow, rec: ExecRecord): GlobalState {
+    const pass: Pass = this.#passes.get(row.ticket) ?? {};
     return frozen({
       execution_id: row.ticket,
-      original_goal: goalOf(row.request as unknown as PlanInput),
+      original_goal: (pass.goal ??= frozen(goalOf(row.request as unknown as PlanInput))),
       lifecycle_state: row.lifecycle_state,
       iteration_count: rec.iteration,
       trace_id: row.trace_id,
@@ -893,6 +894,7 @@ interface ReviewedResult {
 /** What the views of one pass over a ticket share, each frozen once. */
 interface Pass {
   request?: TicketRow['request'];
+  goal?: ReturnType<typeof goalOf>;
   hints?: ExecRecord['hints'];
   /** Each succeeded step's output, as of its end. */
   outputs?: Map<string, { endedAt: string; output: unknown }>;

@@ -27,7 +27,7 @@ import { Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
 import { EventAppender } from '../store/event-appender.js';
 import { poolOf } from '../store/native.js';
-import { pendingMigrations, type Orm } from '../store/orm.js';
+import { pendingMigrations, rawEm, type Orm } from '../store/orm.js';
 import { newId } from '../runtime/new-id.js';
 import { services } from './services.js';
 import { every, type Ticker } from '../runtime/ticker.js';
@@ -180,8 +180,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       }
     : undefined;
   const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), connectorSecrets);
-  const decision = new Decision(() => opts.orm.em.fork(), (tenantId) => capabilities.granted(opts.orm.em.fork(), tenantId));
-  const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), () => opts.orm.em.fork());
+  // The contract path sends raw statements only: one shared fork serves it.
+  const raw = () => rawEm(opts.orm);
+  const decision = new Decision(raw, (tenantId) => capabilities.granted(raw(), tenantId));
+  const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), raw);
   const engine = new ContractEngine({
     orm: opts.orm,
     bus,
@@ -190,7 +192,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     contracts,
     capabilities,
     outputs: new AssemblyOutputs(opts.packs),
-    db: packDb(() => opts.orm.em.fork()),
+    db: packDb(raw),
     llm: llmStep,
     concurrency: c.workers,
     stepConcurrency: c.stepConcurrency,

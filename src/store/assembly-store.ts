@@ -3,6 +3,7 @@
 // or to the platform (`*`), whose assemblies every tenant sees. Definitions and plans are
 // stored as the documents the decision plane built.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { executeOne } from './native.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
 
 /** Versions are MAJOR.MINOR.PATCH, so they order as integer arrays. */
@@ -32,7 +33,7 @@ export async function insertAssembly(em: EntityManager, tenantId: string, def: A
 
 /** A version the tenant sees: its own, else the platform's. */
 export async function readAssembly<T>(em: EntityManager, tenantId: string, assemblyId: string, version: string): Promise<T | undefined> {
-  const [row] = await em.execute<{ definition: T }[]>(`SELECT definition FROM assemblies WHERE ${VISIBLE} AND assembly_id = ? AND version = ? ORDER BY ${OWN_FIRST} LIMIT 1`, [tenantId, assemblyId, version]);
+  const [row] = await executeOne<{ definition: T }>(em, `SELECT definition FROM assemblies WHERE ${VISIBLE} AND assembly_id = ? AND version = ? ORDER BY ${OWN_FIRST} LIMIT 1`, [tenantId, assemblyId, version]);
   return row?.definition;
 }
 
@@ -49,7 +50,8 @@ export async function listAssemblies<T>(em: EntityManager, tenantId: string, int
  * highest; the tenant's own assemblies for the intent win over the platform's.
  */
 export async function latestAssembly<T>(em: EntityManager, tenantId: string, intent: string, version?: string): Promise<T | undefined> {
-  const [row] = await em.execute<{ definition: T }[]>(
+  const [row] = await executeOne<{ definition: T }>(
+    em,
     `SELECT definition FROM assemblies WHERE ${VISIBLE} AND intent = ? ${version ? 'AND version = ?' : ''}
      ORDER BY ${OWN_FIRST}, ${SEMVER_ORDER} DESC, assembly_id DESC LIMIT 1`,
     version ? [tenantId, intent, version] : [tenantId, intent],
@@ -60,6 +62,11 @@ export async function latestAssembly<T>(em: EntityManager, tenantId: string, int
 export async function readPlan<T>(em: EntityManager, planId: string): Promise<T | undefined> {
   const [row] = await em.execute<{ plan: T }[]>('SELECT plan FROM frozen_plans WHERE plan_id = ?', [planId]);
   return row?.plan;
+}
+
+export async function insertPlan(em: EntityManager, plan: { plan_id: string; assembly_id: string; assembly_version: string; plan_hash: string }, ticket: string | undefined, replaces: string | undefined): Promise<void> {
+  const insert = planInsert(plan, ticket, replaces);
+  await em.execute(insert.sql, insert.params);
 }
 
 /** A frozen plan's INSERT, for a statement that writes it with other records. */

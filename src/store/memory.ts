@@ -3,6 +3,7 @@
 // executions). Search is full-text (the memory_search index). Failure patterns
 // are GLOBAL counters the planner consults.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { executeOne } from './native.js';
 import { newId } from '../runtime/new-id.js';
 import type { MemoryScope } from '../domain/engine-types.js';
 
@@ -110,7 +111,7 @@ export class Memory {
 
   /** Full-text search in a scope (and scope id, except GLOBAL), best matches first. */
   async search(tenantId: string, query: string, scope: MemoryScope, scopeId: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
-    const rows = await em.execute<Parameters<typeof row>[0][]>(MEMORY_SEARCH_SQL, [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
+    const rows = await executeOne<Parameters<typeof row>[0]>(em, MEMORY_SEARCH_SQL, [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
     return rows.map(row);
   }
 
@@ -130,7 +131,8 @@ export class Memory {
    * `withinMs`: a capability that failed long ago gets its chance again.
    */
   async failureCounts(tenantId: string, intent: string, withinMs = FAILURE_MEMORY_MS, em: EntityManager = this.em()): Promise<Record<string, number>> {
-    const rows = await em.execute<{ capability: string; count: number }[]>(
+    const rows = await executeOne<{ capability: string; count: number }>(
+      em,
       `SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
        WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
       [tenantId, GLOBAL_SCOPE_ID, `failure:${intent}:`, withinMs],

@@ -1,6 +1,6 @@
 // The MikroORM instance and the migrator. One ORM per process, passed in; never a module singleton.
 import { UniqueConstraintViolationException } from '@mikro-orm/core';
-import { MikroORM } from '@mikro-orm/postgresql';
+import { MikroORM, type EntityManager } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import type { Logger } from '../runtime/log.js';
 import { entities } from './entities/index.js';
@@ -65,3 +65,17 @@ export async function pendingMigrations(orm: Orm): Promise<string[]> {
 
 /** Whether `error` is a unique-constraint violation (a duplicate insert). */
 export const isUniqueViolation = (error: unknown): boolean => error instanceof UniqueConstraintViolationException;
+
+const rawForks = new WeakMap<Orm, EntityManager>();
+
+/**
+ * The EntityManager for raw statements (`execute`, `transactional`): one fork
+ * of the ORM, shared. Code that only sends SQL loads no entities, so there is
+ * no identity map to keep apart, and a transaction forks its own. Entity reads
+ * and writes take a fork of their own.
+ */
+export function rawEm(orm: Orm): EntityManager {
+  let em = rawForks.get(orm);
+  if (!em) rawForks.set(orm, (em = orm.em.fork()));
+  return em;
+}

@@ -19,6 +19,7 @@ import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
+import { executeOne } from './native.js';
 
 /** A timestamp column as read: a Date through the ORM, text from its pool (native.ts); read it with `new Date(…)`. */
 export type Timestamp = Date | string;
@@ -105,12 +106,12 @@ export async function getTicket(em: EntityManager, ticket: string, lock = false)
 
 /** Where a ticket's lifecycle stands, without its documents: what a waiter checks on each wake. */
 export async function getTicketState(em: EntityManager, ticket: string): Promise<Pick<TicketRow, 'lifecycle_state' | 'status'> | undefined> {
-  const [row] = await em.execute<Pick<TicketRow, 'lifecycle_state' | 'status'>[]>('SELECT lifecycle_state, status FROM tickets WHERE ticket = ?', [ticket]);
+  const [row] = await executeOne<Pick<TicketRow, 'lifecycle_state' | 'status'>>(em, 'SELECT lifecycle_state, status FROM tickets WHERE ticket = ?', [ticket]);
   return row;
 }
 
 export async function getSteps(em: EntityManager, ticket: string): Promise<StepRow[]> {
-  return em.execute<StepRow[]>('SELECT * FROM ticket_steps WHERE ticket = ? ORDER BY position', [ticket]);
+  return executeOne<StepRow>(em, 'SELECT * FROM ticket_steps WHERE ticket = ? ORDER BY position', [ticket]);
 }
 
 export interface TicketEventInput {

@@ -1,5 +1,6 @@
 // The tools table: its one writer and its reads. Definitions are checked by the registry (orchestrator/tool-registry.ts).
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { executeOne } from './native.js';
 import { notFound } from '../domain/errors.js';
 import type { PermissionLevel } from '../domain/policy.js';
 import type { ToolKind, ToolRow } from '../domain/tool.js';
@@ -61,7 +62,7 @@ const json = (v: unknown) => (v === null || v === undefined ? null : JSON.string
 const OWN_FIRST = `ORDER BY tool_name, tenant_id = '${PLATFORM_TENANT}'`;
 
 export async function listTools(em: EntityManager, tenantId: string): Promise<ToolRow[]> {
-  return (await em.execute<RawTool[]>(`${VISIBLE} ${OWN_FIRST}`, [tenantId])).map(toTool);
+  return (await executeOne<RawTool>(em, `${VISIBLE} ${OWN_FIRST}`, [tenantId])).map(toTool);
 }
 
 export async function getTool(em: EntityManager, tenantId: string, name: string): Promise<ToolRow> {
