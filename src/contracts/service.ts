@@ -257,7 +257,7 @@ export class ContractService {
   /** Waits until the ticket has finished or the deadline, woken by its notifications; reads the whole row once, at the end. */
   async #waitFor(ticket: string, deadline: number, signal?: AbortSignal): Promise<TicketRow> {
     const em = () => rawEm(this.opts.orm);
-    await waitUntil(this.opts.bus, `ticket:${ticket}`, async () => (await getTicketState(em(), ticket))!, isFinished, deadline, signal);
+    await waitUntil(this.opts.bus, `ticket-ended:${ticket}`, async () => (await getTicketState(em(), ticket))!, isFinished, deadline, signal);
     return (await getTicket(em(), ticket))!;
   }
 

@@ -10,6 +10,7 @@ import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { OUTAGE_RETRY } from './outage.js';
 import { EVENTS_CHANNEL, type StoredEvent } from './event-log.js';
 import { newId } from '../runtime/new-id.js';
+import { CONTRACT_LIFECYCLE_MACHINE, type LifecycleState } from '../domain/contract-lifecycle.machine.js';
 
 /** A position from a notification; absent from notifications of older cores. */
 const positionOf = (text: string | undefined): number | undefined => (text && /^\d+$/.test(text) ? Number(text) : undefined);
@@ -149,7 +150,10 @@ export class EventBus {
 
   #dispatch(channel: string, payload: string): void {
     if (channel === TICKETS_CHANNEL) {
-      this.#wakes.emit(`ticket:${payload}`);
+      // `ticket`, or `ticket state` from a lifecycle move.
+      const [ticket, state] = payload.split(' ');
+      this.#wakes.emit(`ticket:${ticket}`);
+      if (state && CONTRACT_LIFECYCLE_MACHINE.isTerminal(state as LifecycleState)) this.#wakes.emit(`ticket-ended:${ticket}`);
       return;
     }
     if (channel === RUN_ENDED_CHANNEL) {
@@ -187,7 +191,7 @@ export class EventBus {
 
   /**
    * Calls `fn` whenever events of `key` (`run:ID`, `session:ID` or `ticket:ID`)
-   * may have been committed; with the run's seq or the session's head they reached
+   * may have been committed, or a ticket has ended (`ticket-ended:ID`); with the run's seq or the session's head they reached
    * when the notification says it.
    */
   onWake(key: string, fn: (position?: number) => void): () => void {

@@ -217,7 +217,8 @@ async function moveTicket(
       },
       ...(opts.also ?? []),
     ],
-    notify: { channel: TICKETS_CHANNEL, payload: 'ticket' },
+    // The state rides along: a waiter for the end reads the ticket only then.
+    notify: { channel: TICKETS_CHANNEL, payload: "moved.ticket || ' ' || moved.lifecycle_state" },
     returning: true,
     oneStatement: true,
     prepared: true,

@@ -49,7 +49,7 @@ export interface MoveOptions<S extends string, T extends string = string> {
   set?: (move: Path<S>) => { sql: string[]; params: unknown[] };
   /** NOTIFY `channel` with the value of `payload` (a column) when the move reaches a terminal state. */
   notifyOnEnd?: { channel: string; payload: string };
-  /** NOTIFY `channel` with the value of `payload` (a column) on every move. */
+  /** NOTIFY `channel` on every move with `payload`, an expression over the written row (`moved`). */
   notify?: { channel: string; payload: string };
   /** Reads the written row back (`after`). */
   returning?: boolean;
@@ -153,7 +153,7 @@ async function writeMove<S extends string, T extends string, R extends object>(
   let after: R | undefined;
   if (notify || also.length) {
     const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
-    const tail = notify ? `SELECT moved.*, pg_notify(?, moved.${notify.payload}) AS notified FROM moved` : 'SELECT * FROM moved';
+    const tail = o.notify ? `SELECT moved.*, pg_notify(?, ${o.notify.payload}) AS notified FROM moved` : notify ? `SELECT moved.*, pg_notify(?, moved.${notify.payload}) AS notified FROM moved` : 'SELECT * FROM moved';
     const statement = `WITH ${with_} ${tail}`;
     const values = [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : [])];
     const rows = o.prepared ? await executeOne<R & { notified?: unknown }>(tx, statement, values) : await tx.execute<(R & { notified?: unknown })[]>(statement, values);

@@ -3,10 +3,12 @@
 // table and each recorded; and the locking read when the state is not the
 // one expected.
 import { expect, it } from 'vitest';
+import { EventBus } from '../../src/store/event-bus.js';
 import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
 import { snapshotInsert } from '../../src/store/snapshot-store.js';
 import { insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
 import { countedDatabase } from '../support/db.js';
+import { testLogger } from '../support/log.js';
 
 const { em, counted } = countedDatabase();
 
@@ -97,4 +99,20 @@ it('creates a ticket with its queue job and its first event in one statement, an
   expect(await insertTicket(em(), ticket('tkt_mv_again'), { job, event: { type: 'ticket_created', payload: {} } })).toBeUndefined();
   expect(await events('tkt_mv_again')).toEqual([]);
   expect(await em().execute('SELECT ticket FROM test_jobs')).toEqual([{ ticket: 'tkt_mv_new' }]);
+});
+
+it("tells the bus each move's state: a waiter for the end wakes only when the ticket ends", async () => {
+  await seed('tkt_mv_ended', 'GLOBAL_REVIEW');
+  const bus = await EventBus.start(em().config.get('clientUrl')!, testLogger());
+  const wakes: string[] = [];
+  const off = [bus.onWake('ticket:tkt_mv_ended', () => wakes.push('moved')), bus.onWake('ticket-ended:tkt_mv_ended', () => wakes.push('ended'))];
+  try {
+    await transitionTicket(em(), 'tkt_mv_ended', 'review_passed', {}, 'engine', { from: 'GLOBAL_REVIEW' });
+    await expect.poll(() => wakes).toEqual(['moved']);
+    await transitionTicket(em(), 'tkt_mv_ended', 'packaged', {}, 'engine', { from: 'PACKAGING' });
+    await expect.poll(() => wakes).toEqual(['moved', 'moved', 'ended']);
+  } finally {
+    off.forEach((f) => f());
+    await bus.close();
+  }
 });
