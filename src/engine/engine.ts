@@ -316,7 +316,7 @@ export class ContractEngine {
     const { body, hash } = plannerBody(run.output.data);
     const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
     if (critique?.output.success && !row.plan_id) {
-      const prepared = await this.#prepareFirst(row, rec, this.opts.decision.frozen(body, hash, row.ticket, planMetadata(row, body)), [decisionEvent(run)], [decisionEvent(critique)]);
+      const prepared = await this.#prepareFirst(row, rec, body, hash, [decisionEvent(run)], [decisionEvent(critique)]);
       if (prepared) return prepared;
     }
     const [generated, prepared] = await this.#em().transactional(async (tx) => {
@@ -336,9 +336,10 @@ export class ContractEngine {
    * critic: frozen, approved and prepared (its step rows, their contracts, its
    * snapshot) in one statement. Undefined when a step is planned skipped.
    */
-  async #prepareFirst(row: TicketRow, rec: ExecRecord, plan: { doc: FrozenPlanDoc; insert: { sql: string; params: unknown[] } }, generated: TicketEventInput[], approved: TicketEventInput[]): Promise<TicketRow | undefined> {
-    const steps = await firstSteps(this.#em(), this.opts.capabilities.units, row, plan.doc);
+  async #prepareFirst(row: TicketRow, rec: ExecRecord, body: PlanBody, hash: string, generated: TicketEventInput[], approved: TicketEventInput[]): Promise<TicketRow | undefined> {
+    const steps = await firstSteps(this.#em(), this.opts.capabilities.units, row, body);
     if (!steps) return undefined;
+    const plan = this.opts.decision.frozen(body, hash, row.ticket, planMetadata(row, body));
     const planId = plan.doc.plan_id;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
     const prepared = { plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };

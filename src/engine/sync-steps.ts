@@ -53,7 +53,7 @@ export async function syncSteps(tx: EntityManager, units: UnitCatalog, row: Tick
  * their contracts', for the statement that prepares the plan, and the rows as
  * they will read. Undefined when a step is planned skipped: its skip is a move.
  */
-export async function firstSteps(em: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc): Promise<{ rows: StepRow[]; writes: { sql: string; params: unknown[] }[] } | undefined> {
+export async function firstSteps(em: EntityManager, units: UnitCatalog, row: TicketRow, plan: Pick<FrozenPlanDoc, 'steps'>): Promise<{ rows: StepRow[]; writes: { sql: string; params: unknown[] }[] } | undefined> {
   if (plan.steps.some((s) => s.skipped)) return undefined;
   const effects = await sideEffectsOf(em, units, row, plan);
   const steps = plan.steps.map((s, i) => newStep(s, i, effects));
@@ -77,7 +77,7 @@ const newContract = (row: TicketRow, s: PlannedStep, effects: Set<string>): NewC
 });
 
 /** The capabilities a plan may run (each step's and its fallback's) that have side effects. */
-const sideEffectsOf = (em: EntityManager, units: UnitCatalog, row: TicketRow, plan: FrozenPlanDoc) =>
+const sideEffectsOf = (em: EntityManager, units: UnitCatalog, row: TicketRow, plan: Pick<FrozenPlanDoc, 'steps'>) =>
   sideEffects(em, units, row.tenant_id, plan.steps.flatMap((s) => [s.tool_name, ...(s.fallback_tool ? [s.fallback_tool] : [])]));
 
 /** The capabilities among `capabilities` with side effects: registered tools so declared, and built-in units. */

@@ -191,8 +191,9 @@ export class EventBus {
 
   /**
    * Calls `fn` whenever events of `key` (`run:ID`, `session:ID` or `ticket:ID`)
-   * may have been committed, or a ticket has ended (`ticket-ended:ID`); with the run's seq or the session's head they reached
-   * when the notification says it.
+   * may have been committed, or when a ticket ended (`ticket-ended:ID`); with
+   * the run's seq or the session's head they reached when the notification
+   * says it.
    */
   onWake(key: string, fn: (position?: number) => void): () => void {
     this.#wakes.on(key, fn);
