@@ -302,7 +302,34 @@ export class ContractEngine {
     };
     const pass = this.#passes.get(row.ticket);
     if (pass) pass.hints = frozen(next.hints);
-    return this.#move(row.ticket, 'context_built', next, { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, { trace: [decisionEvent(run)] });
+    const built: ContextBuilt = { patch: { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, trace: [decisionEvent(run)] };
+    // With the built-in planner and critic (pure, and quick), a first plan commits with the context.
+    if (!row.plan_id && this.#builtinOnly('PLANNER', next) && this.#builtinOnly('PLAN_CRITIC', next)) {
+      const planned = await this.#planAhead({ ...row, ...built.patch, lifecycle_state: 'PLAN_GENERATION', phase: 'plan' }, next, built);
+      if (planned) return planned;
+    }
+    return this.#move(row.ticket, 'context_built', next, built.patch, { trace: built.trace });
+  }
+
+  /**
+   * The first plan of a context not committed yet: the context, the plan, its
+   * approval and its preparation in one statement. Undefined, with nothing
+   * written, unless the planner and the critic both pass it in one go; the
+   * context then commits alone, and PLAN_GENERATION plans again.
+   */
+  async #planAhead(row: TicketRow, rec: ExecRecord, built: ContextBuilt): Promise<TicketRow | undefined> {
+    const draft = await this.#draft(row, rec);
+    if (!draft.body || !draft.critique?.output.success) return undefined;
+    return this.#prepareFirst(row, rec, draft.body, draft.hash, [decisionEvent(draft.run)], [decisionEvent(draft.critique)], built);
+  }
+
+  /** The planner's plan and, when the critic is the built-in alone (a pure check), its verdict. */
+  async #draft(row: TicketRow, rec: ExecRecord): Promise<{ run: RoleRun; body?: undefined } | { run: RoleRun; body: PlanBody; hash: string; critique?: RoleRun }> {
+    const run = await this.#role('PLANNER', row, rec, null, []);
+    if (!run.output.success) return { run };
+    const { body, hash } = plannerBody(run.output.data);
+    const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
+    return { run, body, hash, ...(critique && { critique }) };
   }
 
   /**
@@ -311,10 +338,10 @@ export class ContractEngine {
    * before the commit: generation, approval and preparation commit together.
    */
   async #generatePlan(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
-    const run = await this.#role('PLANNER', row, rec, null, []);
-    if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
-    const { body, hash } = plannerBody(run.output.data);
-    const critique = this.#builtinOnly('PLAN_CRITIC', rec) ? await this.#role('PLAN_CRITIC', row, rec, { ...body, plan_id: '', plan_hash: hash, created_at: 0, metadata: {} }, []) : undefined;
+    const draft = await this.#draft(row, rec);
+    const run = draft.run;
+    if (!draft.body) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
+    const { body, hash, critique } = draft;
     if (critique?.output.success && !row.plan_id) {
       const prepared = await this.#prepareFirst(row, rec, body, hash, [decisionEvent(run)], [decisionEvent(critique)]);
       if (prepared) return prepared;
@@ -334,18 +361,19 @@ export class ContractEngine {
   /**
    * A ticket's first plan (it has no steps yet), approved by the built-in
    * critic: frozen, approved and prepared (its step rows, their contracts, its
-   * snapshot) in one statement. Undefined when a step is planned skipped.
+   * snapshot) in one statement; after `built`, the context it was planned in,
+   * when that has not committed yet. Undefined when a step is planned skipped.
    */
-  async #prepareFirst(row: TicketRow, rec: ExecRecord, body: PlanBody, hash: string, generated: TicketEventInput[], approved: TicketEventInput[]): Promise<TicketRow | undefined> {
+  async #prepareFirst(row: TicketRow, rec: ExecRecord, body: PlanBody, hash: string, generated: TicketEventInput[], approved: TicketEventInput[], built?: ContextBuilt): Promise<TicketRow | undefined> {
     const steps = await firstSteps(this.#em(), this.opts.capabilities.units, row, body);
     if (!steps) return undefined;
     const plan = this.opts.decision.frozen(body, hash, row.ticket, planMetadata(row, body));
     const planId = plan.doc.plan_id;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
-    const prepared = { plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
+    const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
     return this.#with(steps.rows, await transitionTicket(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
-      from: 'PLAN_GENERATION',
-      through: [{ trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
+      from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
+      through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
       trace: [snapshot.event],
       also: [plan.insert, ...steps.writes, snapshot.insert],
     }));
@@ -878,6 +906,12 @@ const allDone = (steps: StepRow[]) => steps.every((s) => s.status === 'SUCCEEDED
 
 /** Whether a reviewer's verdict passes: a success at the confidence the settings ask. */
 const passes = (run: RoleRun, rec: ExecRecord) => run.output.success && run.output.confidence >= (rec.settings ?? DEFAULT_SETTINGS).confidence_threshold;
+
+/** A built context whose move has not committed: the columns and the trace it writes. */
+interface ContextBuilt {
+  patch: Pick<TicketPatch, 'assembly_id' | 'assembly_version'>;
+  trace: TicketEventInput[];
+}
 
 /** A batch's passed review, as its move writes it. */
 interface PassedReview {

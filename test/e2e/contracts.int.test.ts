@@ -272,13 +272,14 @@ describe('what commits together', () => {
     s.orm.em.fork().execute<{ type: string; payload: Record<string, any>; xid: string }[]>("SELECT type, payload, xmin::text || ':' || cmin::text AS xid FROM ticket_events WHERE ticket = ? ORDER BY seq", [ticket]);
   const moves = (events: { type: string; payload: Record<string, any> }[]) => events.filter((e) => e.type === 'STATE_TRANSITION').map((e) => `${e.payload.from}->${e.payload.to}`);
 
-  it('freezes, approves and prepares a first plan in one statement, with its steps, their contracts and its snapshot', async () => {
+  it('commits the context, the first plan, its approval and its preparation in one statement, with its steps, their contracts and its snapshot', async () => {
     const done = await runToEnd(request());
     const events = await eventsOf(done.ticket);
-    const planned = events.find((e) => e.type === 'STATE_TRANSITION' && e.payload.from === 'PLAN_GENERATION')!;
+    const planned = events.find((e) => e.type === 'STATE_TRANSITION' && e.payload.from === 'CONTEXT_BUILD')!;
     const together = events.filter((e) => e.xid === planned.xid);
-    expect(moves(together)).toEqual(['PLAN_GENERATION->PLAN_CHECK', 'PLAN_CHECK->EXECUTION_PREPARE', 'EXECUTION_PREPARE->STEP_EXECUTION']);
-    expect(together.map((e) => e.type)).toEqual(['AGENT_DECISION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'SNAPSHOT_CREATED', 'STATE_TRANSITION']);
+    expect(moves(together)).toEqual(['CONTEXT_BUILD->PLAN_GENERATION', 'PLAN_GENERATION->PLAN_CHECK', 'PLAN_CHECK->EXECUTION_PREPARE', 'EXECUTION_PREPARE->STEP_EXECUTION']);
+    expect(together.map((e) => e.type)).toEqual(['AGENT_DECISION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'SNAPSHOT_CREATED', 'STATE_TRANSITION']);
+    expect(together.filter((e) => e.type === 'AGENT_DECISION').map((e) => e.payload.role)).toEqual(['CONTEXT_BUILDER', 'PLANNER', 'PLAN_CRITIC']);
     const em = s.orm.em.fork();
     const [plan] = await em.execute<{ xid: string }[]>("SELECT xmin::text || ':' || cmin::text AS xid FROM frozen_plans WHERE ticket = ?", [done.ticket]);
     const snapshots = await em.execute<{ xid: string; lifecycle_state: string }[]>("SELECT xmin::text || ':' || cmin::text AS xid, lifecycle_state FROM snapshots WHERE ticket = ? ORDER BY created_at", [done.ticket]);
