@@ -94,6 +94,8 @@ export class ContractEngine {
   #stopping = false;
   /** The tickets `executeNow` is running; shutdown waits for them as for the queue's. */
   readonly #now = new Set<Promise<unknown>>();
+  /** Their ids: their packaging drops their queue job in the same statement. */
+  readonly #inCore = new Set<string>();
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -140,7 +142,8 @@ export class ContractEngine {
    * for a queue worker. Its queue job, deferred by a lease and pushed on while
    * this runs, is the way back: if this core stops, a worker resumes the ticket
    * from its last transition, as for any ticket. Afterwards the job is dropped
-   * (finished), left (waiting for a human: its deadline job) or run now.
+   * (finished; a completed ticket's packaging dropped it), left (waiting for a
+   * human: its deadline job) or run now.
    */
   executeNow(ticket: string): Promise<TicketRow | undefined> {
     const run = this.#executeNow(ticket);
@@ -155,14 +158,18 @@ export class ContractEngine {
     const deferral = () => new Date(Date.now() + this.opts.leaseMs);
     const keep = setInterval(() => void this.#em().transactional((tx) => this.queue.enqueue(tx, ticket, deferral())).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job')), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
     let last: TicketRow | undefined;
+    this.#inCore.add(ticket);
     try {
       last = await this.execute(ticket, workerId);
     } catch (error) {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     } finally {
       clearInterval(keep);
+      this.#inCore.delete(ticket);
     }
     const finished = last && FINISHED.includes(last.lifecycle_state) ? last : undefined;
+    // Its packaging dropped the job already.
+    if (finished?.lifecycle_state === 'COMPLETED') return finished;
     await retryWhileUnavailable(async () => {
       const state = finished ?? (await getTicketState(this.#em(), ticket));
       if (!state || FINISHED.includes(state.lifecycle_state)) return this.queue.drop(this.#em(), ticket);
@@ -732,6 +739,8 @@ export class ContractEngine {
     return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
       ...(review && { from: batch ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
       also: [...(batch?.also ?? []), memoryUpsert([success])],
+      // A ticket this core runs for its sync submitter needs its queue job no more.
+      ...(this.#inCore.has(row.ticket) && { calls: [this.queue.dropFor('moved.ticket')] }),
     });
   }
 

@@ -86,6 +86,11 @@ export class ContractQueue {
     };
   }
 
+  /** The drop as an expression over a ticket id column (`ticket`), for a statement that drops it with other writes. */
+  dropFor(ticket: string): { sql: string; params: unknown[] } {
+    return { sql: `(SELECT 1 FROM graphile_worker.remove_job(${ticket}) LIMIT 1)`, params: [] };
+  }
+
   /** Drops a ticket's job still waiting (a job a worker holds stays). */
   async drop(em: EntityManager, ticket: string): Promise<void> {
     await em.execute('SELECT graphile_worker.remove_job(?)', [ticket]);

@@ -164,6 +164,8 @@ interface MoveTicketOptions {
   through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string }[];
   /** Other records written by the move's statement: data-modifying CTEs. */
   also?: { sql: string; params: unknown[] }[];
+  /** Functions the move's statement calls with the written row (`moved`). */
+  calls?: { sql: string; params: unknown[] }[];
 }
 
 async function moveTicket(
@@ -222,6 +224,7 @@ async function moveTicket(
     returning: true,
     oneStatement: true,
     prepared: true,
+    ...(opts.calls && { calls: opts.calls }),
     ...(opts.from && { from: opts.from }),
     ...(opts.through && { through: opts.through.map((h) => h.trigger) }),
     ...(opts.onlyFrom && { onlyFrom: opts.onlyFrom }),

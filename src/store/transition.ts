@@ -51,6 +51,8 @@ export interface MoveOptions<S extends string, T extends string = string> {
   notifyOnEnd?: { channel: string; payload: string };
   /** NOTIFY `channel` on every move with `payload`, an expression over the written row (`moved`). */
   notify?: { channel: string; payload: string };
+  /** Functions the statement calls once with the written row (`moved`), after the write: expressions whose values are dropped. */
+  calls?: { sql: string; params: unknown[] }[];
   /** Reads the written row back (`after`). */
   returning?: boolean;
   /** Records written by the same statement: data-modifying CTEs (`INSERT … SELECT … FROM moved`) over the written row. */
@@ -151,14 +153,17 @@ async function writeMove<S extends string, T extends string, R extends object>(
   // Without the locked row, the written one says whether a row matched.
   const returning = o.returning || !move.row;
   let after: R | undefined;
-  if (notify || also.length) {
+  const calls = o.calls ?? [];
+  if (notify || also.length || calls.length) {
     const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
-    const tail = o.notify ? `SELECT moved.*, pg_notify(?, ${o.notify.payload}) AS notified FROM moved` : notify ? `SELECT moved.*, pg_notify(?, moved.${notify.payload}) AS notified FROM moved` : 'SELECT * FROM moved';
-    const statement = `WITH ${with_} ${tail}`;
-    const values = [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : [])];
-    const rows = o.prepared ? await executeOne<R & { notified?: unknown }>(tx, statement, values) : await tx.execute<(R & { notified?: unknown })[]>(statement, values);
+    const payload = o.notify ? o.notify.payload : notify && `moved.${notify.payload}`;
+    const extra = [...(payload ? [`pg_notify(?, ${payload}) AS notified`] : []), ...calls.map((c, i) => `${c.sql} AS called${i}`)];
+    const statement = `WITH ${with_} SELECT ${['moved.*', ...extra].join(', ')} FROM moved`;
+    const values = [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : []), ...calls.flatMap((c) => c.params)];
+    const rows = o.prepared ? await executeOne<Record<string, unknown>>(tx, statement, values) : await tx.execute<Record<string, unknown>[]>(statement, values);
     if (rows[0]) {
       const { notified: _, ...written } = rows[0];
+      for (let i = 0; i < calls.length; i++) delete written[`called${i}`];
       after = written as R;
     }
   } else if (returning) {

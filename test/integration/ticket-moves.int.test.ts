@@ -116,3 +116,14 @@ it("tells the bus each move's state: a waiter for the end wakes only when the ti
     await bus.close();
   }
 });
+
+it('calls functions with the written row in the move\'s one statement, and returns the row without their values', async () => {
+  await seed('tkt_mv_calls', 'PACKAGING');
+  await em().execute('CREATE TABLE test_calls (ticket text, state text); CREATE FUNCTION test_call(t text, s text) RETURNS int LANGUAGE sql AS $$ INSERT INTO test_calls VALUES (t, s) RETURNING 1 $$');
+  const calls: string[] = [];
+  const moved = await transitionTicket(counted(calls), 'tkt_mv_calls', 'packaged', {}, 'engine', { from: 'PACKAGING', calls: [{ sql: 'test_call(moved.ticket, ?::text)', params: ['done'] }] });
+  expect(calls).toHaveLength(1);
+  expect(moved).toMatchObject({ ticket: 'tkt_mv_calls', lifecycle_state: 'COMPLETED' });
+  expect(Object.keys(moved).filter((k) => k.startsWith('called') || k === 'notified')).toEqual([]);
+  expect(await em().execute('SELECT ticket, state FROM test_calls')).toEqual([{ ticket: 'tkt_mv_calls', state: 'done' }]);
+});
