@@ -24,6 +24,8 @@ import type { ContractVersion, SchemaKind, Violation } from './registry.js';
 
 /** The longest a poll may wait for a change (seed 000: poll_long_wait_ms ≤ 30000). */
 export const MAX_POLL_WAIT_MS = 30_000;
+/** How often a sync submit waiting on a queue worker reads the ticket's state without a notification. */
+const ENDED_RECHECK_MS = 1000;
 
 export interface ContractServiceOptions {
   orm: Orm;
@@ -254,10 +256,15 @@ export class ContractService {
     return { row, document: pollDocument(row, row.steps, Date.now()) };
   }
 
-  /** Waits until the ticket has finished or the deadline, woken by its notifications; reads the whole row once, at the end. */
+  /**
+   * Waits until the ticket has finished or the deadline, woken by its end's
+   * notification, and reads the whole row once, at the end. A core of an
+   * earlier version ends a ticket without that notification: the state is
+   * read again each second as well.
+   */
   async #waitFor(ticket: string, deadline: number, signal?: AbortSignal): Promise<TicketRow> {
     const em = () => rawEm(this.opts.orm);
-    await waitUntil(this.opts.bus, `ticket-ended:${ticket}`, async () => (await getTicketState(em(), ticket))!, isFinished, deadline, signal);
+    await waitUntil(this.opts.bus, `ticket-ended:${ticket}`, async () => (await getTicketState(em(), ticket))!, isFinished, deadline, signal, ENDED_RECHECK_MS);
     return (await getTicket(em(), ticket))!;
   }
 

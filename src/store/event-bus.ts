@@ -10,7 +10,6 @@ import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { OUTAGE_RETRY } from './outage.js';
 import { EVENTS_CHANNEL, type StoredEvent } from './event-log.js';
 import { newId } from '../runtime/new-id.js';
-import { CONTRACT_LIFECYCLE_MACHINE, type LifecycleState } from '../domain/contract-lifecycle.machine.js';
 
 /** A position from a notification; absent from notifications of older cores. */
 const positionOf = (text: string | undefined): number | undefined => (text && /^\d+$/.test(text) ? Number(text) : undefined);
@@ -24,6 +23,8 @@ export const CANCEL_CHANNEL = 'abc_run_cancel';
 export const RUN_ENDED_CHANNEL = 'abc_run_ended';
 /** Payload: a ticket whose execution row changed. */
 export const TICKETS_CHANNEL = 'abc_tickets';
+/** Payload: a ticket whose lifecycle just ended (wake key `ticket-ended:ID`). */
+export const TICKET_ENDED_CHANNEL = 'abc_ticket_ended';
 /** A new policy was stored over the API: every core reloads it (wake key `policy`). */
 export const POLICY_CHANNEL = 'abc_policy';
 
@@ -85,7 +86,7 @@ export class EventBus {
     client.on('notification', (n) => this.#dispatch(n.channel, n.payload ?? ''));
     try {
       await client.connect();
-      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}`);
+      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${TICKET_ENDED_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}`);
       return client;
     } catch (error) {
       await client.end().catch(() => {});
@@ -150,10 +151,11 @@ export class EventBus {
 
   #dispatch(channel: string, payload: string): void {
     if (channel === TICKETS_CHANNEL) {
-      // `ticket`, or `ticket state` from a lifecycle move.
-      const [ticket, state] = payload.split(' ');
-      this.#wakes.emit(`ticket:${ticket}`);
-      if (state && CONTRACT_LIFECYCLE_MACHINE.isTerminal(state as LifecycleState)) this.#wakes.emit(`ticket-ended:${ticket}`);
+      this.#wakes.emit(`ticket:${payload}`);
+      return;
+    }
+    if (channel === TICKET_ENDED_CHANNEL) {
+      this.#wakes.emit(`ticket-ended:${payload}`);
       return;
     }
     if (channel === RUN_ENDED_CHANNEL) {

@@ -18,7 +18,7 @@ import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
-import { CANCEL_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
+import { CANCEL_CHANNEL, TICKET_ENDED_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 import { executeOne } from './native.js';
 
 /** A timestamp column as read: a Date through the ORM, text from its pool (native.ts); read it with `new Date(…)`. */
@@ -219,8 +219,9 @@ async function moveTicket(
       },
       ...(opts.also ?? []),
     ],
-    // The state rides along: a waiter for the end reads the ticket only then.
-    notify: { channel: TICKETS_CHANNEL, payload: "moved.ticket || ' ' || moved.lifecycle_state" },
+    notify: { channel: TICKETS_CHANNEL, payload: 'ticket' },
+    // A waiter for the end reads the ticket only then.
+    notifyOnEnd: { channel: TICKET_ENDED_CHANNEL, payload: 'ticket' },
     returning: true,
     oneStatement: true,
     prepared: true,

@@ -49,7 +49,7 @@ export interface MoveOptions<S extends string, T extends string = string> {
   set?: (move: Path<S>) => { sql: string[]; params: unknown[] };
   /** NOTIFY `channel` with the value of `payload` (a column) when the move reaches a terminal state. */
   notifyOnEnd?: { channel: string; payload: string };
-  /** NOTIFY `channel` on every move with `payload`, an expression over the written row (`moved`). */
+  /** NOTIFY `channel` with the value of `payload` (a column) on every move. */
   notify?: { channel: string; payload: string };
   /** Functions the statement calls once with the written row (`moved`), after the write: expressions whose values are dropped. */
   calls?: { sql: string; params: unknown[] }[];
@@ -149,20 +149,18 @@ async function writeMove<S extends string, T extends string, R extends object>(
   const update = `UPDATE ${t.table} SET ${[`${t.state} = ?`, ...extra.sql].join(', ')} WHERE ${where}`;
   const params = [move.to, ...extra.params, ...whereParams];
   const also = [o.also?.(path) ?? []].flat();
-  const notify = o.notify ?? (o.notifyOnEnd && t.machine.isTerminal(move.to) ? o.notifyOnEnd : undefined);
+  const notices = [...(o.notify ? [o.notify] : []), ...(o.notifyOnEnd && t.machine.isTerminal(move.to) ? [o.notifyOnEnd] : [])];
   // Without the locked row, the written one says whether a row matched.
   const returning = o.returning || !move.row;
   let after: R | undefined;
-  const calls = o.calls ?? [];
-  if (notify || also.length || calls.length) {
+  const calls = [...notices.map((n) => ({ sql: `pg_notify(?, moved.${n.payload})`, params: [n.channel] })), ...(o.calls ?? [])];
+  if (also.length || calls.length) {
     const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
-    const payload = o.notify ? o.notify.payload : notify && `moved.${notify.payload}`;
-    const extra = [...(payload ? [`pg_notify(?, ${payload}) AS notified`] : []), ...calls.map((c, i) => `${c.sql} AS called${i}`)];
-    const statement = `WITH ${with_} SELECT ${['moved.*', ...extra].join(', ')} FROM moved`;
-    const values = [...params, ...also.flatMap((a) => a.params), ...(notify ? [notify.channel] : []), ...calls.flatMap((c) => c.params)];
+    const statement = `WITH ${with_} SELECT ${['moved.*', ...calls.map((c, i) => `${c.sql} AS called${i}`)].join(', ')} FROM moved`;
+    const values = [...params, ...also.flatMap((a) => a.params), ...calls.flatMap((c) => c.params)];
     const rows = o.prepared ? await executeOne<Record<string, unknown>>(tx, statement, values) : await tx.execute<Record<string, unknown>[]>(statement, values);
     if (rows[0]) {
-      const { notified: _, ...written } = rows[0];
+      const written = { ...rows[0] };
       for (let i = 0; i < calls.length; i++) delete written[`called${i}`];
       after = written as R;
     }

@@ -40,8 +40,10 @@ export class WakeWatch {
 
 /**
  * Reads until `done(value)`, `deadline` or `signal`, woken by `key`'s
- * notifications. The watch is on before the first read, so no change is missed.
- * `deadline` is computed from the first value when it is a function.
+ * notifications, and at least every `recheckMs` when given (for a change that
+ * may come without its notification). The watch is on before the first read,
+ * so no change is missed. `deadline` is computed from the first value when it
+ * is a function.
  */
 export async function waitUntil<T>(
   bus: EventBus,
@@ -50,13 +52,14 @@ export async function waitUntil<T>(
   done: (value: T) => boolean,
   deadline: number | ((first: T) => number),
   signal?: AbortSignal,
+  recheckMs = Infinity,
 ): Promise<T> {
   const watch = new WakeWatch(bus, key);
   try {
     let value = await read();
     const until = typeof deadline === 'function' ? deadline(value) : deadline;
     while (!done(value) && Date.now() < until && !signal?.aborted) {
-      await watch.next(until, signal);
+      await watch.next(Math.min(until, Date.now() + recheckMs), signal);
       value = await read();
     }
     return value;

@@ -4,6 +4,7 @@
 // one expected.
 import { expect, it } from 'vitest';
 import { EventBus } from '../../src/store/event-bus.js';
+import { waitUntil } from '../../src/store/wake-watch.js';
 import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
 import { snapshotInsert } from '../../src/store/snapshot-store.js';
 import { insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
@@ -101,7 +102,7 @@ it('creates a ticket with its queue job and its first event in one statement, an
   expect(await em().execute('SELECT ticket FROM test_jobs')).toEqual([{ ticket: 'tkt_mv_new' }]);
 });
 
-it("tells the bus each move's state: a waiter for the end wakes only when the ticket ends", async () => {
+it('wakes the waiters of a ticket at each move, and those of its end only at the terminal one', async () => {
   await seed('tkt_mv_ended', 'GLOBAL_REVIEW');
   const bus = await EventBus.start(em().config.get('clientUrl')!, testLogger());
   const wakes: string[] = [];
@@ -126,4 +127,19 @@ it('calls functions with the written row in the move\'s one statement, and retur
   expect(moved).toMatchObject({ ticket: 'tkt_mv_calls', lifecycle_state: 'COMPLETED' });
   expect(Object.keys(moved).filter((k) => k.startsWith('called') || k === 'notified')).toEqual([]);
   expect(await em().execute('SELECT ticket, state FROM test_calls')).toEqual([{ ticket: 'tkt_mv_calls', state: 'done' }]);
+});
+
+it('reads again each recheckMs a change that comes without its notification', async () => {
+  const bus = await EventBus.start(em().config.get('clientUrl')!, testLogger());
+  try {
+    let state = 'RUNNING';
+    setTimeout(() => (state = 'COMPLETED'), 100);
+    let reads = 0;
+    const read = async () => (reads++, state);
+    // Nothing notifies ticket-ended here, as when a core of an earlier version ends the ticket.
+    expect(await waitUntil(bus, 'ticket-ended:tkt_mv_silent', read, (s) => s === 'COMPLETED', Date.now() + 30_000, undefined, 50)).toBe('COMPLETED');
+    expect(reads).toBeGreaterThan(1);
+  } finally {
+    await bus.close();
+  }
 });
