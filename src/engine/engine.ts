@@ -16,7 +16,7 @@ import type { PolicySet } from '../domain/policy.js';
 import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
-import { context as otel, contextInTrace, failSpan, inSpan, startSpan } from '../runtime/tracing.js';
+import { context as otel, contextInTrace, failSpan, inSpan, startSpan, type Context } from '../runtime/tracing.js';
 import type { LifecycleState, LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { PackDb, TenantLlm } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
@@ -240,19 +240,24 @@ export class ContractEngine {
   async #advance(claimed: TicketRow, signal: AbortSignal): Promise<TicketRow> {
     const ticket = claimed.ticket;
     let row = claimed;
-    this.#passes.set(ticket, {});
+    this.#passes.set(ticket, { context: otel.active() });
     try {
       for (;;) {
         if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return row;
-        const state = row.lifecycle_state;
         const current = row;
-        const next = await inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state } }, () => this.#phase(current, signal));
+        const next = await this.#inPhase(ticket, row.lifecycle_state, () => this.#phase(current, signal));
         if (next === STOP) return row;
         row = next ?? (await getTicket(this.#em(), ticket))!;
       }
     } finally {
       this.#passes.delete(ticket);
     }
+  }
+
+  /** `fn` in the span of a phase of this pass: also a phase run ahead, within another's work, is a child of the pass. */
+  #inPhase<T>(ticket: string, state: LifecycleState, fn: () => Promise<T>): Promise<T> {
+    const parent = this.#passes.get(ticket)?.context;
+    return inSpan(`contract.phase ${state}`, { attributes: { 'abc.ticket': ticket, 'abc.contract.phase': state }, ...(parent && { parent }) }, fn);
   }
 
   /**
@@ -312,7 +317,7 @@ export class ContractEngine {
     const built: ContextBuilt = { patch: { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, trace: [decisionEvent(run)] };
     // With the built-in planner and critic (pure, and quick), a first plan commits with the context.
     if (!row.plan_id && this.#builtinOnly('PLANNER', next) && this.#builtinOnly('PLAN_CRITIC', next)) {
-      const planned = await this.#planAhead({ ...row, ...built.patch, lifecycle_state: 'PLAN_GENERATION', phase: 'plan' }, next, built);
+      const planned = await this.#inPhase(row.ticket, 'PLAN_GENERATION', () => this.#planAhead({ ...row, ...built.patch, lifecycle_state: 'PLAN_GENERATION', phase: 'plan' }, next, built));
       if (planned) return planned;
     }
     return this.#move(row.ticket, 'context_built', next, built.patch, { trace: built.trace });
@@ -493,8 +498,11 @@ export class ContractEngine {
       if (!review.problem) {
         const passed = this.#passed(row, settled, after, review.trace);
         // The plan's last batch: a result the built-in reviewer passes is packaged in the same statement.
-        const result = allDone(after) ? await this.#passedResult({ ...row, lifecycle_state: 'GLOBAL_REVIEW', phase: 'aggregate' }, passed.rec, plan, after) : undefined;
-        if (result) return this.#with(after, await this.#packageIn(this.#em(), row, passed.rec, after, result, passed));
+        const packaged = allDone(after) && (await this.#inPhase(row.ticket, 'GLOBAL_REVIEW', async () => {
+          const result = await this.#passedResult({ ...row, lifecycle_state: 'GLOBAL_REVIEW', phase: 'aggregate' }, passed.rec, plan, after);
+          return result && this.#packageIn(this.#em(), row, passed.rec, after, result, passed);
+        }));
+        if (packaged) return this.#with(after, packaged);
         return this.#with(after, await this.#passReview(this.#em(), row, settled, after, review.trace, true));
       }
     }
@@ -937,6 +945,8 @@ interface ReviewedResult {
 
 /** What the views of one pass over a ticket share, each frozen once. */
 interface Pass {
+  /** The pass's trace context: each phase's span is its child. */
+  context?: Context;
   request?: TicketRow['request'];
   goal?: ReturnType<typeof goalOf>;
   hints?: ExecRecord['hints'];
