@@ -74,10 +74,7 @@ async function abcSide(abc: AbcProcess, admin: pg.Pool): Promise<Side> {
 
 /** The floor of ABC's records: the rows of a contract it finished, copied straight into its database. */
 async function floorSide(url: string, admin: pg.Pool): Promise<Side> {
-  const abcDb = new pg.Pool({ connectionString: url, max: 1 });
-  const [last] = (await abcDb.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
-  await abcDb.end();
-  const floor = await recordsFloor(url, last!.ticket, CONCURRENCY);
+  const floor = await recordsFloor(url, CONCURRENCY);
   let copies = 0;
   try {
     return await measure(`Floor: one contract's ${floor.rows} records, ${FLOOR_COMMITS} commits, no work`, admin, () => floor.run(copies++));
@@ -283,8 +280,9 @@ export async function durable(): Promise<void> {
   console.log('\n## durable execution: analyze_portfolio (8 units) side by side, one PostgreSQL');
   console.log(`| system | c=1 p50 ms | c=1 p99 ms | c=${CONCURRENCY} completed/s | write transactions per run | p50 vs DBOS | completed/s vs DBOS |`);
   console.log('|---|---|---|---|---|---|---|');
+  const row = (s: Side) => console.log(`| ${s.name} | ${fmt(s.p50, 1)} | ${fmt(s.p99, 1)} | ${fmt(s.perSecond, 1)} | ${fmt(s.transactions, 1)} | ${fmt(s.p50 / dbos.p50)}x | ${fmt(s.perSecond / dbos.perSecond)}x |`);
   for (const s of sides) {
-    console.log(`| ${s.name} | ${fmt(s.p50, 1)} | ${fmt(s.p99, 1)} | ${fmt(s.perSecond, 1)} | ${fmt(s.transactions, 1)} | ${fmt(s.p50 / dbos.p50)}x | ${fmt(s.perSecond / dbos.perSecond)}x |`);
+    row(s);
     const key = s === abcRow ? 'ABC' : s === dbos ? 'DBOS' : 'LangGraph';
     record({ bench: 'durable', name: `${key} c=1 p50`, value: s.p50, unit: 'ms', ratio: s.p50 / dbos.p50, against: 'DBOS', goal: s === abcRow ? '<= 1.0x' : undefined });
     record({ bench: 'durable', name: `${key} c=1 p99`, value: s.p99, unit: 'ms' });
@@ -292,7 +290,7 @@ export async function durable(): Promise<void> {
     record({ bench: 'durable', name: `${key} write transactions per run`, value: s.transactions, unit: 'transactions' });
   }
   if (floor) {
-    console.log(`| ${floor.name} | ${fmt(floor.p50, 1)} | ${fmt(floor.p99, 1)} | ${fmt(floor.perSecond, 1)} | ${fmt(floor.transactions, 1)} | ${fmt(floor.p50 / dbos.p50)}x | ${fmt(floor.perSecond / dbos.perSecond)}x |`);
+    row(floor);
     console.log(`ABC against the floor of its records: c=1 p50 ${fmt(abcRow.p50 / floor.p50)}x, completed/s ${fmt(abcRow.perSecond / floor.perSecond)}x`);
     record({ bench: 'durable', name: 'records floor c=1 p50', value: floor.p50, unit: 'ms', ratio: floor.p50 / dbos.p50, against: 'DBOS' });
     record({ bench: 'durable', name: `records floor c=${CONCURRENCY} completed per second`, value: floor.perSecond, unit: 'runs/s', ratio: floor.perSecond / dbos.perSecond, against: 'DBOS' });

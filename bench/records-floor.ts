@@ -72,10 +72,13 @@ export interface RecordsFloor {
   end(): Promise<void>;
 }
 
-/** A floor over `url`'s schema, copying the records of `ticket` (a finished contract). */
-export async function recordsFloor(url: string, ticket: string, concurrency: number): Promise<RecordsFloor> {
+/** A floor over `url`'s schema, copying the records of the contract ABC completed last there. */
+export async function recordsFloor(url: string, concurrency: number): Promise<RecordsFloor> {
   const pool = new pg.Pool({ connectionString: url, max: concurrency });
   pool.on('error', () => {});
+  const [last] = (await pool.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
+  if (!last) throw new Error('the records floor copies a completed contract, and there is none');
+  const ticket = last.ticket;
   const template = await rowsOf(pool, ticket);
   const statement = { name: 'records_floor', text: statementOf(await columnsOf(pool)) };
   // Every id of the template, renamed per copy; the GLOBAL entry's key with it.
@@ -84,12 +87,15 @@ export async function recordsFloor(url: string, ticket: string, concurrency: num
   for (const r of template.frozen_plans) ids.add(String(r.plan_id));
   for (const r of template.execution_contracts) ids.add(String(r.execution_id));
   for (const r of template.snapshots) ids.add(String(r.snapshot_id));
-  for (const r of template.memory) ids.add(String(r.memory_id)), r.scope === 'GLOBAL' && ids.add(String(r.key));
+  for (const r of template.memory) {
+    ids.add(String(r.memory_id));
+    if (r.scope === 'GLOBAL') ids.add(String(r.key));
+  }
   const pattern = new RegExp([...ids].sort((a, b) => b.length - a.length).map((id) => id.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g');
   const text = JSON.stringify(template);
   const prefix = `f${process.pid}`;
   // The commits: the ticket first (with its submit's event); its plan, steps and
-  // contracts; the transitions, snapshots, facts and events of each unit; the end.
+  // contracts; then a share of the transitions, snapshots, facts and events per unit.
   const perUnit = FLOOR_COMMITS - 2;
   const plan = (rows: Rows): Partial<Rows>[] => {
     const unit = { transitions: shares(rows.execution_transitions, perUnit), snapshots: shares(rows.snapshots, perUnit), memory: shares(rows.memory, perUnit), events: shares(rows.ticket_events.slice(1), FLOOR_COMMITS - 1) };

@@ -92,10 +92,11 @@ export class ContractEngine {
   /** Tickets this engine is executing, by ticket. */
   readonly #running = new InFlight();
   #stopping = false;
-  /** The tickets `executeNow` is running; shutdown waits for them as for the queue's. */
-  readonly #now = new Set<Promise<unknown>>();
-  /** Their ids: their packaging drops their queue job in the same statement. */
-  readonly #inCore = new Set<string>();
+  /**
+   * The tickets `executeNow` is running, by ticket: shutdown waits for them as
+   * for the queue's, and their packaging drops their queue job.
+   */
+  readonly #now = new Map<string, Promise<unknown>>();
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -123,7 +124,7 @@ export class ContractEngine {
    */
   async close(graceMs: number): Promise<void> {
     this.#stopping = true;
-    const stopped = Promise.all([this.queue.stopWorkers(), ...this.#now]);
+    const stopped = Promise.all([this.queue.stopWorkers(), ...this.#now.values()]);
     if (!(await settlesWithin(stopped, graceMs))) {
       this.#log.warn({ tickets: this.#running.keys() }, 'grace period over: handing tickets back to the queue');
       this.#running.abortAll(HAND_BACK);
@@ -147,8 +148,8 @@ export class ContractEngine {
    */
   executeNow(ticket: string): Promise<TicketRow | undefined> {
     const run = this.#executeNow(ticket);
-    this.#now.add(run);
-    void run.finally(() => this.#now.delete(run));
+    this.#now.set(ticket, run);
+    void run.finally(() => this.#now.delete(ticket));
     return run;
   }
 
@@ -158,14 +159,12 @@ export class ContractEngine {
     const deferral = () => new Date(Date.now() + this.opts.leaseMs);
     const keep = setInterval(() => void this.#em().transactional((tx) => this.queue.enqueue(tx, ticket, deferral())).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job')), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
     let last: TicketRow | undefined;
-    this.#inCore.add(ticket);
     try {
       last = await this.execute(ticket, workerId);
     } catch (error) {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     } finally {
       clearInterval(keep);
-      this.#inCore.delete(ticket);
     }
     const finished = last && FINISHED.includes(last.lifecycle_state) ? last : undefined;
     // Its packaging dropped the job already.
@@ -503,7 +502,7 @@ export class ContractEngine {
           return result && this.#packageIn(this.#em(), row, passed.rec, after, result, passed);
         }));
         if (packaged) return this.#with(after, packaged);
-        return this.#with(after, await this.#passReview(this.#em(), row, settled, after, review.trace, true));
+        return this.#with(after, await this.#passReview(this.#em(), row, passed, true));
       }
     }
     return this.#move(row.ticket, 'steps_settled', settled);
@@ -536,7 +535,7 @@ export class ContractEngine {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const steps = await getSteps(this.#em(), row.ticket);
     const { trace, problem } = await this.#reviewSteps(row, rec, plan, steps);
-    if (!problem) return this.#passReview(this.#em(), row, rec, steps, trace);
+    if (!problem) return this.#passReview(this.#em(), row, this.#passed(row, rec, steps, trace));
     const ephemeral = batch.steps.map((id) => `${row.ticket}:${id}`);
     const input = problem.error ? ({ kind: 'failure', step_id: problem.stepId, error: problem.error } as const) : ({ kind: 'low_confidence', step_id: problem.stepId, confidence: problem.confidence! } as const);
     const policy = this.#policy(row, rec, input);
@@ -605,8 +604,7 @@ export class ContractEngine {
    * reviewed, and execution goes on; all in one statement, with the batch's
    * settling first when `settle` (a review that was known before it).
    */
-  async #passReview(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], settle = false): Promise<TicketRow> {
-    const passed = this.#passed(row, rec, steps, trace);
+  async #passReview(em: EntityManager, row: TicketRow, passed: PassedReview, settle = false): Promise<TicketRow> {
     return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...passed.rec } }, 'engine', {
       trace: passed.trace,
       ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
@@ -748,7 +746,7 @@ export class ContractEngine {
       ...(review && { from: batch ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
       also: [...(batch?.also ?? []), memoryUpsert([success])],
       // A ticket this core runs for its sync submitter needs its queue job no more.
-      ...(this.#inCore.has(row.ticket) && { calls: [this.queue.dropFor('moved.ticket')] }),
+      ...(this.#now.has(row.ticket) && { calls: [this.queue.dropFor('moved.ticket')] }),
     });
   }
 
