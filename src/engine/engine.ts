@@ -156,8 +156,10 @@ export class ContractEngine {
   /** The ticket as its last commit left it, when this core finished it. */
   async #executeNow(ticket: string): Promise<TicketRow | undefined> {
     const workerId = `now-${ticket}`;
-    const deferral = () => new Date(Date.now() + this.opts.leaseMs);
-    const keep = setInterval(() => void this.#em().transactional((tx) => this.queue.enqueue(tx, ticket, deferral())).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job')), Math.max(50, Math.floor(this.opts.leaseMs / 3)));
+    let deferring: Promise<void> = Promise.resolve();
+    const keep = setInterval(() => {
+      deferring = this.queue.defer(this.#em(), ticket, new Date(Date.now() + this.opts.leaseMs)).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job'));
+    }, Math.max(50, Math.floor(this.opts.leaseMs / 3)));
     let last: TicketRow | undefined;
     try {
       last = await this.execute(ticket, workerId);
@@ -165,6 +167,8 @@ export class ContractEngine {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     } finally {
       clearInterval(keep);
+      // A deferral under way must not push back the job settled below.
+      await deferring;
     }
     const finished = last && FINISHED.includes(last.lifecycle_state) ? last : undefined;
     // Its packaging dropped the job already.

@@ -11,6 +11,9 @@ import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
 
+/** Ticket states no in-core deferral touches: the job is gone, or is the human wait's deadline. */
+const SETTLED = "('COMPLETED', 'FAILED', 'CANCELED', 'WAIT_HUMAN')";
+
 export interface QueueOptions {
   orm: Orm;
   log: Logger;
@@ -76,6 +79,20 @@ export class ContractQueue {
   async enqueue(tx: EntityManager, ticket: string, runAt?: Date): Promise<void> {
     const job = this.jobFor('x.ticket', runAt);
     await tx.execute(`SELECT ${job.sql} FROM (SELECT ?::text AS ticket) x`, [...job.params, ticket]);
+  }
+
+  /**
+   * Pushes back the job of a ticket a core is running itself, unless the
+   * ticket has finished or waits for a human. It waits for a move holding the
+   * ticket's row and reads the state that move committed, so a deferral racing
+   * the packaging that drops the job cannot bring the job back.
+   */
+  async defer(em: EntityManager, ticket: string, runAt: Date): Promise<void> {
+    const job = this.jobFor('x.ticket', runAt);
+    await em.execute(
+      `WITH x AS MATERIALIZED (SELECT ticket FROM tickets WHERE ticket = ? AND lifecycle_state NOT IN ${SETTLED} FOR SHARE) SELECT ${job.sql} FROM x`,
+      [ticket, ...job.params],
+    );
   }
 
   /** The enqueue as an expression over a ticket id column (`ticket`), for a statement that enqueues with other writes. */

@@ -1,12 +1,15 @@
 // Contract executions held in the queue (no worker in the serving core): sync
-// timeouts, the read-only poll, cancel, and a long poll woken by progress.
+// timeouts, the read-only poll, cancel, a long poll woken by progress, and the
+// deferral that keeps a job waiting while a core runs its ticket itself.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCore } from '../../src/main/core.js';
 import { readOnlyPool } from '../../src/store/read-only.js';
+import { ContractQueue } from '../../src/store/ticket-queue.js';
 import { FAST_RETRY, coreOptions } from '../support/core.js';
 import { contract, importSamplePortfolios, registry, request } from '../support/contracts.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { tableDigest } from '../support/digest.js';
+import { testLogger } from '../support/log.js';
 
 let s: TestStack;
 
@@ -149,5 +152,39 @@ describe('long poll', () => {
     } finally {
       await worker.close();
     }
+  });
+});
+
+describe('the deferral of a ticket a core runs itself', () => {
+  const queue = () => new ContractQueue({ orm: s.orm, log: testLogger(), concurrency: 0, leaseMs: 1000, pollIntervalMs: 1000 });
+  const job = async (ticket: string) =>
+    (await s.orm.em.fork().execute<{ later: boolean }[]>('SELECT run_at > now() + interval \'30 seconds\' AS later FROM graphile_worker._private_jobs WHERE key = ?', [ticket]))[0];
+  const later = () => new Date(Date.now() + 60_000);
+
+  it('pushes back the job of a ticket still running', async () => {
+    const ticket = await queued();
+    await queue().defer(s.orm.em.fork(), ticket, later());
+    expect(await job(ticket)).toEqual({ later: true });
+  });
+
+  it('waits for a finishing move that holds the ticket, and does not bring back the job it dropped', async () => {
+    const ticket = await queued();
+    let deferred: Promise<void> | undefined;
+    await s.orm.em.fork().transactional(async (tx) => {
+      await tx.execute("UPDATE tickets SET lifecycle_state = 'COMPLETED' WHERE ticket = ?", [ticket]);
+      await tx.execute('SELECT graphile_worker.remove_job(?)', [ticket]);
+      deferred = queue().defer(s.orm.em.fork(), ticket, later());
+      const blocked = async () => (await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH x AS MATERIALIZED%'"))[0]!.n;
+      await expect.poll(blocked, { timeout: 5000, interval: 20 }).toBe(1);
+    });
+    await deferred;
+    expect(await job(ticket)).toBeUndefined();
+  });
+
+  it('leaves a human wait\'s deadline job as it is', async () => {
+    const ticket = await queued();
+    await s.orm.em.fork().execute("UPDATE tickets SET lifecycle_state = 'WAIT_HUMAN' WHERE ticket = ?", [ticket]);
+    await queue().defer(s.orm.em.fork(), ticket, later());
+    expect(await job(ticket)).toEqual({ later: false });
   });
 });
