@@ -3,22 +3,62 @@
 // within `deferMs` (ABC_STEP_START_DEFER_MS), its start and end commit
 // together; otherwise its start commits alone, while it runs. A crash before
 // that commit leaves the step PENDING and it runs again, which only a step
-// without side effects may.
+// without side effects may. The commits of one batch's steps that are ready
+// together go out as one call (group commit).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
-import { commitStep, type StepCommit, type StepHop } from '../store/step-commit.js';
+import { commitStep, commitStepsTogether, type StepCommit, type StepHop } from '../store/step-commit.js';
 import type { StepRow } from '../store/ticket-store.js';
 import { isIllegalTransition } from '../store/transition.js';
 
 /** The end of a step: its hop and what it writes with it. */
 export type StepEnd = Omit<StepCommit, 'ticket' | 'stepId' | 'row' | 'hops' | 'memory'> & { hop: StepHop };
 
+/**
+ * A batch's step commits. Those asked for in the same turn of the event loop,
+ * or while the previous group is being written, commit together; one alone,
+ * or a group one of whose rows has moved on, commits by commitStep.
+ */
+export class StepCommitQueue {
+  #waiting: { commit: StepCommit; resolve: (row: StepRow) => void; reject: (error: unknown) => void }[] = [];
+  #draining = false;
+
+  constructor(private readonly em: () => EntityManager) {}
+
+  commit(commit: StepCommit): Promise<StepRow> {
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ commit, resolve, reject });
+      if (this.#draining) return;
+      this.#draining = true;
+      setImmediate(() => void this.#drain());
+    });
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#waiting.length) {
+      const group = this.#waiting.splice(0);
+      try {
+        const rows = group.length > 1 ? await commitStepsTogether(this.em, group.map((w) => w.commit)) : undefined;
+        if (rows) {
+          group.forEach((w, i) => w.resolve(rows[i]!));
+          continue;
+        }
+      } catch (error) {
+        for (const w of group) w.reject(error);
+        continue;
+      }
+      await Promise.all(group.map((w) => commitStep(this.em, w.commit).then(w.resolve, w.reject)));
+    }
+    this.#draining = false;
+  }
+}
+
 export class StepCommits {
   #start: Promise<StepRow | undefined> | undefined;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly em: () => EntityManager,
+    private readonly queue: StepCommitQueue,
     /** The start: its hop and the step's memory. */
     private readonly start: StepCommit,
     /** How long the step may run before its start is committed (0 unless nothing it may call has side effects). */
@@ -45,7 +85,7 @@ export class StepCommits {
   }
 
   #commit(c: StepCommit): Promise<StepRow | undefined> {
-    return commitStep(this.em, c).catch((error: unknown) => {
+    return this.queue.commit(c).catch((error: unknown) => {
       // A cancel skips the steps that have not started; this one then never runs or records.
       if (isIllegalTransition(error) && (error as AbcError).payload.details?.from === 'SKIPPED') return undefined;
       throw error;

@@ -18,9 +18,8 @@ import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
 import { type StepRow, type TicketRow } from '../store/ticket-store.js';
-import { commitStep } from '../store/step-commit.js';
 import { memoryRow, type Memory } from '../store/memory.js';
-import { StepCommits } from './step-commits.js';
+import { StepCommitQueue, StepCommits } from './step-commits.js';
 
 export interface BatchKit {
   row: TicketRow;
@@ -147,9 +146,10 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
 
   const batchId = newId('batch');
   const failures: Record<string, StructuredError> = {};
+  const committer = new StepCommitQueue(k.em);
   for (const b of blocked) {
     failures[b.step.step_id] = b.error;
-    after.set(b.step.step_id, await commitStep(k.em, {
+    after.set(b.step.step_id, await committer.commit({
       ticket,
       stepId: b.step.step_id,
       row: b.step,
@@ -176,7 +176,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const started = Date.now();
       const active = [...running].sort();
       const commits = new StepCommits(
-        k.em,
+        committer,
         {
           ticket,
           stepId: id,

@@ -66,6 +66,18 @@ export async function commitStep(em: () => EntityManager, c: StepCommit): Promis
   });
 }
 
+/**
+ * Commits several steps' hops in one call (abc_commit_steps); the rows as
+ * written, in order. Undefined, with nothing written, when one of them cannot
+ * go by abc_commit_step or its row is in another state: each then commits alone.
+ */
+export async function commitStepsTogether(em: () => EntityManager, commits: StepCommit[]): Promise<StepRow[] | undefined> {
+  const calls = commits.map((c) => (c.also ? undefined : callOf(c)));
+  if (calls.some((c) => !c)) return undefined;
+  const written = await executeGuarded<StepRow>(em(), 'SELECT * FROM abc_commit_steps(?::jsonb)', [JSON.stringify(calls)]);
+  return written && commits.map((c) => written.find((r) => r.step_id === c.stepId)!);
+}
+
 /** abc_commit_step's argument; undefined when a hop needs more than it writes (a retry or reset opens a new contract). */
 function callOf(c: StepCommit): Record<string, unknown> | undefined {
   const events: TicketEventInput[] = [];

@@ -1,31 +1,32 @@
 // A step's commit in one call (abc_commit_step): the same records as its
 // moves written one by one through transitionStep, in one statement; and a
 // row in another state than the moves start from writes nothing and is
-// refused as before.
+// refused as before. A batch's steps ready together commit as one call.
 import { describe, expect, it } from 'vitest';
 import { openContracts } from '../../src/store/execution-contracts.js';
 import { memoryRow } from '../../src/store/memory.js';
+import { StepCommitQueue } from '../../src/engine/step-commits.js';
 import { commitStep, type StepCommit } from '../../src/store/step-commit.js';
 import { insertSteps, insertTicket, transitionStep } from '../../src/store/ticket-store.js';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted } = countedDatabase();
 
-/** A ticket with one PENDING step and its execution contract, as EXECUTION_PREPARE leaves them. */
-async function seed(ticket: string, capability = 'tool.pure') {
+/** A ticket with PENDING steps and their execution contracts, as EXECUTION_PREPARE leaves them. */
+async function seed(ticket: string, capability = 'tool.pure', steps = ['s1']) {
   await em().transactional(async (tx) => {
     await insertTicket(tx, {
       ticket, tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: `req-${ticket}`, session_id: 'sess-step-commit', idempotency_key: ticket,
       request_hash: 'h', request: {}, mode: 'async', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
     });
-    await insertSteps(tx, ticket, [{ step_id: 's1', position: 0, label: 'Step one', capability, side_effect: false }]);
-    await openContracts(tx, [{ sessionId: 'sess-step-commit', ticket, subjectId: 's1', actionType: 'contract_step', actionSummary: `${capability} → Step one`, irreversible: false }]);
+    await insertSteps(tx, ticket, steps.map((step_id, position) => ({ step_id, position, label: 'Step one', capability, side_effect: false })));
+    await openContracts(tx, steps.map((subjectId) => ({ sessionId: 'sess-step-commit', ticket, subjectId, actionType: 'contract_step', actionSummary: `${capability} → Step one`, irreversible: false })));
   });
 }
 
-const runAndSucceed = (ticket: string): StepCommit => ({
+const runAndSucceed = (ticket: string, stepId = 's1'): StepCommit => ({
   ticket,
-  stepId: 's1',
+  stepId,
   row: { status: 'PENDING', capability: 'tool.pure' },
   hops: [
     { trigger: 'start', trace: [{ type: 'TOOL_CALL_START', payload: { step_id: 's1' } }] },
@@ -135,5 +136,50 @@ describe('a step commit', () => {
     const [start, end] = after.events.filter((ev) => ev.type === 'execution_state');
     expect(start!.payload.fact_error).toBeUndefined();
     expect(end!.payload.fact_error).toContain('facts are down');
+  });
+});
+
+describe('the step commits of a batch', () => {
+  const steps = ['s1', 's2', 's3'];
+  const rows = (ticket: string) => em().execute<{ step_id: string; status: string; xid: string }[]>("SELECT step_id, status, xmin::text AS xid FROM ticket_steps WHERE ticket = ? ORDER BY position", [ticket]);
+  const seqs = async (ticket: string) => (await em().execute<{ seq: number }[]>('SELECT seq FROM ticket_events WHERE ticket = ? ORDER BY seq', [ticket])).map((e) => e.seq);
+
+  it('commits the steps ready in the same turn in one statement, each as its own commit writes it', async () => {
+    await seed('tkt_sc_group', 'tool.pure', steps);
+    const calls: string[] = [];
+    const queue = new StepCommitQueue(() => counted(calls));
+    const written = await Promise.all(steps.map((id) => queue.commit(runAndSucceed('tkt_sc_group', id))));
+    expect(calls).toEqual(['SELECT * FROM abc_commit_steps($1::jsonb)']);
+    expect(written.map((r) => [r.step_id, r.status])).toEqual(steps.map((id) => [id, 'SUCCEEDED']));
+    const after = await rows('tkt_sc_group');
+    expect(new Set(after.map((r) => r.xid)).size).toBe(1);
+    expect(await seqs('tkt_sc_group')).toEqual(Array.from({ length: 18 }, (_, i) => i + 1));
+    const [contracts] = await em().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM execution_contracts WHERE ticket = 'tkt_sc_group' AND status = 'completed'");
+    expect(contracts).toEqual({ n: 3 });
+  });
+
+  it('commits a step asked for while a group is written with the next group', async () => {
+    await seed('tkt_sc_next', 'tool.pure', steps);
+    const calls: string[] = [];
+    const queue = new StepCommitQueue(() => counted(calls));
+    const first = queue.commit(runAndSucceed('tkt_sc_next', 's1'));
+    // The first has gone out, alone, and is being written.
+    await new Promise((r) => setImmediate(r));
+    const rest = [queue.commit(runAndSucceed('tkt_sc_next', 's2')), queue.commit(runAndSucceed('tkt_sc_next', 's3'))];
+    await Promise.all([first, ...rest]);
+    expect(calls).toEqual(['SELECT * FROM abc_commit_step($1::jsonb)', 'SELECT * FROM abc_commit_steps($1::jsonb)']);
+    const after = await rows('tkt_sc_next');
+    expect(after[1]!.xid).toBe(after[2]!.xid);
+    expect(after[0]!.xid).not.toBe(after[1]!.xid);
+  });
+
+  it('commits the others alone when one step has moved on, and refuses that one as before', async () => {
+    await seed('tkt_sc_moved', 'tool.pure', steps);
+    await em().transactional((tx) => transitionStep(tx, 'tkt_sc_moved', 's2', 'skip', { message: 'cancelled' }));
+    const queue = new StepCommitQueue(em);
+    const settled = await Promise.allSettled(steps.map((id) => queue.commit(runAndSucceed('tkt_sc_moved', id))));
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ payload: { code: 'illegal_transition', details: { from: 'SKIPPED', trigger: 'start' } } });
+    expect((await rows('tkt_sc_moved')).map((r) => r.status)).toEqual(['SUCCEEDED', 'SKIPPED', 'SUCCEEDED']);
   });
 });

@@ -18,6 +18,7 @@ import { Migration20261124070000 } from './Migration20261124070000_step_commit_f
 import { Migration20261124100000 } from './Migration20261124100000_tool_call_commit_functions.js';
 import { Migration20261124110000 } from './Migration20261124110000_run_commit_functions.js';
 import { Migration20261124120000 } from './Migration20261124120000_memory_search_column.js';
+import { Migration20261124130000 } from './Migration20261124130000_step_group_commit.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -39,4 +40,5 @@ export const migrations = [
   { name: 'Migration20261124100000_tool_call_commit_functions', class: Migration20261124100000 },
   { name: 'Migration20261124110000_run_commit_functions', class: Migration20261124110000 },
   { name: 'Migration20261124120000_memory_search_column', class: Migration20261124120000 },
+  { name: 'Migration20261124130000_step_group_commit', class: Migration20261124130000 },
 ];
