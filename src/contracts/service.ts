@@ -77,7 +77,7 @@ export class ContractService {
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
     const deadline = received + prefs.max_latency_ms;
-    const ran = now && row.created && !isFinished(row) ? this.opts.engine.executeNow(row.ticket) : undefined;
+    const ran = now && row.created && !isFinished(row) ? this.opts.engine.executeNow(row.ticket, row) : undefined;
     // The row the engine finished the ticket with in this core, else what the ticket's notifications lead to.
     const last = ran && (await settlesWithin(ran, deadline - Date.now(), signal)) ? await ran : undefined;
     const finished = isFinished(row) ? row : last && isFinished(last) ? last : await this.#waitFor(row.ticket, deadline, signal);
@@ -194,7 +194,7 @@ export class ContractService {
     correlation: { request_id: string; idempotency_key: string; session_id: string },
     traceId: string,
     expectedLatencyMs: number,
-    /** The submitting core runs it now: the job waits a lease before a worker may take it. */
+    /** The submitting core runs it now: it is created claimed and started, and its job waits a lease before a worker may take it. */
     deferJob: boolean,
   ): Promise<TicketRow & { created: boolean }> {
     const hash = requestHash(request);
@@ -221,7 +221,11 @@ export class ContractService {
         expected_latency_ms: expectedLatencyMs,
         retention_ms: this.opts.ticketRetentionMs,
       },
-      { job, event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } } },
+      {
+        job,
+        event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } },
+        ...(deferJob && { start: this.opts.engine.claimNow(ticket) }),
+      },
     );
     if (inserted) return { ...inserted, created: true };
     const existing = await ticketByIdempotencyKey(em, tenantId, contract.contract_id, correlation.idempotency_key);

@@ -146,23 +146,28 @@ export class ContractEngine {
    * (finished; a completed ticket's packaging dropped it), left (waiting for a
    * human: its deadline job) or run now.
    */
-  executeNow(ticket: string): Promise<TicketRow | undefined> {
-    const run = this.#executeNow(ticket);
+  executeNow(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined> {
+    const run = this.#executeNow(ticket, claimed);
     this.#now.set(ticket, run);
     void run.finally(() => this.#now.delete(ticket));
     return run;
   }
 
+  /** The claim a sync submission's ticket is created with when this core runs it at once: it is `executeNow`'s. */
+  claimNow(ticket: string): { owner: string; ms: number } {
+    return { owner: `now-${ticket}`, ms: this.opts.leaseMs };
+  }
+
   /** The ticket as its last commit left it, when this core finished it. */
-  async #executeNow(ticket: string): Promise<TicketRow | undefined> {
-    const workerId = `now-${ticket}`;
+  async #executeNow(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined> {
+    const workerId = this.claimNow(ticket).owner;
     let deferring: Promise<void> = Promise.resolve();
     const keep = setInterval(() => {
       deferring = this.queue.defer(this.#em(), ticket, new Date(Date.now() + this.opts.leaseMs)).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job'));
     }, Math.max(50, Math.floor(this.opts.leaseMs / 3)));
     let last: TicketRow | undefined;
     try {
-      last = await this.execute(ticket, workerId);
+      last = await this.execute(ticket, workerId, claimed);
     } catch (error) {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     } finally {
@@ -181,13 +186,17 @@ export class ContractEngine {
     return finished;
   }
 
-  /** Runs (or resumes) one ticket's lifecycle until it finishes or waits for a human; the ticket as this pass last committed it. */
-  async execute(ticket: string, workerId: string): Promise<TicketRow | undefined> {
+  /**
+   * Runs (or resumes) one ticket's lifecycle until it finishes or waits for a
+   * human; the ticket as this pass last committed it. `started` is the row of
+   * a ticket created already claimed by `workerId` (see claimNow).
+   */
+  async execute(ticket: string, workerId: string, started?: TicketRow): Promise<TicketRow | undefined> {
     if (this.#stopping) return void (await this.#handBack(ticket));
     const abort = new AbortController();
     // Subscribed before the claim reads the row, so a cancel cannot slip between them.
     const offCancel = this.opts.bus.onCancel(ticket, () => abort.abort());
-    const claimed = await this.#claim(ticket, workerId).catch((error: unknown) => {
+    const claimed = started ?? await this.#claim(ticket, workerId).catch((error: unknown) => {
       offCancel();
       throw error;
     });

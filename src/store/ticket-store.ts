@@ -16,7 +16,8 @@ import {
 } from '../domain/contract-lifecycle.machine.js';
 import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { writeTransition, type MachineTable, type Path } from './transition.js';
+import { transition } from '../domain/machine.js';
+import { illegalTransition, writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKET_ENDED_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 import { executeOne } from './native.js';
@@ -394,26 +395,42 @@ export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' |
 export async function insertTicket(
   em: EntityManager,
   t: NewTicket,
-  also: { job?: (ticket: string) => { sql: string; params: unknown[] }; event?: TicketEventInput } = {},
+  also: {
+    job?: (ticket: string) => { sql: string; params: unknown[] };
+    event?: TicketEventInput;
+    /** The claim of a worker that runs the ticket at once: it is created started (INIT → start, recorded) and leased. */
+    start?: { owner: string; ms: number };
+  } = {},
 ): Promise<TicketRow | undefined> {
   const job = also.job?.('t.ticket');
-  const event = also.event;
+  const events = [...(also.event ? [also.event] : []), ...(also.start ? [startEvent()] : [])];
+  const state: LifecycleState = also.start ? startEvent().payload.to : 'INIT';
   const [row] = await em.execute<(TicketRow & { notified?: unknown; queued?: unknown })[]>(
     `WITH t AS (
        INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
-         status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, 'QUEUED', 'validate', 'INIT', ?, ?, ?, now() + (? || ' milliseconds')::interval, ?)
+         status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq, lease_owner, lease_expires_at, started_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, now() + (? || ' milliseconds')::interval, ?,
+         ?, now() + (?::text || ' milliseconds')::interval, CASE WHEN ? THEN now() END)
        ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *
-     )${job ? `, job AS (SELECT ${job.sql} FROM t)` : ''}${event ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, 1, ?, ?, ?::jsonb FROM t)' : ''}
-     SELECT t.*${job ? ', (SELECT count(*) FROM job) AS queued' : ''}${event ? `, pg_notify('${TICKETS_CHANNEL}', t.ticket) AS notified` : ''} FROM t`,
+     )${job ? `, job AS (SELECT ${job.sql} FROM t)` : ''}${events.length ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, e.n, ?, e.type, e.payload FROM t, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb))' : ''}
+     SELECT t.*${job ? ', (SELECT count(*) FROM job) AS queued' : ''}${events.length ? `, pg_notify('${TICKETS_CHANNEL}', t.ticket) AS notified` : ''} FROM t`,
     [
-      t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode, t.trace_id, t.traceparent,
-      t.expected_latency_ms, t.retention_ms, event ? 1 : 0, ...(job?.params ?? []), ...(event ? [Date.now(), event.type, JSON.stringify(event.payload)] : []),
+      t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode,
+      statusOf(state), PHASE_OF[state], state, t.trace_id, t.traceparent, t.expected_latency_ms, t.retention_ms, events.length,
+      also.start?.owner ?? null, also.start?.ms ?? null, Boolean(also.start),
+      ...(job?.params ?? []), ...(events.length ? [Date.now(), JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e })))] : []),
     ],
   );
   if (!row) return undefined;
   const { notified: _n, queued: _q, ...ticket } = row;
   return ticket as TicketRow;
+}
+
+/** A fresh ticket's start, as the table moves it and as seed 002 records it. */
+function startEvent(): TicketEventInput & { payload: { to: LifecycleState } } {
+  const moved = transition(CONTRACT_LIFECYCLE_MACHINE, 'INIT', 'start');
+  if (!moved.ok) throw illegalTransition(CONTRACT_LIFECYCLE_MACHINE.name, 'ticket', 'INIT', 'start');
+  return { type: 'STATE_TRANSITION', payload: { from: 'INIT', to: moved.value, trigger: 'start', actor: 'worker', phase: PHASE_OF[moved.value], status: statusOf(moved.value) } };
 }
 
 export async function ticketByIdempotencyKey(em: EntityManager, tenantId: string, contractId: string, key: string): Promise<TicketRow | undefined> {

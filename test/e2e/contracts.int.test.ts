@@ -291,6 +291,15 @@ describe('what commits together', () => {
     expect(contracts[0]!.xid).not.toBe(planned.xid);
   });
 
+  it('creates a sync ticket that its submitting core runs already started and claimed, in the statement that admits it', async () => {
+    const res = await submit(request({ execution_preferences: { mode: 'sync' } }));
+    expect(res.status).toBe(200);
+    const events = await eventsOf(res.headers.get('x-abc-ticket')!);
+    expect(events[0]!.type).toBe('ticket_created');
+    expect(moves(events.filter((e) => e.xid === events[0]!.xid))).toEqual(['INIT->CONTEXT_BUILD']);
+    expect(moves(events).at(-1)).toBe('PACKAGING->COMPLETED');
+  });
+
   it('commits the last batch, its review, the result review and the packaging in one statement', async () => {
     const done = await runToEnd(request());
     const events = await eventsOf(done.ticket);

@@ -102,6 +102,26 @@ it('creates a ticket with its queue job and its first event in one statement, an
   expect(await em().execute('SELECT ticket FROM test_jobs')).toEqual([{ ticket: 'tkt_mv_new' }]);
 });
 
+it('creates a ticket started and claimed by the worker that runs it at once, its start moved by the table and recorded, in one statement', async () => {
+  const calls: string[] = [];
+  const created = await insertTicket(
+    counted(calls),
+    {
+      ticket: 'tkt_mv_started', tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: 'req-started', session_id: 'sess-moves', idempotency_key: 'started-once',
+      request_hash: 'h', request: {}, mode: 'sync', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
+    },
+    { event: { type: 'ticket_created', payload: { request_id: 'req-started' } }, start: { owner: 'now-tkt_mv_started', ms: 60_000 } },
+  );
+  expect(calls).toHaveLength(1);
+  expect(created).toMatchObject({ lifecycle_state: 'CONTEXT_BUILD', status: 'RUNNING', phase: 'resolve_context', lease_owner: 'now-tkt_mv_started', event_seq: 2 });
+  const [claim] = await em().execute<{ started: boolean; leased: boolean }[]>("SELECT started_at IS NOT NULL AS started, lease_expires_at > now() + interval '30 seconds' AS leased FROM tickets WHERE ticket = 'tkt_mv_started'");
+  expect(claim).toEqual({ started: true, leased: true });
+  expect(await events('tkt_mv_started')).toEqual([
+    { seq: 1, type: 'ticket_created', payload: { request_id: 'req-started' } },
+    { seq: 2, type: 'STATE_TRANSITION', payload: { from: 'INIT', to: 'CONTEXT_BUILD', trigger: 'start', actor: 'worker', phase: 'resolve_context', status: 'RUNNING' } },
+  ]);
+});
+
 it('wakes the waiters of a ticket at each move, and those of its end only at the terminal one', async () => {
   await seed('tkt_mv_ended', 'GLOBAL_REVIEW');
   const bus = await EventBus.start(em().config.get('clientUrl')!, testLogger());
