@@ -32,7 +32,8 @@ import type { EngineContextView, PlannerData } from './roles/agent.js';
 import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
-import { runBatch } from './steps.js';
+import { runBatch, type HeldStep } from './steps.js';
+import { stepRecords } from '../store/step-commit.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
 import { firstSteps, syncSteps } from './sync-steps.js';
@@ -504,21 +505,40 @@ export class ContractEngine {
     if (outcome.kind === 'stuck') return this.#halt(row, rec, outcome.error, []);
     if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason, step: outcome.step }, [policyEvent(outcome.policy)]);
     const settled: ExecRecord = { ...rec, batch: outcome.batch, errors: [...rec.errors, ...Object.values(outcome.batch.failures)].slice(-50) };
+    const held = outcome.held;
     if (this.#builtinOnly('REVIEWER', rec) && !Object.keys(outcome.batch.failures).length) {
       const after = outcome.after;
       const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
-        const passed = this.#passed(row, settled, after, review.trace);
+        const passed = this.#passed(row, settled, after, review.trace, held);
+        if (held && !passed.step) await held.write();
         // The plan's last batch: a result the built-in reviewer passes is packaged in the same statement.
         const packaged = allDone(after) && (await this.#inPhase(row.ticket, 'GLOBAL_REVIEW', async () => {
           const result = await this.#passedResult({ ...row, lifecycle_state: 'GLOBAL_REVIEW', phase: 'aggregate' }, passed.rec, plan, after);
-          return result && this.#packageIn(this.#em(), row, passed.rec, after, result, passed);
+          return result && this.#withHeld(passed, (p) => this.#packageIn(this.#em(), row, p.rec, after, result, p));
         }));
         if (packaged) return this.#with(after, packaged);
-        return this.#with(after, await this.#passReview(this.#em(), row, passed, true));
+        return this.#with(after, await this.#withHeld(passed, (p) => this.#passReview(this.#em(), row, p, true)));
       }
     }
+    await held?.write();
     return this.#move(row.ticket, 'steps_settled', settled);
+  }
+
+  /**
+   * A passed review's move, with the batch's last step end written first in
+   * its statement; when that step has moved on meanwhile (a cancel), the step
+   * commits alone, as it would have, and the move goes without it.
+   */
+  async #withHeld<T>(passed: PassedReview, move: (p: PassedReview) => Promise<T>): Promise<T> {
+    if (!passed.step) return move(passed);
+    try {
+      return await move(passed);
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'ABC01') throw error;
+      await passed.step.held.write();
+      return move({ ...passed, step: undefined });
+    }
   }
 
   /** Finished steps the last passed review (its snapshot) has not seen. */
@@ -618,22 +638,31 @@ export class ContractEngine {
    * settling first when `settle` (a review that was known before it).
    */
   async #passReview(em: EntityManager, row: TicketRow, passed: PassedReview, settle = false): Promise<TicketRow> {
-    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...passed.rec } }, 'engine', {
+    const partial = passed.step?.held.commit.partialResult;
+    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...passed.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
       trace: passed.trace,
       ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
       also: passed.also,
+      ...(passed.step && { first: passed.step.records }),
     });
   }
 
-  /** What a batch's passed review writes: the record after it, its hop's trace, and its records (a snapshot; the batch's step contexts cleared). */
-  #passed(row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[]): PassedReview {
+  /**
+   * What a batch's passed review writes: the record after it, its hop's trace,
+   * its records (a snapshot; the batch's step contexts cleared) and, first,
+   * the end of the batch's `held` last step.
+   */
+  #passed(row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], held?: HeldStep): PassedReview {
     const batch = rec.batch ?? NO_BATCH;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
+    // The step's context would be cleared by the same statement that writes it: it is not written.
+    const records = held && stepRecords({ ...held.commit, memory: held.commit.memory?.filter((m) => m.scope !== 'EPHEMERAL') });
     return {
       rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
       also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
+      ...(held && records && { step: { held, records } }),
     };
   }
 
@@ -758,6 +787,7 @@ export class ContractEngine {
     return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
       ...(review && { from: batch ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
       also: [...(batch?.also ?? []), memoryUpsert([success])],
+      ...(batch?.step && { first: batch.step.records }),
       // A ticket this core runs for its sync submitter needs its queue job no more.
       ...(this.#now.has(row.ticket) && { calls: [this.queue.dropFor('moved.ticket')] }),
     });
@@ -946,6 +976,8 @@ interface PassedReview {
   rec: ExecRecord;
   trace: TicketEventInput[];
   also: { sql: string; params: unknown[] }[];
+  /** The batch's last step end, written first by the review's statement. */
+  step?: { held: HeldStep; records: NonNullable<ReturnType<typeof stepRecords>> };
 }
 
 /** The result's passed review: the ticket's result and warnings, and the reviewer's decision. */

@@ -73,11 +73,25 @@ export class StepCommits {
   }
 
   /** Commits the end, with the start if that has not gone out; the step as written, undefined when a cancel skipped it first. */
-  async close({ hop, ...end }: StepEnd): Promise<StepRow | undefined> {
+  async close(end: StepEnd): Promise<StepRow | undefined> {
+    const commit = await this.held(end);
+    return commit && this.#commit(commit);
+  }
+
+  /**
+   * The end's commit, with the start if that has not gone out, for the caller
+   * to write (see HeldStep); undefined when a cancel skipped the step first.
+   */
+  async held({ hop, ...end }: StepEnd): Promise<StepCommit | undefined> {
     clearTimeout(this.#timer);
-    if (!this.#start) return this.#commit({ ...this.start, ...end, hops: [...this.start.hops, hop] });
+    if (!this.#start) return { ...this.start, ...end, hops: [...this.start.hops, hop] };
     const started = await this.#start;
-    return started && this.#commit({ ticket: this.start.ticket, stepId: this.start.stepId, row: started, ...end, hops: [hop] });
+    return started && { ticket: this.start.ticket, stepId: this.start.stepId, row: started, ...end, hops: [hop] };
+  }
+
+  /** Writes a commit `held` gave out. */
+  write(commit: StepCommit): Promise<StepRow | undefined> {
+    return this.#commit(commit);
   }
 
   #commitStart(): Promise<StepRow | undefined> {

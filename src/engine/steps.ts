@@ -19,7 +19,9 @@ import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
 import { type StepRow, type TicketRow } from '../store/ticket-store.js';
 import { memoryRow, type Memory } from '../store/memory.js';
-import { StepCommitQueue, StepCommits } from './step-commits.js';
+import { StepCommitQueue, StepCommits, type StepEnd } from './step-commits.js';
+import { stepRecords, type StepCommit } from '../store/step-commit.js';
+import type { StepState } from '../domain/contract-lifecycle.machine.js';
 
 export interface BatchKit {
   row: TicketRow;
@@ -58,12 +60,21 @@ interface HumanHold {
   policy: PolicyDecision;
 }
 
+/**
+ * The last step of a batch to end, its end not yet written: the batch's
+ * review writes it in its own statement, or `write` commits it alone first.
+ */
+export interface HeldStep {
+  commit: StepCommit;
+  write(): Promise<unknown>;
+}
+
 export type BatchOutcome =
   | { kind: 'aborted' }
   | { kind: 'done' }
   | { kind: 'stuck'; error: StructuredError }
   | ({ kind: 'human' } & HumanHold)
-  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean }; after: StepRow[] };
+  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean }; after: StepRow[]; held?: HeldStep };
 
 const DONE = ['SUCCEEDED', 'SKIPPED'];
 
@@ -163,12 +174,24 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
 
   const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), k.capabilities, k.policy);
   const running = new Set<string>();
+  /** Steps started whose capability has not answered yet. */
+  let executing = 0;
+  let held: HeldStep | undefined;
+  let holding = false;
+  /** Whether a step that ends now is the batch's last: nothing else runs or waits to, and nothing failed. Taken by one step only. */
+  const endsBatch = () => !holding && !executing && !queue.length && !Object.keys(failures).length && !k.signal.aborted && (holding = true);
   const outputs = Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
   const runOne = async (row: StepRow) => {
     const id = row.step_id;
     const step = planned.get(id)!;
     running.add(id);
+    executing++;
+    let answered = false;
+    const answer = () => {
+      if (!answered) executing--;
+      answered = true;
+    };
     try {
       const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
       const bound = await k.executor(ctx);
@@ -206,10 +229,10 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
         const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
         const unit = { input, deps, db: k.db, llm: k.llm?.forTenant(k.row.tenant_id), onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
-        const result = await runWithFallback(pep, k, step, call.capability, unit);
+        const result = await runWithFallback(pep, k, step, call.capability, unit).finally(answer);
         outputs[id] = result.value;
         const used = await facts(result.capability);
-        const done = await commits.close({
+        const end: StepEnd = {
           hop: { trigger: 'succeed', trace: [{ type: 'TOOL_CALL_END', payload: { step_id: id, capability: result.capability, success: true, latency_ms: Date.now() - started, side_effect_occurred: used?.side_effect ?? false, ...(llmCalls.length && { llm_calls: llmCalls }) } }], ...(result.note && { message: result.note }) },
           output: result.value,
           // A fallback that ran is what rollback must know about.
@@ -218,9 +241,19 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           partialResult: k.output.partialResult(k.row.request, outputs) ?? undefined,
           // The primary capability failed even though the step went on: later planners should know.
           ...(result.failed && { also: (tx: EntityManager) => k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed!.code, message: result.failed!.message.slice(0, 200) }, tx) }),
-        });
-        if (done) after.set(id, done);
+        };
+        // The batch's last step to end leaves its end to the batch's review, which may write it in its own statement.
+        const last = endsBatch() ? await commits.held(end) : undefined;
+        const records = last && stepRecords(last);
+        if (last && records) {
+          held = { commit: last, write: () => commits.write(last).then((written) => written && after.set(id, written)) };
+          after.set(id, writtenAs({ ...row, ...(last.row as Partial<StepRow>) }, last, records.to));
+        } else {
+          const done = last ? await commits.write(last) : await commits.close(end);
+          if (done) after.set(id, done);
+        }
       } catch (error) {
+        answer();
         const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
         failures[id] = structured;
         const done = await commits.close({
@@ -233,6 +266,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         if (done) after.set(id, done);
       }
     } finally {
+      answer();
       running.delete(id);
     }
   };
@@ -259,10 +293,34 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     await Promise.race(pool);
   }
   // A cancel has already skipped what never started, in its own transaction.
-  if (k.signal.aborted) return { kind: 'aborted' };
+  if (k.signal.aborted) {
+    await held?.write();
+    return { kind: 'aborted' };
+  }
   const settled = [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)];
   // A batch that only catches up on earlier steps is no evidence the failures stopped.
-  return { kind: 'settled', batch: { id: batchId, steps: [...new Set([...(k.unreviewed ?? []), ...settled])], failures, ...(!settled.length && { catch_up: true }) }, after: [...after.values()] };
+  return {
+    kind: 'settled',
+    batch: { id: batchId, steps: [...new Set([...(k.unreviewed ?? []), ...settled])], failures, ...(!settled.length && { catch_up: true }) },
+    after: [...after.values()],
+    ...(held && { held }),
+  };
+}
+
+/** The step row a held commit writes (its clocks as this core reads them). */
+function writtenAs(row: StepRow, c: StepCommit, to: StepState): StepRow {
+  const now = new Date();
+  const message = c.hops.reduce<string | undefined>((m, h) => h.message ?? m, undefined);
+  return {
+    ...row,
+    status: to,
+    output: c.output ?? row.output,
+    message: message ?? row.message,
+    capability: c.capability ?? row.capability,
+    side_effect: c.sideEffect ?? row.side_effect,
+    started_at: c.hops.some((h) => h.trigger === 'start' || h.trigger === 'restart') ? now : row.started_at,
+    ended_at: now,
+  };
 }
 
 /** Runs a step on its capability; an allowed fallback capability takes over if it fails (not for compliance). */

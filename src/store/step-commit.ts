@@ -78,6 +78,18 @@ export async function commitStepsTogether(em: () => EntityManager, commits: Step
   return written && commits.map((c) => written.find((r) => r.step_id === c.stepId)!);
 }
 
+/**
+ * A step commit's own records as an expression for a ticket move's statement
+ * (its `first`): the step row, its contract's moves and its memory, written by
+ * abc_step_records, whose events the move appends ahead of its own. Undefined
+ * when the commit cannot go by abc_commit_step.
+ */
+export function stepRecords(c: StepCommit): { sql: string; params: unknown[]; events: number; to: StepState } | undefined {
+  const call = c.also ? undefined : callOf(c);
+  if (!call) return undefined;
+  return { sql: 'abc_step_records(?::jsonb)', params: [JSON.stringify(call)], events: (call.events as unknown[]).length, to: call.to as StepState };
+}
+
 /** abc_commit_step's argument; undefined when a hop needs more than it writes (a retry or reset opens a new contract). */
 function callOf(c: StepCommit): Record<string, unknown> | undefined {
   const events: TicketEventInput[] = [];

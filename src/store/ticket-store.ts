@@ -167,6 +167,12 @@ interface MoveTicketOptions {
   also?: { sql: string; params: unknown[] }[];
   /** Functions the move's statement calls with the written row (`moved`). */
   calls?: { sql: string; params: unknown[] }[];
+  /**
+   * Records of another machine the move's statement writes first: an
+   * expression that writes them and returns their `events` (a jsonb array
+   * numbered from 1), appended ahead of the move's own.
+   */
+  first?: { sql: string; params: unknown[]; events: number };
 }
 
 async function moveTicket(
@@ -179,7 +185,8 @@ async function moveTicket(
 ): Promise<TicketRow | undefined> {
   // Each hop's trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
   const steps = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason }];
-  const count = steps.reduce((n, h) => n + (h.trace?.length ?? 0) + 1, 0);
+  const ahead = opts.first?.events ?? 0;
+  const count = steps.reduce((n, h) => n + (h.trace?.length ?? 0) + 1, ahead);
   const events = (path: Path<LifecycleState>): TicketEventInput[] =>
     path.hops.flatMap(({ from, to }, i) => {
       const { trigger: by, trace, reason } = steps[i]!;
@@ -213,10 +220,12 @@ async function moveTicket(
     // The events, numbered from the counter the move bumped; the last transition's carries the phase as written.
     also: (path) => [
       {
+        // The records written first depend on the written row: a move that matched none writes none of them.
         sql: `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
               SELECT moved.ticket, moved.event_seq - ? + e.n, ?::bigint, e.type, CASE WHEN e.n = ? THEN e.payload || jsonb_build_object('phase', moved.phase) ELSE e.payload END
-              FROM moved, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb)`,
-        params: [count, Date.now(), count, JSON.stringify(events(path).map((e, i) => ({ n: i + 1, ...e })))],
+              FROM moved${opts.first ? `, LATERAL (SELECT CASE WHEN moved.ticket IS NOT NULL THEN ${opts.first.sql} END AS first) f` : ''},
+                   jsonb_to_recordset(${opts.first ? 'f.first || ' : ''}?::jsonb) AS e(n int, type text, payload jsonb)`,
+        params: [count, Date.now(), count, ...(opts.first?.params ?? []), JSON.stringify(events(path).map((e, i) => ({ n: ahead + i + 1, ...e })))],
       },
       ...(opts.also ?? []),
     ],

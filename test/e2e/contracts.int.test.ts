@@ -300,12 +300,33 @@ describe('what commits together', () => {
     expect(moves(events).at(-1)).toBe('PACKAGING->COMPLETED');
   });
 
-  it('commits the last batch, its review, the result review and the packaging in one statement', async () => {
+  const stepEvents = ['step_transition', 'POLICY_EVALUATION', 'AGENT_DECISION', 'TOOL_CALL_START', 'execution_state', 'step_transition', 'TOOL_CALL_END', 'execution_state'];
+
+  it('commits each batch\'s last step with the batch\'s review, the others of a batch together, and leaves no step context behind', async () => {
+    const done = await runToEnd(request());
+    const events = await eventsOf(done.ticket);
+    const steps = await s.orm.em.fork().execute<{ step_id: string; xid: string }[]>("SELECT step_id, xmin::text AS xid FROM ticket_steps WHERE ticket = ? ORDER BY position", [done.ticket]);
+    const xidOf = Object.fromEntries(steps.map((r) => [r.step_id, r.xid]));
+    const reviews = events.filter((e) => e.type === 'STATE_TRANSITION' && e.payload.to === 'STEP_REVIEW');
+    expect(reviews).toHaveLength(5);
+    // A batch of one: its step's end, then its review, in one statement.
+    const first = events.filter((e) => e.xid === reviews[0]!.xid);
+    expect(first.map((e) => e.type)).toEqual([...stepEvents, 'STATE_TRANSITION', 'SNAPSHOT_CREATED', 'AGENT_DECISION', 'STATE_TRANSITION']);
+    expect(xidOf.load_portfolio).toBe(reviews[0]!.xid.split(':')[0]);
+    // The batch of three: one step with the review, the other two in one statement before it.
+    const parallel = ['allocation', 'risk', 'performance'].map((id) => xidOf[id]);
+    expect(parallel.filter((x) => x === reviews[2]!.xid.split(':')[0])).toHaveLength(1);
+    expect(new Set(parallel).size).toBe(2);
+    expect(await s.orm.em.fork().execute("SELECT key FROM memory WHERE scope = 'EPHEMERAL' AND scope_id LIKE ?", [`${done.ticket}:%`])).toEqual([]);
+  });
+
+  it('commits the last batch\'s step, its review, the result review and the packaging in one statement', async () => {
     const done = await runToEnd(request());
     const events = await eventsOf(done.ticket);
     const last = events.filter((e) => e.xid === events.at(-1)!.xid);
     expect(moves(last)).toEqual(['STEP_EXECUTION->STEP_REVIEW', 'STEP_REVIEW->STEP_EXECUTION', 'STEP_EXECUTION->GLOBAL_REVIEW', 'GLOBAL_REVIEW->PACKAGING', 'PACKAGING->COMPLETED']);
-    expect(last.map((e) => e.type)).toEqual(['STATE_TRANSITION', 'SNAPSHOT_CREATED', 'AGENT_DECISION', 'STATE_TRANSITION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'STATE_TRANSITION']);
+    expect(last.map((e) => e.type)).toEqual([...stepEvents, 'STATE_TRANSITION', 'SNAPSHOT_CREATED', 'AGENT_DECISION', 'STATE_TRANSITION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'STATE_TRANSITION']);
+    expect(last[0]!.payload).toMatchObject({ step_id: 'highlights', trigger: 'start' });
     // Every move of the lifecycle is recorded, in order, from the submit to the end.
     expect(moves(events)[0]).toBe('INIT->CONTEXT_BUILD');
     for (const [i, e] of events.filter((x) => x.type === 'STATE_TRANSITION').entries()) if (i) expect(e.payload.from).toBe(moves(events)[i - 1]!.split('->')[1]);

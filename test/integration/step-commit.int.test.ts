@@ -1,13 +1,14 @@
 // A step's commit in one call (abc_commit_step): the same records as its
 // moves written one by one through transitionStep, in one statement; and a
 // row in another state than the moves start from writes nothing and is
-// refused as before. A batch's steps ready together commit as one call.
+// refused as before. A batch's steps ready together commit as one call; a
+// ticket move may write a step's commit first, in its own statement.
 import { describe, expect, it } from 'vitest';
 import { openContracts } from '../../src/store/execution-contracts.js';
 import { memoryRow } from '../../src/store/memory.js';
 import { StepCommitQueue } from '../../src/engine/step-commits.js';
-import { commitStep, type StepCommit } from '../../src/store/step-commit.js';
-import { insertSteps, insertTicket, transitionStep } from '../../src/store/ticket-store.js';
+import { commitStep, stepRecords, type StepCommit } from '../../src/store/step-commit.js';
+import { insertSteps, insertTicket, transitionStep, transitionTicket } from '../../src/store/ticket-store.js';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted } = countedDatabase();
@@ -181,5 +182,41 @@ describe('the step commits of a batch', () => {
     expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((settled[1] as PromiseRejectedResult).reason).toMatchObject({ payload: { code: 'illegal_transition', details: { from: 'SKIPPED', trigger: 'start' } } });
     expect((await rows('tkt_sc_moved')).map((r) => r.status)).toEqual(['SUCCEEDED', 'SKIPPED', 'SUCCEEDED']);
+  });
+});
+
+describe('a step commit a ticket move writes first', () => {
+  const executing = (ticket: string) => em().execute("UPDATE tickets SET lifecycle_state = 'STEP_EXECUTION', status = 'RUNNING', phase = 'execute' WHERE ticket = ?", [ticket]);
+
+  it('writes the step\'s records in the move\'s statement, their events ahead of the move\'s', async () => {
+    await seed('tkt_sc_first');
+    await seed('tkt_sc_alone');
+    await executing('tkt_sc_first');
+    const calls: string[] = [];
+    const moved = await transitionTicket(counted(calls), 'tkt_sc_first', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(runAndSucceed('tkt_sc_first'))! });
+    expect(calls).toHaveLength(1);
+    expect(moved).toMatchObject({ lifecycle_state: 'STEP_REVIEW', event_seq: 7 });
+    await commitStep(em, runAndSucceed('tkt_sc_alone'));
+    const [written, alone] = [await records('tkt_sc_first'), await records('tkt_sc_alone')];
+    expect({ ...written, events: written.events.slice(0, 6), head: undefined }).toEqual({ ...alone, head: undefined });
+    expect(written.events[6]).toMatchObject({ seq: 7, type: 'STATE_TRANSITION', payload: { from: 'STEP_EXECUTION', to: 'STEP_REVIEW', phase: 'execute' } });
+  });
+
+  it('writes nothing, the move neither, when the step has moved on', async () => {
+    await seed('tkt_sc_first_skipped');
+    await executing('tkt_sc_first_skipped');
+    await em().transactional((tx) => transitionStep(tx, 'tkt_sc_first_skipped', 's1', 'skip', { message: 'cancelled' }));
+    const before = await records('tkt_sc_first_skipped');
+    await expect(transitionTicket(em(), 'tkt_sc_first_skipped', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(runAndSucceed('tkt_sc_first_skipped'))! })).rejects.toMatchObject({ code: 'ABC01' });
+    expect(await records('tkt_sc_first_skipped')).toEqual(before);
+    const [ticket] = await em().execute('SELECT lifecycle_state FROM tickets WHERE ticket = ?', ['tkt_sc_first_skipped']);
+    expect(ticket).toEqual({ lifecycle_state: 'STEP_EXECUTION' });
+  });
+
+  it('writes none of the step\'s records when the move is refused', async () => {
+    await seed('tkt_sc_first_refused');
+    const before = await records('tkt_sc_first_refused');
+    await expect(transitionTicket(em(), 'tkt_sc_first_refused', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(runAndSucceed('tkt_sc_first_refused'))! })).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
+    expect(await records('tkt_sc_first_refused')).toEqual(before);
   });
 });

@@ -12,6 +12,48 @@ import { COMMIT_STEP_V1 } from './Migration20261124070000_step_commit_function.j
 // the call (SQLSTATE ABC01) with nothing written. abc_move_contract is the
 // contract's part, shared with abc_commit_step. Contracts of a run are found by
 // (run_id, subject_id): an index on run_id alone scanned every call of the run.
+/** abc_commit_step as this migration made it (a later one rewrites it, and goes back to it on down). */
+export const COMMIT_STEP_V2 = `create or replace function "abc_commit_step"(p jsonb) returns setof "ticket_steps" language plpgsql as $fn$
+declare
+  v_step ticket_steps;
+  v_contract record;
+  v_base bigint;
+  v_count int := jsonb_array_length(p->'events');
+begin
+  update ticket_steps s set status = p->>'to',
+    output = coalesce(p->'output', s.output),
+    message = coalesce(p->>'message', s.message),
+    capability = coalesce(p->>'capability', s.capability),
+    side_effect = coalesce((p->>'side_effect')::boolean, s.side_effect),
+    started_at = case when (p->>'started')::boolean then now() else s.started_at end,
+    ended_at = case when (p->>'ended')::boolean then now() else s.ended_at end
+  where s.ticket = p->>'ticket' and s.step_id = p->>'step_id' and s.status = p->>'from'
+  returning * into v_step;
+  if not found then
+    raise exception using errcode = 'ABC01', message = 'abc_commit_step: the step is not ' || (p->>'from');
+  end if;
+  select * into v_contract from abc_move_contract(
+    case when p ? 'contract' then (select e.execution_id from execution_contracts e where e.subject_id = p->>'step_id' and e.ticket = p->>'ticket' order by e.created_at desc limit 1) end,
+    p->'contract');
+
+  insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+  select m.memory_id, m.tenant_id, m.scope, m.scope_id, m.key, m.value, m.tags
+  from jsonb_to_recordset(coalesce(p->'memory', '[]')) as m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
+  on conflict (tenant_id, scope, scope_id, key) do update set value = excluded.value, tags = excluded.tags, created_at = now();
+
+  update tickets t set event_seq = t.event_seq + v_count,
+    partial_result = case when p ? 'partial_result' then (p->>'partial_result')::json else t.partial_result end,
+    updated_at = case when p ? 'partial_result' then now() else t.updated_at end
+  where t.ticket = p->>'ticket'
+  returning t.event_seq - v_count into v_base;
+  insert into ticket_events (ticket, seq, ts, type, payload)
+  select p->>'ticket', v_base + e.n, (p->>'ts')::bigint, e.type, e.payload
+  from jsonb_to_recordset(abc_contract_events(p->'events', v_contract.o_execution_id, v_contract.o_summary, v_contract.o_irreversible, v_contract.o_fact_error)) as e(n int, type text, payload jsonb);
+  perform pg_notify(p->>'channel', p->>'ticket');
+  return next v_step;
+end
+$fn$`;
+
 export class Migration20261124100000 extends Migration {
   override async up(): Promise<void> {
     this.addSql('create index "idx_execution_contracts_run_subject" on "execution_contracts" ("run_id", "subject_id")');
@@ -74,46 +116,7 @@ $fn$`);
 $fn$`);
 
     // The step commit of migration step_commit_function, with its contract's part in abc_move_contract.
-    this.addSql(`create or replace function "abc_commit_step"(p jsonb) returns setof "ticket_steps" language plpgsql as $fn$
-declare
-  v_step ticket_steps;
-  v_contract record;
-  v_base bigint;
-  v_count int := jsonb_array_length(p->'events');
-begin
-  update ticket_steps s set status = p->>'to',
-    output = coalesce(p->'output', s.output),
-    message = coalesce(p->>'message', s.message),
-    capability = coalesce(p->>'capability', s.capability),
-    side_effect = coalesce((p->>'side_effect')::boolean, s.side_effect),
-    started_at = case when (p->>'started')::boolean then now() else s.started_at end,
-    ended_at = case when (p->>'ended')::boolean then now() else s.ended_at end
-  where s.ticket = p->>'ticket' and s.step_id = p->>'step_id' and s.status = p->>'from'
-  returning * into v_step;
-  if not found then
-    raise exception using errcode = 'ABC01', message = 'abc_commit_step: the step is not ' || (p->>'from');
-  end if;
-  select * into v_contract from abc_move_contract(
-    case when p ? 'contract' then (select e.execution_id from execution_contracts e where e.subject_id = p->>'step_id' and e.ticket = p->>'ticket' order by e.created_at desc limit 1) end,
-    p->'contract');
-
-  insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
-  select m.memory_id, m.tenant_id, m.scope, m.scope_id, m.key, m.value, m.tags
-  from jsonb_to_recordset(coalesce(p->'memory', '[]')) as m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
-  on conflict (tenant_id, scope, scope_id, key) do update set value = excluded.value, tags = excluded.tags, created_at = now();
-
-  update tickets t set event_seq = t.event_seq + v_count,
-    partial_result = case when p ? 'partial_result' then (p->>'partial_result')::json else t.partial_result end,
-    updated_at = case when p ? 'partial_result' then now() else t.updated_at end
-  where t.ticket = p->>'ticket'
-  returning t.event_seq - v_count into v_base;
-  insert into ticket_events (ticket, seq, ts, type, payload)
-  select p->>'ticket', v_base + e.n, (p->>'ts')::bigint, e.type, e.payload
-  from jsonb_to_recordset(abc_contract_events(p->'events', v_contract.o_execution_id, v_contract.o_summary, v_contract.o_irreversible, v_contract.o_fact_error)) as e(n int, type text, payload jsonb);
-  perform pg_notify(p->>'channel', p->>'ticket');
-  return next v_step;
-end
-$fn$`);
+    this.addSql(COMMIT_STEP_V2);
 
     this.addSql(`create or replace function "abc_open_tool_call"(p jsonb) returns setof "tool_calls" language plpgsql as $fn$
 declare

@@ -19,6 +19,7 @@ import { Migration20261124100000 } from './Migration20261124100000_tool_call_com
 import { Migration20261124110000 } from './Migration20261124110000_run_commit_functions.js';
 import { Migration20261124120000 } from './Migration20261124120000_memory_search_column.js';
 import { Migration20261124130000 } from './Migration20261124130000_step_group_commit.js';
+import { Migration20261124140000 } from './Migration20261124140000_step_records_function.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -41,4 +42,5 @@ export const migrations = [
   { name: 'Migration20261124110000_run_commit_functions', class: Migration20261124110000 },
   { name: 'Migration20261124120000_memory_search_column', class: Migration20261124120000 },
   { name: 'Migration20261124130000_step_group_commit', class: Migration20261124130000 },
+  { name: 'Migration20261124140000_step_records_function', class: Migration20261124140000 },
 ];
