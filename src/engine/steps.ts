@@ -198,6 +198,8 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
       const call = bound.output.data as ExecutorData | undefined;
       const started = Date.now();
       const active = [...running].sort();
+      // A step without side effects may run again after a crash: its start may wait for its end, and its end for its batch's review.
+      const pure = await withoutSideEffects([step.tool_name, step.fallback_tool, call?.capability]);
       const commits = new StepCommits(
         committer,
         {
@@ -215,7 +217,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           // The step's context lives in EPHEMERAL memory until its review.
           memory: [memoryRow(k.row.tenant_id, 'step_context', { ...ctx, ...(call && { tool_input: call.input }) }, 'EPHEMERAL', `${ticket}:${id}`)],
         },
-        row.status === 'PENDING' && k.startDeferMs > 0 && (await withoutSideEffects([step.tool_name, step.fallback_tool, call?.capability])) ? k.startDeferMs : 0,
+        row.status === 'PENDING' && k.startDeferMs > 0 && pure ? k.startDeferMs : 0,
       );
       if (!(await commits.open())) return;
       const llmCalls: Record<string, unknown>[] = [];
@@ -242,11 +244,11 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           // The primary capability failed even though the step went on: later planners should know.
           ...(result.failed && { also: (tx: EntityManager) => k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed!.code, message: result.failed!.message.slice(0, 200) }, tx) }),
         };
-        // The batch's last step to end leaves its end to the batch's review, which may write it in its own statement.
-        const last = endsBatch() ? await commits.held(end) : undefined;
+        // The batch's last step to end, without side effects, leaves its end to the batch's review, which may write it in its own statement.
+        const last = pure && endsBatch() ? await commits.held(end) : undefined;
         const records = last && stepRecords(last);
         if (last && records) {
-          held = { commit: last, write: () => commits.write(last).then((written) => written && after.set(id, written)) };
+          held = { commit: last, write: () => commits.write(last) };
           after.set(id, writtenAs({ ...row, ...(last.row as Partial<StepRow>) }, last, records.to));
         } else {
           const done = last ? await commits.write(last) : await commits.close(end);

@@ -130,6 +130,9 @@ describe('when a step start is committed', () => {
     const writes = await commitsOf(done.ticket, 'writes');
     expect(Object.keys(writes)).toEqual(['start', 'succeed']);
     expect(writes.start).not.toBe(writes.succeed);
+    // A side effect's end commits when it ends, never left to its batch's review.
+    const [review] = await deferred.orm.em.fork().execute<{ tx: string }[]>("SELECT xmin::text AS tx FROM ticket_events WHERE ticket = ? AND type = 'STATE_TRANSITION' AND payload->>'to' = 'STEP_REVIEW'", [done.ticket]);
+    expect(writes.succeed).not.toBe(review!.tx);
   });
 
   it('records nothing of steps that a cancel skipped while they ran, before their start was committed', async () => {
