@@ -34,6 +34,7 @@ import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
 import { runBatch, type HeldStep } from './steps.js';
 import { stepRecords } from '../store/step-commit.js';
+import { isGuardRefusal } from '../store/native.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
 import { firstSteps, syncSteps } from './sync-steps.js';
@@ -535,7 +536,7 @@ export class ContractEngine {
     try {
       return await move(passed);
     } catch (error) {
-      if ((error as { code?: string }).code !== 'ABC01') throw error;
+      if (!isGuardRefusal(error)) throw error;
       await passed.step.held.write();
       return move({ ...passed, step: undefined });
     }

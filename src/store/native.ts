@@ -66,11 +66,14 @@ export async function executeOne<R>(em: EntityManager, sql: string, params: unkn
  * `executeOne` for a statement guarded by the state it expects (a one-call
  * commit): undefined when it refused with SQLSTATE ABC01, having written nothing.
  */
+/** Whether a statement refused with SQLSTATE ABC01: a row was not in the state its write expects, and nothing was written. */
+export const isGuardRefusal = (error: unknown): boolean => (error as { code?: string }).code === 'ABC01';
+
 export async function executeGuarded<R>(em: EntityManager, sql: string, params: unknown[]): Promise<R[] | undefined> {
   try {
     return await executeOne<R>(em, sql, params);
   } catch (error) {
-    if ((error as { code?: string }).code === 'ABC01') return undefined;
+    if (isGuardRefusal(error)) return undefined;
     throw error;
   }
 }

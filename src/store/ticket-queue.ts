@@ -8,11 +8,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
 import { lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
 import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
+import { CONTRACT_LIFECYCLE_MACHINE } from '../domain/contract-lifecycle.machine.js';
 
 export const EXECUTE_TASK = 'contract_execute';
 
-/** Ticket states no in-core deferral touches: the job is gone, or is the human wait's deadline. */
-const SETTLED = "('COMPLETED', 'FAILED', 'CANCELED', 'WAIT_HUMAN')";
+/** Ticket states no in-core deferral touches: the job is gone (a terminal state), or is the human wait's deadline. */
+const SETTLED = `(${[...CONTRACT_LIFECYCLE_MACHINE.terminal, 'WAIT_HUMAN'].map((s) => `'${s}'`).join(', ')})`;
 
 export interface QueueOptions {
   orm: Orm;

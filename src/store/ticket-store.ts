@@ -412,8 +412,9 @@ export async function insertTicket(
   } = {},
 ): Promise<TicketRow | undefined> {
   const job = also.job?.('t.ticket');
-  const events = [...(also.event ? [also.event] : []), ...(also.start ? [startEvent()] : [])];
-  const state: LifecycleState = also.start ? startEvent().payload.to : 'INIT';
+  const start = also.start && startEvent();
+  const events = [...(also.event ? [also.event] : []), ...(start ? [start] : [])];
+  const state: LifecycleState = start ? start.payload.to : 'INIT';
   const [row] = await em.execute<(TicketRow & { notified?: unknown; queued?: unknown })[]>(
     `WITH t AS (
        INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
