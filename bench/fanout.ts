@@ -26,7 +26,7 @@ const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const PACE_MS = 2;
 
 /** The agent: paced deltas carry their send time; unpaced ones are for throughput. */
-function startAgent(): Promise<http.Server> {
+export function startAgent(): Promise<http.Server> {
   const server = http.createServer(async (req, res) => {
     if (req.url === '/health') return res.end('{"status":"healthy"}');
     let raw = '';
@@ -70,7 +70,7 @@ async function directLatencies(): Promise<number[]> {
 }
 
 /** One IM run through ABC; resolves with per-delta latencies, the delta count and the time to `done`. */
-async function abcRun(abc: AbcProcess, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
+export async function abcRun(abc: AbcProcess, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
   const started = performance.now();
   const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
   await new Promise((r) => ws.once('open', r));

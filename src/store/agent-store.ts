@@ -1,6 +1,7 @@
 // The agents table (seed 001 §7.3): registration, heartbeats and reads. Its health monitor is orchestrator/agents.ts.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest } from '../domain/errors.js';
+import { executeOne } from './native.js';
 
 export interface AgentRow {
   tenantId: string;
@@ -97,7 +98,7 @@ export async function listAgents(em: EntityManager, tenantId: string): Promise<A
 }
 
 export async function getAgent(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow | null> {
-  const [row] = await em.execute<RawAgent[]>('SELECT * FROM agents WHERE tenant_id = ? AND agent_id = ?', [tenantId, agentId]);
+  const [row] = await executeOne<RawAgent>(em, 'SELECT * FROM agents WHERE tenant_id = ? AND agent_id = ?', [tenantId, agentId]);
   return row ? toAgent(row) : null;
 }
 

@@ -2,6 +2,7 @@
 // the read-only pool: the observer cannot write.
 import type pg from 'pg';
 import type { ContractRow, TransitionRow } from '../domain/execution-views.js';
+import { prepared } from './native.js';
 
 const SELECT = `SELECT to_jsonb(c) AS contract,
   coalesce((SELECT jsonb_agg(to_jsonb(t) ORDER BY t.sequence_number) FROM execution_transitions t WHERE t.execution_id = c.execution_id), '[]') AS transitions
@@ -20,6 +21,6 @@ export async function readContract(pool: pg.Pool, executionId: string): Promise<
 /** A tenant's contracts of a session or a run. */
 export async function readContracts(pool: pg.Pool, tenantId: string, where: { sessionId: string } | { runId: string }): Promise<ContractWithTransitions[]> {
   const [column, value] = 'sessionId' in where ? ['session_id', where.sessionId] : ['run_id', where.runId];
-  const { rows } = await pool.query<ContractWithTransitions>(`${SELECT} WHERE c.${column} = $1 AND c.tenant_id = $2 ORDER BY c.created_at, c.execution_id`, [value, tenantId]);
+  const { rows } = await pool.query<ContractWithTransitions>({ ...prepared(`${SELECT} WHERE c.${column} = ? AND c.tenant_id = ? ORDER BY c.created_at, c.execution_id`), values: [value, tenantId] });
   return rows;
 }

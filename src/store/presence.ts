@@ -1,5 +1,6 @@
 // Which sessions have a connected client, across every core: rows this core
 // refreshes while its connections live, and that go stale when it dies.
+import { executeOne } from './native.js';
 import type { Orm } from './orm.js';
 
 export class Presence {
@@ -53,7 +54,7 @@ export class Presence {
 
   async #write(sql: string, params: unknown[]): Promise<void> {
     if (this.#closed) return;
-    const write = this.#orm.em.fork().execute(sql, params);
+    const write = executeOne(this.#orm.em, sql, params);
     this.#writes.add(write);
     try {
       await write;

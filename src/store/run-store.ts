@@ -13,7 +13,7 @@ import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
 import { appendArgs, appendEvents, EVENTS_CHANNEL, type NewEvent, type StoredEvent } from './event-log.js';
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
-import { executeGuarded } from './native.js';
+import { executeGuarded, executeOne } from './native.js';
 
 export interface RunRow {
   runId: string;
@@ -320,7 +320,8 @@ export async function addRunTokens(em: EntityManager, runId: string, tokens: num
 /** How many runs of a tenant are going (not in a terminal state). */
 export async function countLiveRuns(em: EntityManager, tenantId: string): Promise<number> {
   const live = RUN_MACHINE.states.filter((s) => !RUN_MACHINE.isTerminal(s));
-  const [row] = await em.execute<{ n: number }[]>(
+  const [row] = await executeOne<{ n: number }>(
+    em,
     'SELECT count(*)::int AS n FROM runs WHERE tenant_id = ? AND status IN (SELECT jsonb_array_elements_text(?::jsonb))',
     [tenantId, JSON.stringify(live)],
   );

@@ -1,6 +1,7 @@
 // Sessions and their transcripts (seed 001 §7.4).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, invalidRequest } from '../domain/errors.js';
+import { executeOne } from './native.js';
 import { newId } from '../runtime/new-id.js';
 
 export interface MessageRow {
@@ -82,7 +83,8 @@ export async function listMessages(
     params.push(anchor.created_at, before);
   }
   params.push(limit + 1);
-  const rows = await em.execute<RawMessage[]>(
+  const rows = await executeOne<RawMessage>(
+    em,
     `SELECT * FROM messages WHERE session_id = ? ${cursor} ORDER BY created_at DESC, message_id DESC LIMIT ?`,
     params,
   );
