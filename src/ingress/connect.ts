@@ -20,6 +20,7 @@ import type { Presence } from '../store/presence.js';
 import { getSession } from '../store/session-store.js';
 import type { EventBus } from '../store/event-bus.js';
 import type { Orm } from '../store/orm.js';
+import type { StoredEvent } from '../store/event-log.js';
 import { watchEvents } from '../store/event-watch.js';
 import { poolOf } from '../store/native.js';
 import { frameOf } from './frames.js';
@@ -181,7 +182,7 @@ class Connection {
       }
       return;
     }
-    this.#watch(sessionId, started.cursorBefore);
+    this.#watch(sessionId, started.cursorBefore, started.events);
   }
 
   /** An approval decided by this connection's user; the outcome arrives as frames from the log. */
@@ -224,8 +225,8 @@ class Connection {
     if (session.userId !== this.#user!.userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${sessionId} belongs to another user` });
   }
 
-  /** Streams the session's frames after `cursor`, replacing any earlier watcher of it. */
-  #watch(sessionId: string, cursor: string): void {
+  /** Streams the session's frames after `cursor` (the first of them `known`, when given), replacing any earlier watcher of it. */
+  #watch(sessionId: string, cursor: string, known?: StoredEvent[]): void {
     this.#watchers.get(sessionId)?.abort();
     const controller = new AbortController();
     this.#watchers.set(sessionId, controller);
@@ -234,7 +235,7 @@ class Connection {
     const pool = poolOf(this.#deps.orm);
     void (async () => {
       try {
-        for await (const event of watchEvents(() => pool, this.#deps.bus, { filter: { sessionId, excludeTypes: this.#exclude }, cursor, signal: controller.signal })) {
+        for await (const event of watchEvents(() => pool, this.#deps.bus, { filter: { sessionId, excludeTypes: this.#exclude }, cursor, known, signal: controller.signal })) {
           const frame = frameOf(event);
           if (frame) this.out.push(frame);
         }

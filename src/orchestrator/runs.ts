@@ -102,6 +102,12 @@ export interface Started {
   created: boolean;
   /** Cursor just before the run's first event; watch from here to see all of it. */
   cursorBefore: string;
+  /**
+   * The run's first events, when this core committed them in one statement:
+   * the first events of the session after `cursorBefore`, so a watcher from
+   * there may start with them instead of reading them.
+   */
+  events?: StoredEvent[];
 }
 
 export class Runs {
@@ -170,10 +176,10 @@ export class Runs {
       { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
       { type: 'run_started', payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null } },
     ];
-    let started: { firstId: string; run: RunRow } | undefined;
+    let started: { firstId: string; run: RunRow; events?: StoredEvent[] } | undefined;
     try {
       // A run with nothing to record elsewhere starts in one statement; a refused one goes the transactional way, which says why.
-      started = cmd.onCreated ? undefined : await startRun(this.#em(), newRun, cmd.message.content, events);
+      started = cmd.onCreated ? undefined : await this.#delivering(newRun, () => startRun(this.#em(), newRun, cmd.message.content, events, this.#opts.bus.origin));
       started ??= await this.#em().transactional(async (tx) => {
         const owner = await ensureSession(tx, cmd.sessionId, cmd.userId, cmd.tenantId);
         if (owner.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
@@ -197,7 +203,7 @@ export class Runs {
     }
     const { run, firstId } = started;
     this.#launch(run, agent, token, cmd.context ?? {}, '', parent);
-    return { run, created: true, cursorBefore: String(BigInt(firstId) - 1n) };
+    return { run, created: true, cursorBefore: String(BigInt(firstId) - 1n), ...(started.events && { events: started.events }) };
   }
 
   async #existing(sessionId: string, requestId: string): Promise<Started | null> {
@@ -517,7 +523,7 @@ export class Runs {
     // A retry after a lost commit finds the run ended and is refused as a whole.
     await retryWhileUnavailable(async () => {
       // A running run completes in one statement; a paused or ended one goes the transactional way.
-      if (await completeRun(this.#em(), run, { content: finalMessage, metadata }, events)) return;
+      if (await this.#delivering(run, () => completeRun(this.#em(), run, { content: finalMessage, metadata }, events, this.#opts.bus.origin))) return;
       await this.#em().transactional(async (tx) => {
         const status = await lockRunStatus(tx, run.runId);
         if (status === 'PAUSED_WAITING_APPROVAL' || status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, status, usage, finalMessage);
@@ -539,6 +545,23 @@ export class Runs {
     await appendEvents(tx, run.runId, [{ type: 'agent_done_while_paused', payload: { status, final_message: finalMessage, usage, outcome: 'resumes_after_wait' } }]);
     await releaseRunLease(tx, run.runId);
     this.#log.warn({ runId: run.runId, status }, 'the agent finished while its run waits; the run resumes the agent after the wait');
+  }
+
+  /**
+   * A one-statement write whose events this process hands to its own watchers
+   * (its notification names this process). If the write fails, it may still
+   * have committed: the watchers here read the log instead.
+   */
+  async #delivering<T extends { events: StoredEvent[] }>(run: { runId: string; sessionId: string }, write: () => Promise<T | undefined>): Promise<T | undefined> {
+    let written: T | undefined;
+    try {
+      written = await write();
+    } catch (error) {
+      this.#opts.bus.reread(run.runId, run.sessionId);
+      throw error;
+    }
+    if (written) this.#opts.bus.publish(written.events);
+    return written;
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {

@@ -185,6 +185,16 @@ export class EventBus {
     this.#batches.emit(`session:${first.sessionId}`, events);
   }
 
+  /**
+   * Has this process's watchers of a run and of its session read the log: a
+   * write whose events this process meant to hand them failed, and may have
+   * committed all the same.
+   */
+  reread(runId: string, sessionId: string): void {
+    this.#wakes.emit(`run:${runId}`);
+    this.#wakes.emit(`session:${sessionId}`);
+  }
+
   /** Calls `fn` with each batch of `key`'s events (`run:ID` or `session:ID`) this process commits. */
   onBatch(key: string, fn: (events: StoredEvent[]) => void): () => void {
     this.#batches.on(key, fn);

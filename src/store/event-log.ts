@@ -33,7 +33,7 @@ export interface StoredEvent {
   payload: Record<string, unknown>;
 }
 
-interface EventRow {
+export interface EventRow {
   id: string;
   event_id: string;
   run_id: string;
@@ -58,6 +58,9 @@ const toEvent = (r: EventRow): StoredEvent => ({
 });
 
 const COLUMNS = 'id, event_id, run_id, session_id, seq, session_seq, ts, type, payload';
+
+/** Events a function returned as `jsonb_agg(to_jsonb(events row))`. */
+export const eventsOf = (rows: EventRow[]): StoredEvent[] => rows.map(toEvent);
 
 /** Where a statement runs: the caller's transaction, or straight on a pool (autocommit). */
 export type Db = EntityManager | Queryable;

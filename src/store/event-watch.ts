@@ -5,7 +5,9 @@
 // when it starts right after the position the watcher has reached (the run's
 // seq, or the session's head): those counters are gap-free and bumped under the
 // row lock that orders the run's or session's commits, so no event can sit
-// between. Anything else (a gap, a batch of another core) is read from the log.
+// between. So are the events a watch starts with when its caller has just
+// committed them. Anything else (a gap, a batch of another core) is read from
+// the log.
 import { metrics } from '../runtime/metrics.js';
 import type { EventBus } from './event-bus.js';
 import { isDatabaseUnavailable } from '../domain/errors.js';
@@ -16,6 +18,12 @@ export interface WatchOptions {
   filter: EventFilter;
   /** Start after this cursor ('' or '0' from the beginning). */
   cursor: string;
+  /**
+   * Events this process has just committed, when they are the first of the
+   * run or session after `cursor` (all of them, in order): the watch starts
+   * with them instead of reading the log.
+   */
+  known?: StoredEvent[];
   signal: AbortSignal;
   batch?: number;
   /** Checked before each catch-up read; once true and caught up, the watch ends. */
@@ -54,6 +62,14 @@ export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptio
     else (held.push(events), (heldEvents += events.length));
     wake?.();
   });
+  const first = opts.known?.[0] && positionOf(opts.known[0]);
+  if (first !== undefined) {
+    // Everything before the first known event lies at or before the cursor.
+    reached = first - 1;
+    held = [opts.known!];
+    heldEvents = opts.known!.length;
+    dirty = false;
+  }
   const onAbort = () => wake?.();
   opts.signal.addEventListener('abort', onAbort);
   metrics.liveSubscribers.inc();

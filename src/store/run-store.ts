@@ -10,7 +10,7 @@ import type { Logger } from '../runtime/log.js';
 import { moveContract } from './execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
-import { appendArgs, appendEvents, EVENTS_CHANNEL, type NewEvent, type StoredEvent } from './event-log.js';
+import { appendArgs, appendEvents, eventsOf, EVENTS_CHANNEL, type EventRow, type NewEvent, type StoredEvent } from './event-log.js';
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
 import { executeGuarded, executeOne } from './native.js';
@@ -172,12 +172,13 @@ function countMove(trigger: RunTrigger, to: RunState, startedAt: Date | string):
 /**
  * Starts a run in one statement (abc_start_run): its session made or found,
  * the run moved by `start`, the user's message and the run's first events.
- * The run and the cursor of its first event; undefined when nothing was
+ * The run, the events appended and the cursor of the first; undefined when nothing was
  * written (the session is another tenant's or user's), for the caller's
  * transactional path to refuse. A run with a parent mirrors its moves on the
  * parent's contract, which this statement does not write: undefined too.
+ * `origin` is as for `completeRun`.
  */
-export async function startRun(em: EntityManager, run: NewRun, content: string, events: NewEvent[]): Promise<{ run: RunRow; firstId: string } | undefined> {
+export async function startRun(em: EntityManager, run: NewRun, content: string, events: NewEvent[], origin = ''): Promise<{ run: RunRow; firstId: string; events: StoredEvent[] } | undefined> {
   const next = transition(RUN_MACHINE, 'CREATED', 'start');
   if (!next.ok || run.parentRunId) return undefined;
   const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
@@ -190,20 +191,29 @@ export async function startRun(em: EntityManager, run: NewRun, content: string, 
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
+    origin,
   };
-  const started = await oneCall<{ run: RawRun; first_id: string }>(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
+  const started = await oneCall<{ run: RawRun; first_id: string; events: EventRow[] }>(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
   if (!started) return undefined;
   countMove('start', next.value, started.run.started_at);
-  return { run: toRun(started.run), firstId: started.first_id };
+  return { run: toRun(started.run), firstId: started.first_id, events: eventsOf(started.events) };
 }
 
 /**
  * Completes a running run in one statement (abc_complete_run): the move, the
  * assistant's message, the run-ended NOTIFY and the run's last events. The run
- * as written; undefined when nothing was written (the run is paused, has
- * ended, or has a parent whose contract mirrors it).
+ * as written and the events appended; undefined when nothing was written (the
+ * run is paused, has ended, or has a parent whose contract mirrors it). With
+ * `origin` (an event bus's), the notification tells that bus's process it
+ * wrote the events: it hands them to its watchers itself.
  */
-export async function completeRun(em: EntityManager, run: RunRow, message: { content: string; metadata?: Record<string, unknown> | null }, events: NewEvent[]): Promise<RunRow | undefined> {
+export async function completeRun(
+  em: EntityManager,
+  run: RunRow,
+  message: { content: string; metadata?: Record<string, unknown> | null },
+  events: NewEvent[],
+  origin = '',
+): Promise<{ run: RunRow; events: StoredEvent[] } | undefined> {
   const next = transition(RUN_MACHINE, 'RUNNING', 'complete');
   if (!next.ok || run.parentRunId) return undefined;
   const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
@@ -216,11 +226,12 @@ export async function completeRun(em: EntityManager, run: RunRow, message: { con
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
+    origin,
   };
-  const ended = await oneCall<RawRun>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);
+  const ended = await oneCall<RawRun & { appended: EventRow[] }>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);
   if (!ended) return undefined;
   countMove('complete', next.value, ended.started_at);
-  return toRun(ended);
+  return { run: toRun(ended), events: eventsOf(ended.appended) };
 }
 
 async function oneCall<R>(em: EntityManager, sql: string, arg: unknown): Promise<R | undefined> {

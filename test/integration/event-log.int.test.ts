@@ -1,11 +1,13 @@
 // The event log's append: one statement, alone or in a caller's transaction, or
 // shared among runs; and its watchers, which take this process's batches from
 // memory and read the log for everything else.
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventAppender } from '../../src/store/event-appender.js';
 import { EventBus } from '../../src/store/event-bus.js';
-import { appendEvents, readEvents, type StoredEvent } from '../../src/store/event-log.js';
+import { appendEvents, EVENTS_CHANNEL, readEvents, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
+import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
 import { poolOf, type Queryable } from '../../src/store/native.js';
 import type { Orm } from '../../src/store/orm.js';
 import { migratedOrm } from '../support/db.js';
@@ -170,5 +172,33 @@ describe('watching', () => {
     }
     expect((await runWatch).map((e) => e.id)).toEqual(log.filter((e) => e.runId === b.runId).map((e) => e.id));
     await otherBus.close();
+  });
+
+  it('starts with the events a run’s start just committed and takes its completion from memory, with no read', async () => {
+    const sessionId = `sess_log_${++n}`;
+    const notified: string[] = [];
+    const listener = new pg.Client({ connectionString: store.db.url });
+    await listener.connect();
+    listener.on('notification', (m) => notified.push(m.payload!));
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
+    const started = (await startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }, { type: 'run_started' }], bus.origin))!;
+    const { db, reads } = counted();
+    const controller = new AbortController();
+    const watch = watchEvents(() => db, bus, { filter: { sessionId }, cursor: String(BigInt(started.firstId) - 1n), known: started.events, signal: controller.signal });
+    const seen = [(await watch.next()).value, (await watch.next()).value];
+    const ended = (await completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], bus.origin))!;
+    bus.publish(ended.events);
+    seen.push((await watch.next()).value);
+    controller.abort();
+    await watch.return(undefined);
+
+    // What the watch was handed is what the log holds, field by field.
+    expect(seen).toEqual(await readEvents(orm.em.fork(), { sessionId }, '0', 10));
+    expect(reads()).toBe(0);
+    // Both notifications name this process, whose bus passes them over.
+    await new Promise((r) => setTimeout(r, 200));
+    await listener.end();
+    expect(notified.filter((p) => p.startsWith(`${sessionId} `)).map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
   });
 });

@@ -24,14 +24,16 @@ describe('a run in one statement each', () => {
     const started = await startRun(counted(calls), newRun('run_rc_1', 'sess_rc_1'), 'hi', [{ type: 'user_input' }, { type: 'run_started' }]);
     expect(calls).toEqual(['SELECT abc_start_run($1::jsonb) AS r']);
     expect(started!.run).toMatchObject({ runId: 'run_rc_1', sessionId: 'sess_rc_1', status: 'RUNNING', userId: 'u1', startedAt: expect.any(Date) });
-    const [first] = await readEvents(em(), { runId: 'run_rc_1' }, '0', 1);
+    const [first, second] = await readEvents(em(), { runId: 'run_rc_1' }, '0', 2);
     expect(started!.firstId).toBe(first!.id);
+    expect(started!.events).toEqual([first, second]);
     expect(await em().execute("SELECT user_id, tenant_id FROM sessions WHERE session_id = 'sess_rc_1'")).toEqual([{ user_id: 'u1', tenant_id: 'default' }]);
 
     calls.length = 0;
     const ended = await completeRun(counted(calls), started!.run, { content: 'bye' }, [{ type: 'run_done' }]);
     expect(calls).toEqual(['SELECT abc_complete_run($1::jsonb) AS r']);
-    expect(ended).toMatchObject({ status: 'DONE', endedAt: expect.any(Date) });
+    expect(ended!.run).toMatchObject({ status: 'DONE', endedAt: expect.any(Date) });
+    expect(ended!.events).toEqual(await readEvents(em(), { runId: 'run_rc_1' }, first!.id, 10).then((events) => events.slice(1)));
     expect(await written('run_rc_1')).toEqual({
       runs: [{ status: 'DONE', version: 3 }],
       messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'bye' }],

@@ -9,9 +9,9 @@ import { Migration } from '@mikro-orm/migrations';
 // session of another tenant or user, or a run in another state than the move
 // starts from (paused, cancelled), aborts the call (SQLSTATE ABC01) with
 // nothing written, and the caller takes its transactional path.
-export class Migration20261124110000 extends Migration {
-  override async up(): Promise<void> {
-    this.addSql(`create or replace function "abc_start_run"(p jsonb) returns jsonb language plpgsql as $fn$
+
+/** The first definitions, which migration run_commit_events replaces (and restores when undone). */
+export const START_RUN_V1 = `create or replace function "abc_start_run"(p jsonb) returns jsonb language plpgsql as $fn$
 declare
   r jsonb := p->'run';
   v_session sessions;
@@ -33,9 +33,9 @@ begin
   select min(e.id) into v_first from abc_append_events(p->'events', p->'wanted', p->>'channel', '') e;
   return jsonb_build_object('run', to_jsonb(v_run), 'first_id', v_first::text);
 end
-$fn$`);
+$fn$`;
 
-    this.addSql(`create or replace function "abc_complete_run"(p jsonb) returns jsonb language plpgsql as $fn$
+export const COMPLETE_RUN_V1 = `create or replace function "abc_complete_run"(p jsonb) returns jsonb language plpgsql as $fn$
 declare
   v_run runs;
 begin
@@ -51,7 +51,12 @@ begin
   perform 1 from abc_append_events(p->'events', p->'wanted', p->>'channel', '');
   return to_jsonb(v_run);
 end
-$fn$`);
+$fn$`;
+
+export class Migration20261124110000 extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(START_RUN_V1);
+    this.addSql(COMPLETE_RUN_V1);
   }
 
   override async down(): Promise<void> {
