@@ -2,6 +2,7 @@
 // Faults are classified; a fault before the first byte of the stream is retried
 // with backoff, a fault after it never is, so no delta is ever duplicated.
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import { errors, request, type Dispatcher } from 'undici';
 import { DEFAULT_RETRY, type RetryPolicy } from '../domain/backoff.js';
 import { withRetry } from './retry.js';
 
@@ -53,13 +54,10 @@ function retryableStatus(fault: AgentFault): boolean {
   return status === 429 || status >= 500;
 }
 
-async function open(req: InvokeRequest): Promise<ReadableStream<Uint8Array>> {
-  // Bounds the wait for response headers only; the body has its own idle timer.
-  const idle = new AbortController();
-  const timer = setTimeout(() => idle.abort(), req.idleTimeoutMs);
-  let res: Response;
+async function open(req: InvokeRequest): Promise<Dispatcher.ResponseData['body']> {
+  let res: Dispatcher.ResponseData;
   try {
-    res = await fetch(`${req.endpoint.replace(/\/$/, '')}/invoke`, {
+    res = await request(`${req.endpoint.replace(/\/$/, '')}/invoke`, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
@@ -68,34 +66,32 @@ async function open(req: InvokeRequest): Promise<ReadableStream<Uint8Array>> {
         ...req.headers,
       },
       body: JSON.stringify(req.body),
-      signal: AbortSignal.any([req.signal, idle.signal]),
+      signal: req.signal,
+      // No byte for this long, before the headers or between body chunks, is a timeout.
+      headersTimeout: req.idleTimeoutMs,
+      bodyTimeout: req.idleTimeoutMs,
     });
   } catch (error) {
     if (req.signal.aborted) throw error;
-    if (idle.signal.aborted) throw new AgentFault('timeout', `agent did not answer within ${req.idleTimeoutMs} ms`, true, { cause: error });
+    if (error instanceof errors.HeadersTimeoutError) throw new AgentFault('timeout', `agent did not answer within ${req.idleTimeoutMs} ms`, true, { cause: error });
     throw new AgentFault('connection', `cannot reach agent: ${describe(error)}`, true, { cause: error });
-  } finally {
-    clearTimeout(timer);
   }
-  if (!res.ok || !res.body) {
-    const text = await res.text().catch(() => '');
-    throw new AgentFault('http_status', `agent answered HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}`, true);
+  if (res.statusCode < 200 || res.statusCode > 299) {
+    const text = await res.body.text().catch(() => '');
+    throw new AgentFault('http_status', `agent answered HTTP ${res.statusCode}${text ? `: ${text.slice(0, 200)}` : ''}`, true);
   }
   return res.body;
 }
 
-async function* read(body: ReadableStream<Uint8Array>, req: InvokeRequest): AsyncGenerator<AgentEvent> {
+async function* read(body: Dispatcher.ResponseData['body'], req: InvokeRequest): AsyncGenerator<AgentEvent> {
   const queue: EventSourceMessage[] = [];
   const parser = createParser({ onEvent: (event) => queue.push(event) });
   const decoder = new TextDecoder();
-  const reader = body.getReader();
   let received = false;
   try {
-    for (;;) {
-      const chunk = await readWithin(reader, req);
-      if (chunk.done) break;
+    for await (const chunk of body as AsyncIterable<Buffer>) {
       received = true;
-      parser.feed(decoder.decode(chunk.value, { stream: true }));
+      parser.feed(decoder.decode(chunk, { stream: true }));
       while (queue.length) {
         const event = parseEvent(queue.shift()!);
         yield event;
@@ -104,23 +100,12 @@ async function* read(body: ReadableStream<Uint8Array>, req: InvokeRequest): Asyn
     }
   } catch (error) {
     if (error instanceof AgentFault || req.signal.aborted) throw error;
+    if (error instanceof errors.BodyTimeoutError) throw new AgentFault('timeout', `agent sent nothing for ${req.idleTimeoutMs} ms`, false, { cause: error });
     throw new AgentFault('connection', `agent stream broke: ${describe(error)}`, !received, { cause: error });
   } finally {
-    reader.cancel().catch(() => {});
+    body.destroy();
   }
   throw new AgentFault('no_done', 'agent stream ended without a done event', !received);
-}
-
-async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, req: InvokeRequest) {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new AgentFault('timeout', `agent sent nothing for ${req.idleTimeoutMs} ms`, false)), req.idleTimeoutMs);
-  });
-  try {
-    return await Promise.race([reader.read(), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 function parseEvent(message: EventSourceMessage): AgentEvent {
