@@ -212,6 +212,21 @@ describe('an agent run over IM', () => {
     im.close();
   });
 
+  it('times out an agent that never answers, after its retries', async () => {
+    let calls = 0;
+    agent.behave(() => void calls++);
+    const im = await connected();
+    im.send({ $case: 'agentInvoke', value: { agentId: 'echo', message: { role: 'user', content: 'x' } } }, { sessionId: nextSession() });
+    // Each of the three attempts waits out the idle timeout (2 s) for the response's headers.
+    await im.until((frames) => frames.some((f) => f.frame?.$case === 'error'), 30_000);
+    const error = im.frames.find((f) => f.frame?.$case === 'error')!;
+    const run = await unary(t.clients.runs.getRun.bind(t.clients.runs), { runId: error.runId }, withKey(t.key));
+    expect(run.run).toMatchObject({ status: 'RUN_STATUS_FAILED', error: { code: 'agent_error', message: 'agent did not answer within 2000 ms' } });
+    expect(run.run!.error!.details).toMatchObject({ reason: 'timeout' });
+    expect(calls).toBe(3);
+    im.close();
+  });
+
   it('retries a failure before the first byte, so the run still succeeds', async () => {
     let calls = 0;
     agent.behave((inv, res) => (++calls === 1 ? void res.writeHead(503).end() : echo(inv, res, undefined as never)));
