@@ -160,6 +160,7 @@ export class EventBus {
     }
     if (channel === RUN_ENDED_CHANNEL) {
       this.#ends.emit('ended', payload);
+      this.#wakes.emit(`run-ended:${payload}`);
       return;
     }
     if (channel === POLICY_CHANNEL) {
@@ -203,7 +204,8 @@ export class EventBus {
 
   /**
    * Calls `fn` whenever events of `key` (`run:ID`, `session:ID` or `ticket:ID`)
-   * may have been committed, or when a ticket ended (`ticket-ended:ID`); with
+   * may have been committed, or when a ticket or a run ended (`ticket-ended:ID`,
+   * `run-ended:ID`); with
    * the run's seq or the session's head they reached when the notification
    * says it.
    */

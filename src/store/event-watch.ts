@@ -57,6 +57,9 @@ export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptio
     dirty = true;
     wake?.();
   });
+  // A watch that ends with its run reads once more when the run ends: its last
+  // events may have come from memory, with no notification to read on.
+  const offEnded = byRun && opts.finished ? bus.onWake(`run-ended:${opts.filter.runId}`, () => ((dirty = true), wake?.())) : undefined;
   const offBatch = bus.onBatch(key, (events) => {
     if (heldEvents + events.length > MAX_HELD_EVENTS) dirty = true;
     else (held.push(events), (heldEvents += events.length));
@@ -137,6 +140,7 @@ export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptio
   } finally {
     metrics.liveSubscribers.dec();
     offWake();
+    offEnded?.();
     offBatch();
     opts.signal.removeEventListener('abort', onAbort);
   }
