@@ -10,6 +10,9 @@ import { parseClientFrame, serverFrameJson, type Parsed } from '../im-frames.js'
 import { corkPerTick } from '../cork.js';
 import { endSpan } from '../tracing.js';
 
+/** How long the core has to end a connection's call once its socket closed. */
+const CLOSE_GRACE_MS = 5000;
+
 export interface ImGuards {
   /** Browser origins allowed to open the socket; a request with any other Origin is refused. */
   origins: readonly string[];
@@ -69,7 +72,11 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     const opened = Date.now();
     socket.on('close', (code, reason) => {
       clearInterval(ping);
-      stream.cancel();
+      // Half-closed, the core ends the call itself with OK: no cancellation, and no
+      // error built for it on either side. One that has not ended soon is cancelled.
+      stream.end();
+      const cancel = setTimeout(() => stream.cancel(), CLOSE_GRACE_MS).unref();
+      stream.on('status', () => clearTimeout(cancel));
       // The socket's end, a client that left included, is one info line.
       req.log.info({ url: req.url, code, reason: reason.toString().slice(0, 120), ms: Date.now() - opened }, 'im connection closed');
     });

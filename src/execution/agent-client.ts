@@ -89,7 +89,10 @@ async function* read(body: Dispatcher.ResponseData['body'], req: InvokeRequest):
   const decoder = new TextDecoder();
   let received = false;
   try {
-    for await (const chunk of body as AsyncIterable<Buffer>) {
+    // Not `for await`: its early return destroys the body with an AbortError built each time.
+    const chunks = (body as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+    for (let next = await chunks.next(); !next.done; next = await chunks.next()) {
+      const chunk = next.value;
       received = true;
       parser.feed(decoder.decode(chunk, { stream: true }));
       while (queue.length) {

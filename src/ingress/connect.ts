@@ -39,6 +39,10 @@ export interface ConnectDeps {
 
 type Frame = NonNullable<ConnectResponse['frame']>;
 
+/** Why a connection's watches stop: one reason for all, not an error built per watch. */
+const CLOSED = 'connection closed';
+const REPLACED = 'replaced by a newer watch';
+
 export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
   const connection = new Connection(deps, ctx);
   void connection.read(requests);
@@ -93,7 +97,7 @@ class Connection {
 
   #close(): void {
     clearTimeout(this.#helloTimer);
-    for (const watcher of this.#watchers.values()) watcher.abort();
+    for (const watcher of this.#watchers.values()) watcher.abort(CLOSED);
     this.#watchers.clear();
     this.out.end();
     void this.#deps.presence.leave(this.#id).catch((error) => this.#log.warn({ err: error }, 'presence cleanup failed'));
@@ -227,7 +231,7 @@ class Connection {
 
   /** Streams the session's frames after `cursor` (the first of them `known`, when given), replacing any earlier watcher of it. */
   #watch(sessionId: string, cursor: string, known?: StoredEvent[]): void {
-    this.#watchers.get(sessionId)?.abort();
+    this.#watchers.get(sessionId)?.abort(REPLACED);
     const controller = new AbortController();
     this.#watchers.set(sessionId, controller);
     // This connection can now run the session's client tools.
