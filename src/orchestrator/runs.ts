@@ -142,8 +142,14 @@ export class Runs {
       if (existing && existing.run.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
       if (existing) return existing;
     }
-    const agent = this.#opts.builtins?.serves(cmd.agentId) ? await this.#builtin(cmd.tenantId, cmd.agentId, true) : await invocableAgent(this.#em(), cmd.tenantId, cmd.agentId);
-    await this.#admit(cmd.tenantId);
+    // Both reads at once; an agent that cannot be invoked is the error to give first.
+    const [found, admitted] = await Promise.allSettled([
+      this.#opts.builtins?.serves(cmd.agentId) ? this.#builtin(cmd.tenantId, cmd.agentId, true) : invocableAgent(this.#em(), cmd.tenantId, cmd.agentId),
+      this.#admit(cmd.tenantId),
+    ]);
+    if (found.status === 'rejected') throw found.reason;
+    if (admitted.status === 'rejected') throw admitted.reason;
+    const agent = found.value;
     const runId = newId('run');
     const token = newRunToken();
     // From its lease to its launch the run is this core's: the sweep must not take it for an orphan.
@@ -426,11 +432,10 @@ export class Runs {
     let skip = alreadySent;
     try {
       const limit = this.#opts.transcriptLimit;
-      const transcript = await listMessages(this.#em(), run.sessionId, limit);
+      const [transcript, consequences] = await Promise.all([listMessages(this.#em(), run.sessionId, limit), this.#opts.consequencesOf?.(run.tenantId, run.sessionId)]);
       // A cut transcript is said so: the agent can page the rest from GET /v1/sessions/{id}/messages.
       const cut = transcript.hasMore ? { transcript_truncated: { sent_messages: transcript.messages.length, limit, oldest_message_id: transcript.messages[0]?.messageId } } : {};
       if (transcript.hasMore) log.info({ limit }, 'the transcript sent to the agent was cut to its latest messages');
-      const consequences = await this.#opts.consequencesOf?.(run.tenantId, run.sessionId);
       const input = transcript.messages.findLast((m) => m.runId === run.runId && m.role === 'user');
       writer.push({ type: 'agent_invoke_started', payload: { agent_id: agent.agentId, endpoint: agent.endpoint } });
       const builtin = agent.endpoint === BUILTIN_ENDPOINT && this.#opts.builtins;
