@@ -3,6 +3,7 @@
 //  - added latency per delta (p50, p99) vs the agent writing straight to a ws client;
 //  - deltas per second at 1, 10 and 100 concurrent runs vs the same deltas written straight to ws;
 //  - a sweep of 1, 10, 100 and 200 concurrent IM runs of 20 paced deltas: time to done, deltas per second;
+//  - both of those against the floor of an IM run (bench/im-floor.ts): the same hops, libraries and commits, none of ABC's work;
 //  - event-log appends per second (per-event commits and group commit) vs raw COPY.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,7 +18,7 @@ import { EventAppender } from '../src/store/event-appender.js';
 import { poolOf } from '../src/store/native.js';
 import { appendEvents } from '../src/store/event-log.js';
 import { createOrm } from '../src/store/orm.js';
-import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
 
 const LATENCY_DELTAS = Number(process.env.BENCH_LATENCY_DELTAS ?? 400);
 const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 10000);
@@ -69,8 +70,11 @@ async function directLatencies(): Promise<number[]> {
   return latencies;
 }
 
-/** One IM run through ABC; resolves with per-delta latencies, the delta count and the time to `done`. */
-export async function abcRun(abc: AbcProcess, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
+/** Where IM runs go: ABC, or the floor. */
+type ImServer = Pick<AbcProcess, 'http' | 'key'>;
+
+/** One IM run through ABC (or the floor); resolves with per-delta latencies, the delta count and the time to `done`. */
+export async function abcRun(abc: ImServer, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
   const started = performance.now();
   const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
   await new Promise((r) => ws.once('open', r));
@@ -127,7 +131,7 @@ async function directThroughput(concurrency: number, perRun: number): Promise<nu
 
 const perRunOf = (concurrency: number) => Math.max(50, Math.floor(THROUGHPUT_DELTAS / concurrency));
 
-async function throughput(abc: AbcProcess, concurrency: number): Promise<number> {
+async function throughput(abc: ImServer, concurrency: number): Promise<number> {
   const start = performance.now();
   const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `burst:${perRunOf(concurrency)}`, `sess_tp_${concurrency}_${i}_${Date.now()}`)));
   const seconds = (performance.now() - start) / 1000;
@@ -151,7 +155,7 @@ export async function imRuns(abc: AbcProcess, n: number, concurrency: number): P
 }
 
 /** `concurrency` IM runs at once, each of SWEEP_DELTAS paced deltas: time to done and deltas per second. */
-async function sweep(abc: AbcProcess, concurrency: number): Promise<{ p50: number; p99: number; rate: number }> {
+async function sweep(abc: ImServer, concurrency: number): Promise<{ p50: number; p99: number; rate: number }> {
   const start = performance.now();
   const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `paced:${SWEEP_DELTAS}`, `sess_sw_${concurrency}_${i}_${Date.now()}`)));
   const seconds = (performance.now() - start) / 1000;
@@ -209,6 +213,7 @@ export async function fanout(): Promise<void> {
   const db = await benchDatabase('abc_bench');
   const abc = await startAbc(db.url);
   const agent = await startAgent();
+  let stopFloor: (() => void) | undefined;
   try {
     const agentUrl = `http://127.0.0.1:${(agent.address() as AddressInfo).port}`;
     await fetch(`${abc.http}/v1/agents/register`, {
@@ -217,6 +222,10 @@ export async function fanout(): Promise<void> {
       body: JSON.stringify({ agent_id: 'bench', name: 'Bench', endpoint: agentUrl }),
     });
     await abcRun(abc, 'paced:20', `sess_warm_${Date.now()}`); // warm-up
+    const child = await startChild(['--import', 'tsx', 'bench/im-floor.ts', db.url, agentUrl], (line) => (line.startsWith('http') ? line : undefined));
+    stopFloor = child.stop;
+    const floor: ImServer = { http: child.url, key: '' };
+    await loadCalls(20, 4, (i) => abcRun(floor, 'paced:20', `warm_${i}`));
 
     const direct = (await directLatencies()).sort((a, b) => a - b);
     const through = (await abcRun(abc, `paced:${LATENCY_DELTAS}`, `sess_lat_${Date.now()}`)).latencies.sort((a, b) => a - b);
@@ -236,23 +245,29 @@ export async function fanout(): Promise<void> {
     record({ bench: 'fanout', name: 'delta added latency p99', value: a99 - d99, unit: 'ms', ratio: a99 / d99, against: 'agent -> ws direct', goal: '<= 3 ms' });
 
     console.log(`\n## fanout: deltas per second (${THROUGHPUT_DELTAS} deltas, unpaced), vs the same deltas written straight to ws`);
-    console.log('| concurrent runs | through ABC | direct ws | ABC / direct |');
-    console.log('|---|---|---|---|');
+    console.log('| concurrent runs | through ABC | floor (bench/im-floor) | direct ws | ABC / direct | floor / direct | ABC / floor |');
+    console.log('|---|---|---|---|---|---|---|');
     for (const c of [1, 10, 100]) {
       const direct = await directThroughput(c, perRunOf(c));
       const through = await throughput(abc, c);
-      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} |`);
+      const least = await throughput(floor, c);
+      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(least, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} | ${fmt(least / direct)} | ${fmt(through / least)} |`);
       record({ bench: 'fanout', name: `deltas per second, ${c} runs`, value: through, unit: 'deltas/s', ratio: through / direct, against: 'ws direct', goal: c === 100 ? '>= 25,000 and >= 0.25x' : undefined });
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs, floor`, value: least, unit: 'deltas/s', ratio: least / direct, against: 'ws direct' });
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs, ABC vs floor`, value: through, unit: 'deltas/s', ratio: through / least, against: 'IM floor (bench/im-floor.ts)' });
     }
 
     console.log(`\n## fanout: concurrent IM runs of ${SWEEP_DELTAS} deltas, one every ${PACE_MS} ms (connect, hello, invoke, stream, done)`);
-    console.log('| concurrent runs | time to done p50 ms | p99 ms | deltas/s |');
-    console.log('|---|---|---|---|');
+    console.log('| concurrent runs | time to done p50 ms | p99 ms | deltas/s | floor p50 ms | floor p99 ms | floor deltas/s | ABC / floor p50 |');
+    console.log('|---|---|---|---|---|---|---|---|');
     let alone = NaN;
     for (const c of [1, 10, 100, 200]) {
       const r = await sweep(abc, c);
+      const f = await sweep(floor, c);
       if (c === 1) alone = r.p50;
-      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(r.rate, 0)} |`);
+      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(r.rate, 0)} | ${fmt(f.p50, 0)} | ${fmt(f.p99, 0)} | ${fmt(f.rate, 0)} | ${fmt(r.p50 / f.p50)} |`);
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, floor time to done p50`, value: f.p50, unit: 'ms' });
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50 vs floor`, value: r.p50, unit: 'ms', ratio: r.p50 / f.p50, against: 'IM floor (bench/im-floor.ts)' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50`, value: r.p50, unit: 'ms', ratio: r.p50 / alone, against: 'one run alone', goal: c === 200 ? '<= 300 ms' : undefined });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p99`, value: r.p99, unit: 'ms' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, deltas per second`, value: r.rate, unit: 'deltas/s' });
@@ -269,6 +284,7 @@ export async function fanout(): Promise<void> {
     record({ bench: 'fanout', name: 'durable commit floor p50 (single-row INSERT)', value: rates.commitP50, unit: 'ms' });
     record({ bench: 'fanout', name: 'delta added latency p50 vs the commit floor', value: a50 - d50, unit: 'ms', ratio: (a50 - d50) / rates.commitP50, against: 'one single-row INSERT commit' });
   } finally {
+    stopFloor?.();
     agent.close();
     await abc.stop();
     await db.close();

@@ -1,0 +1,119 @@
+// The floor of an IM run, for bench/fanout: the same hops and libraries as ABC
+// (a Fastify WebSocket -> a grpc-js stream over a loopback socket -> undici to
+// the agent, SSE parsed by eventsource-parser -> pg) and the same durability
+// (the run and its user message committed before the agent is called, each
+// delta committed before the client sees it, the answer committed with the
+// run's end), with none of ABC's work: no auth, no sessions or transcripts, no
+// policy, no event log with cursors and notifications, no presence, no logs.
+// As in ABC, the deltas of every run share their commits, and the frames a
+// connection has ready together travel in one gRPC message and one socket
+// write. Prints its URL.
+// Arguments: a database URL and the agent's URL.
+import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition, type ServerDuplexStream } from '@grpc/grpc-js';
+import websocket from '@fastify/websocket';
+import { createParser } from 'eventsource-parser';
+import Fastify from 'fastify';
+import pg from 'pg';
+import { request } from 'undici';
+
+const [url, agentUrl] = process.argv.slice(2) as [string, string];
+const pool = new pg.Pool({ connectionString: url, max: 16 });
+await pool.query(`CREATE TABLE IF NOT EXISTS floor_runs (run_id text PRIMARY KEY, status text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+  CREATE TABLE IF NOT EXISTS floor_messages (run_id text NOT NULL REFERENCES floor_runs, role text NOT NULL, content text NOT NULL);
+  CREATE TABLE IF NOT EXISTS floor_events (id bigserial PRIMARY KEY, run_id text NOT NULL REFERENCES floor_runs, seq int NOT NULL, payload jsonb NOT NULL)`);
+
+/** Group commit: deltas waiting while one insert is in flight go out together in the next. */
+const waiting: { runId: string; seq: number; text: string; done: () => void }[] = [];
+let writing = false;
+async function drain(): Promise<void> {
+  writing = true;
+  while (waiting.length) {
+    const batch = waiting.splice(0);
+    await pool.query({
+      name: 'deltas',
+      text: "INSERT INTO floor_events (run_id, seq, payload) SELECT r, s, jsonb_build_object('text', t) FROM unnest($1::text[], $2::int[], $3::text[]) AS u(r, s, t)",
+      values: [batch.map((d) => d.runId), batch.map((d) => d.seq), batch.map((d) => d.text)],
+    });
+    for (const d of batch) d.done();
+  }
+  writing = false;
+}
+const commitDelta = (runId: string, seq: number, text: string) =>
+  new Promise<void>((done) => {
+    waiting.push({ runId, seq, text, done });
+    if (!writing) queueMicrotask(() => void drain());
+  });
+
+let runs = 0;
+/** The core's side of one connection: a run per invoke, its frames in order. */
+function connect(call: ServerDuplexStream<Buffer, Buffer>): void {
+  let ready: object[] = [];
+  const send = (frame: object) => {
+    if (ready.push(frame) > 1) return;
+    setImmediate(() => {
+      call.write(Buffer.from(JSON.stringify(ready)));
+      ready = [];
+    });
+  };
+  call.on('data', async (data: Buffer) => {
+    const frame = JSON.parse(data.toString()) as { type: string; message?: { content: string } };
+    if (frame.type !== 'agent_invoke') return;
+    const runId = `run_${process.pid}_${++runs}`;
+    await pool.query({
+      name: 'start',
+      text: "WITH r AS (INSERT INTO floor_runs (run_id, status) VALUES ($1, 'RUNNING') RETURNING run_id) INSERT INTO floor_messages SELECT run_id, 'user', $2 FROM r",
+      values: [runId, frame.message!.content],
+    });
+    send({ type: 'run_started', run_id: runId });
+    const res = await request(`${agentUrl}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ run_id: runId, input_message: frame.message }) });
+    let seq = 0;
+    let sent = Promise.resolve();
+    let answer = '';
+    const parser = createParser({
+      onEvent: (event) => {
+        if (event.event !== 'delta') return;
+        const { text } = JSON.parse(event.data) as { text: string };
+        answer += text;
+        const committed = commitDelta(runId, ++seq, text);
+        sent = sent.then(() => committed).then(() => void send({ type: 'delta', run_id: runId, text }));
+      },
+    });
+    const decoder = new TextDecoder();
+    for await (const chunk of res.body) parser.feed(decoder.decode(chunk as Buffer, { stream: true }));
+    await sent;
+    await pool.query({
+      name: 'end',
+      text: "WITH r AS (UPDATE floor_runs SET status = 'DONE' WHERE run_id = $1 RETURNING run_id) INSERT INTO floor_messages SELECT run_id, 'assistant', $2 FROM r",
+      values: [runId, answer],
+    });
+    send({ type: 'done', run_id: runId });
+  });
+  call.on('end', () => call.end());
+}
+
+const bytes = (b: Buffer) => b;
+const service: ServiceDefinition = {
+  connect: { path: '/floor.Im/Connect', requestStream: true, responseStream: true, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
+};
+const server = new Server();
+server.addService(service, { connect });
+const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+const Client = makeGenericClientConstructor(service, 'Im');
+const core = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as { connect(): import('@grpc/grpc-js').ClientDuplexStream<Buffer, Buffer> };
+
+// The gateway's side: a WebSocket per client, a gRPC stream per WebSocket.
+const app = Fastify();
+await app.register(websocket);
+app.get('/v1/im', { websocket: true }, (socket) => {
+  const stream = core.connect();
+  const tcp = (socket as unknown as { _socket: import('node:net').Socket })._socket;
+  stream.on('data', (data: Buffer) => {
+    tcp.cork();
+    for (const frame of JSON.parse(data.toString()) as object[]) socket.send(JSON.stringify(frame));
+    process.nextTick(() => tcp.uncork());
+  });
+  stream.on('error', () => socket.close());
+  socket.on('message', (data) => stream.write(Buffer.from(data.toString())));
+  socket.on('close', () => stream.end());
+});
+process.stdout.write(`${await app.listen({ host: '127.0.0.1', port: 0 })}\n`);
