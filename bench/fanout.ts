@@ -233,13 +233,20 @@ export async function fanout(): Promise<void> {
     const d99 = percentile(direct, 99);
     const a50 = percentile(through, 50);
     const a99 = percentile(through, 99);
+    const least = (await abcRun(floor, `paced:${LATENCY_DELTAS}`, 'floor_lat')).latencies.sort((a, b) => a - b);
+    const f50 = percentile(least, 50);
+    const f99 = percentile(least, 99);
     console.log(`\n## fanout: agent -> ABC -> WebSocket (${LATENCY_DELTAS} deltas, one every ${PACE_MS} ms)`);
     console.log('| path | p50 ms | p99 ms |');
     console.log('|---|---|---|');
     console.log(`| direct (agent -> ws) | ${fmt(d50)} | ${fmt(d99)} |`);
     console.log(`| through ABC | ${fmt(a50)} | ${fmt(a99)} |`);
+    console.log(`| through the floor (bench/im-floor) | ${fmt(f50)} | ${fmt(f99)} |`);
     console.log(`| added by ABC | ${fmt(a50 - d50)} | ${fmt(a99 - d99)} |`);
+    console.log(`| added by the floor | ${fmt(f50 - d50)} | ${fmt(f99 - d99)} |`);
     console.log(`| ratio ABC / direct | ${fmt(a50 / d50, 1)}x | ${fmt(a99 / d99, 1)}x |`);
+    record({ bench: 'fanout', name: 'delta added latency p50, floor', value: f50 - d50, unit: 'ms', against: 'agent -> ws direct' });
+    record({ bench: 'fanout', name: 'delta added latency p99, floor', value: f99 - d99, unit: 'ms', against: 'agent -> ws direct' });
 
     record({ bench: 'fanout', name: 'delta added latency p50', value: a50 - d50, unit: 'ms', ratio: a50 / d50, against: 'agent -> ws direct', goal: '<= 0.5 ms' });
     record({ bench: 'fanout', name: 'delta added latency p99', value: a99 - d99, unit: 'ms', ratio: a99 / d99, against: 'agent -> ws direct', goal: '<= 3 ms' });
