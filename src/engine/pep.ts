@@ -100,20 +100,31 @@ export class Pep {
     this.check(call.capability);
     const tool = call.capability.startsWith(TOOL_CAPABILITY_PREFIX) ? await getTool(em(), call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length)) : undefined;
     this.ask(call, ctx.input, tool?.permissionLevel ?? this.capabilities.units.meta(call.capability)?.permission_level ?? 'PUBLIC');
-    const timeout = AbortSignal.timeout(call.timeoutMs);
-    const signal = AbortSignal.any([ctx.signal, timeout]);
-    const work = this.#run(call, { ...ctx, signal }, tool);
-    const timedOut = new Promise<never>((_, reject) =>
-      signal.addEventListener('abort', () =>
-        reject(
-          timeout.aborted
-            ? new AbcError('DEADLINE_EXCEEDED', { code: 'STEP_TIMEOUT', category: 'TIMEOUT', message: `step ${call.stepId} did not finish within ${call.timeoutMs} ms`, retryable: true })
-            : new AbcError('CANCELLED', { code: 'STEP_CANCELLED', category: 'EXECUTION', message: `step ${call.stepId} was cancelled`, retryable: false }),
-        ),
-      ),
-    );
-    timedOut.catch(() => {});
-    return Promise.race([work, timedOut]);
+    // The unit's signal aborts on a cancel or at the deadline, and the step then fails at once;
+    // the timer and the listener go with the step, not with the deadline.
+    const controller = new AbortController();
+    if (ctx.signal.aborted) controller.abort(ctx.signal.reason);
+    return new Promise((resolve, reject) => {
+      const fail = (error: AbcError, reason: unknown) => {
+        settle();
+        controller.abort(reason);
+        reject(error);
+      };
+      const timer = setTimeout(() => {
+        const error = new AbcError('DEADLINE_EXCEEDED', { code: 'STEP_TIMEOUT', category: 'TIMEOUT', message: `step ${call.stepId} did not finish within ${call.timeoutMs} ms`, retryable: true });
+        fail(error, error);
+      }, call.timeoutMs).unref();
+      const onCancel = () => fail(new AbcError('CANCELLED', { code: 'STEP_CANCELLED', category: 'EXECUTION', message: `step ${call.stepId} was cancelled`, retryable: false }), ctx.signal.reason);
+      const settle = () => {
+        clearTimeout(timer);
+        ctx.signal.removeEventListener('abort', onCancel);
+      };
+      if (!controller.signal.aborted) ctx.signal.addEventListener('abort', onCancel, { once: true });
+      this.#run(call, { ...ctx, signal: controller.signal }, tool).then(
+        (value) => (settle(), resolve(value)),
+        (error: unknown) => (settle(), reject(error)),
+      );
+    });
   }
 
   #secret(tenantId: string, ref: string): Promise<string> {
