@@ -99,33 +99,45 @@ export const structuredError = (
   opts: Partial<Omit<StructuredError, 'code' | 'message'>> = {},
 ): StructuredError => ({ code, message, severity: opts.severity ?? 'WARNING', retryable: opts.retryable ?? false, ...(opts.suggested_action && { suggested_action: opts.suggested_action }), metadata: opts.metadata ?? {} });
 
-/** Objects this module made deep-frozen: shared by later copies, never copied again. */
+/** The deep-frozen copies this module made (their roots): shared by later copies, never copied again. */
 const deepFrozen = new WeakSet<object>();
 const onceFrozen = new WeakMap<object, object>();
 
 /** A deep-frozen copy: agents get state they cannot change. Parts already deep-frozen here are shared. */
 export function frozen<T>(value: T): T {
-  return frozenCopy(value) as T;
+  if (value === null || typeof value !== 'object' || deepFrozen.has(value)) return value;
+  const copy = frozenCopy(value) as T & object;
+  deepFrozen.add(copy);
+  return copy;
 }
 
 /** The deep-frozen copy of a value that never changes (a stored assembly, a frozen plan): made once, then shared. */
 export function frozenOnce<T extends object>(value: T): T {
   let copy = onceFrozen.get(value);
-  if (!copy) onceFrozen.set(value, (copy = frozenCopy(value) as object));
+  if (!copy) onceFrozen.set(value, (copy = frozen(value)));
   return copy as T;
 }
 
 function frozenCopy(value: unknown): unknown {
   if (value === null || typeof value !== 'object' || deepFrozen.has(value)) return value;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  const copy = Array.isArray(value)
-    ? value.map(frozenCopy)
-    : proto === Object.prototype || proto === null
-      ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, frozenCopy(v)]))
-      : freezeAll(structuredClone(value)); // a Date and the like
-  Object.freeze(copy);
-  deepFrozen.add(copy);
-  return copy;
+  let copy: object;
+  if (Array.isArray(value)) {
+    const array = new Array<unknown>(value.length);
+    for (let i = 0; i < value.length; i++) array[i] = frozenCopy(value[i]);
+    copy = array;
+  } else {
+    const proto = Object.getPrototypeOf(value) as unknown;
+    if (proto !== Object.prototype && proto !== null) return freezeAll(structuredClone(value)); // a Date and the like
+    const object: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      const v = frozenCopy((value as Record<string, unknown>)[key]);
+      // A key "__proto__" (JSON.parse makes one) stays a key.
+      if (key === '__proto__') Object.defineProperty(object, key, { value: v, enumerable: true, writable: true, configurable: true });
+      else object[key] = v;
+    }
+    copy = object;
+  }
+  return Object.freeze(copy);
 }
 
 function freezeAll<T>(value: T): T {

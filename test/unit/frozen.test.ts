@@ -29,4 +29,13 @@ describe('frozen', () => {
     expect(copied.shallow).not.toBe(shallow);
     expect(Object.isFrozen(copied.shallow.inner)).toBe(true);
   });
+
+  it('keeps a "__proto__" key of parsed JSON a key, and the copy a plain object', () => {
+    const parsed = JSON.parse('{"__proto__": {"admin": true}, "n": 1}') as Record<string, unknown>;
+    const copy = frozen(parsed);
+    expect(Object.getPrototypeOf(copy)).toBe(Object.prototype);
+    expect(Object.keys(copy)).toEqual(['__proto__', 'n']);
+    expect((copy as { admin?: boolean }).admin).toBeUndefined();
+    expect(Object.isFrozen(Object.getOwnPropertyDescriptor(copy, '__proto__')!.value)).toBe(true);
+  });
 });
