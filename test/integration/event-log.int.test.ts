@@ -201,4 +201,23 @@ describe('watching', () => {
     await listener.end();
     expect(notified.filter((p) => p.startsWith(`${sessionId} `)).map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
   });
+
+  it('reads the log when told to reread: events this process wrote but never handed over still arrive', async () => {
+    const sessionId = `sess_log_${++n}`;
+    const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
+    const started = (await startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }], bus.origin))!;
+    const controller = new AbortController();
+    const watch = watchEvents(() => poolOf(orm), bus, { filter: { sessionId }, cursor: started.events[0]!.id, signal: controller.signal });
+    // As when a completion's answer is lost: committed, its notification passed over here, nothing published.
+    let arrived = false;
+    const next = watch.next().then((r) => ((arrived = true), r));
+    await new Promise((r) => setTimeout(r, 100)); // its first read is made
+    await completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], bus.origin);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(arrived).toBe(false);
+    bus.reread(run.runId, sessionId);
+    expect((await next).value).toMatchObject({ type: 'run_done', runId: run.runId });
+    controller.abort();
+    await watch.return(undefined);
+  });
 });
