@@ -197,9 +197,10 @@ describe('watching', () => {
     expect(seen).toEqual(await readEvents(orm.em.fork(), { sessionId }, '0', 10));
     expect(reads()).toBe(0);
     // Both notifications name this process, whose bus passes them over.
-    await new Promise((r) => setTimeout(r, 200));
+    const ours = () => notified.filter((p) => p.startsWith(`${sessionId} `));
+    await expect.poll(() => ours().length).toBe(2);
     await listener.end();
-    expect(notified.filter((p) => p.startsWith(`${sessionId} `)).map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
+    expect(ours().map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
   });
 
   it('reads the log when told to reread: events this process wrote but never handed over still arrive', async () => {
@@ -207,11 +208,14 @@ describe('watching', () => {
     const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
     const started = (await startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }], bus.origin))!;
     const controller = new AbortController();
-    const watch = watchEvents(() => poolOf(orm), bus, { filter: { sessionId }, cursor: started.events[0]!.id, signal: controller.signal });
+    const pool = poolOf(orm);
+    let reads = 0;
+    const db: Queryable = { query: <R>(config: { text: string }) => pool.query<R>(config).finally(() => reads++) };
+    const watch = watchEvents(() => db, bus, { filter: { sessionId }, cursor: started.events[0]!.id, signal: controller.signal });
     // As when a completion's answer is lost: committed, its notification passed over here, nothing published.
     let arrived = false;
     const next = watch.next().then((r) => ((arrived = true), r));
-    await new Promise((r) => setTimeout(r, 100)); // its first read is made
+    await expect.poll(() => reads).toBe(1); // its first read has answered
     await completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], bus.origin);
     await new Promise((r) => setTimeout(r, 200));
     expect(arrived).toBe(false);
