@@ -118,7 +118,10 @@ describe('a workflow turn waiting on an approval when its core is killed', () =>
 
     const decided = await api(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });
     expect(decided.status).toBe(200);
-    await expect.poll(async () => ((await (await api(`/v1/runs/${runId}`)).json()) as { run: { status: string } }).run.status, { timeout: 30_000, interval: 100 }).toBe('DONE');
+    const run = async () => ((await (await api(`/v1/runs/${runId}`)).json()) as { run: { status: string; error?: unknown } }).run;
+    await expect.poll(async () => ['DONE', 'FAILED', 'CANCELLED'].includes((await run()).status), { timeout: 30_000, interval: 100 }).toBe(true);
+    // A run that failed says why.
+    expect(await run()).toMatchObject({ status: 'DONE' });
 
     expect(transfers).toBe(1);
     const events = await readEvents(store.orm.em.fork(), { runId }, '0', 1000);
