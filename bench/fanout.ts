@@ -27,7 +27,7 @@ const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const PACE_MS = 2;
 
 /** The agent: paced deltas carry their send time; unpaced ones are for throughput. */
-export function startAgent(): Promise<http.Server> {
+function startAgent(): Promise<http.Server> {
   const server = http.createServer(async (req, res) => {
     if (req.url === '/health') return res.end('{"status":"healthy"}');
     let raw = '';
@@ -74,7 +74,7 @@ async function directLatencies(): Promise<number[]> {
 type ImServer = Pick<AbcProcess, 'http' | 'key'>;
 
 /** One IM run through ABC (or the floor); resolves with per-delta latencies, the delta count and the time to `done`. */
-export async function abcRun(abc: ImServer, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
+async function abcRun(abc: ImServer, content: string, session: string): Promise<{ latencies: number[]; deltas: number; ms: number }> {
   const started = performance.now();
   const ws = new WebSocket(`${abc.http.replace('http', 'ws')}/v1/im`);
   await new Promise((r) => ws.once('open', r));

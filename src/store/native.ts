@@ -62,13 +62,13 @@ export async function executeOne<R>(em: EntityManager, sql: string, params: unkn
   return ((await poolOfEm(em)).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
 }
 
+/** Whether a statement refused with SQLSTATE ABC01: a row was not in the state its write expects, and nothing was written. */
+export const isGuardRefusal = (error: unknown): boolean => (error as { code?: string }).code === 'ABC01';
+
 /**
  * `executeOne` for a statement guarded by the state it expects (a one-call
  * commit): undefined when it refused with SQLSTATE ABC01, having written nothing.
  */
-/** Whether a statement refused with SQLSTATE ABC01: a row was not in the state its write expects, and nothing was written. */
-export const isGuardRefusal = (error: unknown): boolean => (error as { code?: string }).code === 'ABC01';
-
 export async function executeGuarded<R>(em: EntityManager, sql: string, params: unknown[]): Promise<R[] | undefined> {
   try {
     return await executeOne<R>(em, sql, params);

@@ -1,6 +1,6 @@
 // Which sessions have a connected client, across every core: rows this core
 // refreshes while its connections live, and that go stale when it dies.
-import { executeOne } from './native.js';
+import { poolOf, prepared } from './native.js';
 import type { Orm } from './orm.js';
 
 export class Presence {
@@ -54,7 +54,8 @@ export class Presence {
 
   async #write(sql: string, params: unknown[]): Promise<void> {
     if (this.#closed) return;
-    const write = executeOne(this.#orm.em, sql, params);
+    // On the pool itself, as a prepared statement: never inside a caller's transaction.
+    const write = poolOf(this.#orm).query({ ...prepared(sql), values: params });
     this.#writes.add(write);
     try {
       await write;
