@@ -350,8 +350,8 @@ export async function lockRunStatus(tx: EntityManager, runId: string): Promise<R
  * LOCKED, skipping the runs this core still executes, and says for each how to
  * recover it.
  */
-export function claimOrphanRuns(em: EntityManager, coreId: string, inFlight: string[], leaseMs: number) {
-return em.execute<{ run_id: string; status: RunState; detached: boolean; streamed: boolean; after_pause: boolean; done_early: boolean }[]>(
+export async function claimOrphanRuns(em: EntityManager, coreId: string, inFlight: string[], leaseMs: number): Promise<OrphanRun[]> {
+  const claimed = await em.execute<{ run_id: string; status: RunState; detached: boolean }[]>(
     `WITH picked AS (
        SELECT run_id, status, lease_owner IS NULL AS detached FROM runs
        WHERE status IN (${ACTIVE}) AND (lease_until < now() OR (status = 'RUNNING' AND lease_owner IS NULL))
@@ -360,11 +360,36 @@ return em.execute<{ run_id: string; status: RunState; detached: boolean; streame
        ORDER BY lease_until NULLS FIRST LIMIT 20 FOR UPDATE SKIP LOCKED
      )
      UPDATE runs r SET lease_owner = ?, lease_until = now() + (? * interval '1 millisecond') FROM picked WHERE r.run_id = picked.run_id
-     RETURNING r.run_id, picked.status, picked.detached,
+     RETURNING r.run_id, picked.status, picked.detached`,
+    [coreId, JSON.stringify(inFlight), coreId, leaseMs],
+  );
+  if (!claimed.length) return [];
+  // Read after the claim, not in its statement: a row that another transaction moved while the claim
+  // scanned is claimed as it is now, but the claim's own subqueries would see the log as it was before
+  // (a resume's run_state missing, say, and a paused run taken for one lost mid-stream).
+  const flags = await em.execute<{ run_id: string; streamed: boolean; after_pause: boolean; done_early: boolean }[]>(
+    `SELECT r.run_id,
        EXISTS (SELECT 1 FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_stream_delta', 'agent_state')) AS streamed,
        coalesce((SELECT e.payload->>'from' FROM events e WHERE e.run_id = r.run_id AND e.type = 'run_state' ORDER BY e.seq DESC LIMIT 1) LIKE 'PAUSED%', false) AS after_pause,
        coalesce((SELECT e.type FROM events e WHERE e.run_id = r.run_id AND e.type IN ('agent_invoke_started', 'agent_invoke_retry', 'agent_done_while_paused')
-                 ORDER BY e.seq DESC LIMIT 1) = 'agent_done_while_paused', false) AS done_early`,
-    [coreId, JSON.stringify(inFlight), coreId, leaseMs],
+                 ORDER BY e.seq DESC LIMIT 1) = 'agent_done_while_paused', false) AS done_early
+     FROM (SELECT jsonb_array_elements_text(?::jsonb) AS run_id) r`,
+    [JSON.stringify(claimed.map((c) => c.run_id))],
   );
+  const byId = new Map(flags.map((f) => [f.run_id, f]));
+  return claimed.map((c) => ({ ...c, ...byId.get(c.run_id)! }));
+}
+
+/** A run claimed by the recovery sweep, and what its log says of how it stopped. */
+export interface OrphanRun {
+  run_id: string;
+  status: RunState;
+  /** It had no executor when claimed (a paused run released by an earlier sweep). */
+  detached: boolean;
+  /** Its agent had streamed output. */
+  streamed: boolean;
+  /** Its last run_state left a pause: it had resumed. */
+  after_pause: boolean;
+  /** Its agent said done while it waited. */
+  done_early: boolean;
 }

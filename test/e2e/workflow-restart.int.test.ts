@@ -120,9 +120,10 @@ describe('a workflow turn waiting on an approval when its core is killed', () =>
     expect(decided.status).toBe(200);
     const run = async () => ((await (await api(`/v1/runs/${runId}`)).json()) as { run: { status: string; error?: unknown } }).run;
     await expect.poll(async () => ['DONE', 'FAILED', 'CANCELLED'].includes((await run()).status), { timeout: 30_000, interval: 100 }).toBe(true);
-    // A run that failed says why.
+    // A run that failed says why, and shows its log.
     const ended = await run();
-    expect({ status: ended.status, error: ended.error }).toEqual({ status: 'DONE', error: null });
+    const log = ended.status === 'DONE' ? [] : (await readEvents(store.orm.em.fork(), { runId }, '0', 1000)).map((e) => `${e.type} ${e.type.startsWith('run_') || e.type.startsWith('agent_invoke') ? JSON.stringify(e.payload) : ''}`);
+    expect({ status: ended.status, error: ended.error, log }).toEqual({ status: 'DONE', error: null, log: [] });
 
     expect(transfers).toBe(1);
     const events = await readEvents(store.orm.em.fork(), { runId }, '0', 1000);
