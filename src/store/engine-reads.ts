@@ -4,7 +4,7 @@
 import type pg from 'pg';
 import { goalOf } from '../domain/goal.js';
 import type { MemoryScope } from '../domain/engine-types.js';
-import { MEMORY_SEARCH_SQL, scopeIdOf, type MemoryEntry } from './memory.js';
+import { memorySearchSql, scopeIdOf, type MemoryEntry } from './memory.js';
 
 export interface TraceEventRow {
   seq: number;
@@ -79,6 +79,6 @@ export async function readExecutionContext(pool: pg.Pool, tenantId: string, tick
 
 export async function searchMemory(pool: pg.Pool, tenantId: string, scope: MemoryScope, scopeId: string, query: string, limit: number): Promise<MemoryEntry[]> {
   let n = 0;
-  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(MEMORY_SEARCH_SQL.replace(/\?/g, () => `$${++n}`), [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
+  const { rows } = await pool.query<MemoryEntry & { created_at: Date }>(memorySearchSql(scope).replace(/\?/g, () => `$${++n}`), [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
   return rows.map((r) => ({ ...r, created_at: new Date(r.created_at).toISOString(), rank: Number(r.rank) }));
 }

@@ -1,7 +1,7 @@
 // Seed 002 memory in PostgreSQL. Every call names its scope: EPHEMERAL (one
 // step, cleared after its review), SESSION (one execution) or GLOBAL (across
-// executions). Search is full-text (the memory_search index). Failure patterns
-// are GLOBAL counters the planner consults.
+// executions). Search is full-text (GLOBAL's through the memory_search index).
+// Failure patterns are GLOBAL counters the planner consults.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { executeOne } from './native.js';
 import { newId } from '../runtime/new-id.js';
@@ -30,14 +30,23 @@ export interface FailurePattern {
   suggested_action?: string;
 }
 
-/** The document the full-text index covers: a stored column, to_tsvector('simple', key || ' ' || value) (migration memory_search_column). */
-const SEARCH_DOCUMENT = 'search';
+/**
+ * An entry's full-text document. GLOBAL entries keep it in the stored column
+ * `search`, indexed (migration memory_search_global); a SESSION or EPHEMERAL
+ * scope holds a few rows, found by the scope key, whose documents a search
+ * builds as it reads them.
+ */
+const DOCUMENT = "to_tsvector('simple', key || ' ' || coalesce(value::text, ''))";
 
 /** Full-text search of one scope and scope id; parameters: query, tenant, scope, scope id, limit. */
-export const MEMORY_SEARCH_SQL = `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at, ts_rank(${SEARCH_DOCUMENT}, q) AS rank
+export function memorySearchSql(scope: MemoryScope): string {
+  const global = scope === 'GLOBAL';
+  const doc = global ? 'search' : DOCUMENT;
+  return `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at, ts_rank(${doc}, q) AS rank
   FROM memory, websearch_to_tsquery('simple', ?) q
-  WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND ${SEARCH_DOCUMENT} @@ q
+  WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND ${doc} @@ q${global ? " AND scope = 'GLOBAL'" : ''}
   ORDER BY rank DESC, created_at DESC LIMIT ?`;
+}
 
 const row = (r: { scope: MemoryScope; scope_id: string; key: string; value: unknown; tags: string[] | null; created_at: Date; rank?: number }): MemoryEntry => ({
   scope: r.scope,
@@ -111,7 +120,7 @@ export class Memory {
 
   /** Full-text search in a scope (and scope id, except GLOBAL), best matches first. */
   async search(tenantId: string, query: string, scope: MemoryScope, scopeId: string, limit = 20, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
-    const rows = await executeOne<Parameters<typeof row>[0]>(em, MEMORY_SEARCH_SQL, [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
+    const rows = await executeOne<Parameters<typeof row>[0]>(em, memorySearchSql(scope), [query, tenantId, scope, scopeIdOf(scope, scopeId), limit]);
     return rows.map(row);
   }
 

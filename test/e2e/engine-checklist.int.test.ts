@@ -128,7 +128,11 @@ describe('seed 002 §6 checklist', () => {
     await memory.store('default', 'k', { v: 'global' }, 'GLOBAL', 'ignored');
     expect([await memory.retrieve('default', 'k', 'EPHEMERAL', 'x:step'), await memory.retrieve('default', 'k', 'SESSION', 'x'), await memory.retrieve('default', 'k', 'GLOBAL', 'other')]).toEqual([{ v: 'ephemeral' }, { v: 'session' }, { v: 'global' }]);
     expect(await memory.retrieve('default', 'k', 'SESSION', 'y')).toBeUndefined();
+    // Each scope is searched apart; GLOBAL through its index, the others over their few rows.
     expect((await memory.search('default', 'session', 'SESSION', 'x')).map((e) => e.value)).toEqual([{ v: 'session' }]);
+    expect((await memory.search('default', 'ephemeral', 'EPHEMERAL', 'x:step')).map((e) => e.value)).toEqual([{ v: 'ephemeral' }]);
+    expect((await memory.search('default', 'global', 'GLOBAL', 'any')).map((e) => e.value)).toEqual([{ v: 'global' }]);
+    expect(await memory.search('default', 'global', 'SESSION', 'x')).toEqual([]);
     // Memory is per tenant: GLOBAL is one tenant's, never another's.
     expect(await memory.retrieve('acme', 'k', 'GLOBAL', 'any')).toBeUndefined();
     expect(await memory.search('acme', 'global', 'GLOBAL', 'any')).toEqual([]);

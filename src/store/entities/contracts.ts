@@ -213,8 +213,8 @@ export const Memory = defineEntity({
   tableName: 'memory',
   uniques: [{ properties: ['tenantId', 'scope', 'scopeId', 'key'], name: 'uq_memory_scope_key' }],
   indexes: [
-    // Full-text search (seed 002 Memory.search) over the stored document; store/memory.ts queries it.
-    { name: 'idx_memory_search', expression: 'create index "idx_memory_search" on "memory" using gin ("search")' },
+    // Full-text search (seed 002 Memory.search) over GLOBAL memory's stored document; store/memory.ts queries it.
+    { name: 'idx_memory_search', expression: `create index "idx_memory_search" on "memory" using gin ("search") where scope = 'GLOBAL'` },
   ],
   properties: {
     memoryId: p.string().length(64).primary(),
@@ -225,7 +225,7 @@ export const Memory = defineEntity({
     value: p.json<unknown>(),
     tags: p.json<string[]>().nullable(),
     createdAt: p.datetime().defaultRaw('now()'),
-    /** The full-text document, kept by PostgreSQL; never written or read through the ORM. */
-    search: p.string().columnType('tsvector').generated("(to_tsvector('simple', key || ' ' || coalesce(value::text, ''))) stored").lazy().nullable(),
+    /** GLOBAL memory's full-text document, kept by PostgreSQL; never written or read through the ORM. */
+    search: p.string().columnType('tsvector').generated("(case when scope = 'GLOBAL' then to_tsvector('simple', key || ' ' || coalesce(value::text, '')) else null end) stored").lazy().nullable(),
   },
 });

@@ -21,6 +21,7 @@ import { Migration20261124120000 } from './Migration20261124120000_memory_search
 import { Migration20261124130000 } from './Migration20261124130000_step_group_commit.js';
 import { Migration20261124140000 } from './Migration20261124140000_step_records_function.js';
 import { Migration20261124150000 } from './Migration20261124150000_run_commit_events.js';
+import { Migration20261124160000 } from './Migration20261124160000_memory_search_global.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -45,4 +46,5 @@ export const migrations = [
   { name: 'Migration20261124130000_step_group_commit', class: Migration20261124130000 },
   { name: 'Migration20261124140000_step_records_function', class: Migration20261124140000 },
   { name: 'Migration20261124150000_run_commit_events', class: Migration20261124150000 },
+  { name: 'Migration20261124160000_memory_search_global', class: Migration20261124160000 },
 ];
