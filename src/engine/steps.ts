@@ -20,7 +20,7 @@ import { toStructured } from './structured.js';
 import { type StepRow, type TicketRow } from '../store/ticket-store.js';
 import { memoryRow, type Memory } from '../store/memory.js';
 import { StepCommitQueue, StepCommits, type StepEnd } from './step-commits.js';
-import { stepRecords, type StepCommit } from '../store/step-commit.js';
+import { recordsTarget, type StepCommit } from '../store/step-commit.js';
 import type { StepState } from '../domain/contract-lifecycle.machine.js';
 
 export interface BatchKit {
@@ -246,10 +246,10 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         };
         // The batch's last step to end, without side effects, leaves its end to the batch's review, which may write it in its own statement.
         const last = pure && endsBatch() ? await commits.held(end) : undefined;
-        const records = last && stepRecords(last);
-        if (last && records) {
+        const to = last && recordsTarget(last);
+        if (last && to) {
           held = { commit: last, write: () => commits.write(last) };
-          after.set(id, writtenAs({ ...row, ...(last.row as Partial<StepRow>) }, last, records.to));
+          after.set(id, writtenAs({ ...row, ...(last.row as Partial<StepRow>) }, last, to));
         } else {
           const done = last ? await commits.write(last) : await commits.close(end);
           if (done) after.set(id, done);

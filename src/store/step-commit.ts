@@ -90,8 +90,13 @@ export function stepRecords(c: StepCommit): { sql: string; params: unknown[]; ev
   return { sql: 'abc_step_records(?::jsonb)', params: [JSON.stringify(call)], events: (call.events as unknown[]).length, to: call.to as StepState };
 }
 
-/** abc_commit_step's argument; undefined when a hop needs more than it writes (a retry or reset opens a new contract). */
-function callOf(c: StepCommit): Record<string, unknown> | undefined {
+/** The state stepRecords would write the step in, without building its records; undefined when it cannot write the commit. */
+export function recordsTarget(c: StepCommit): StepState | undefined {
+  return c.also ? undefined : walk(c)?.state;
+}
+
+/** The commit's hops as abc_commit_step writes them; undefined when a hop needs more than it writes (a retry or reset opens a new contract). */
+function walk(c: StepCommit) {
   const events: TicketEventInput[] = [];
   const hops: Record<string, unknown>[] = [];
   let state = c.row.status;
@@ -116,6 +121,14 @@ function callOf(c: StepCommit): Record<string, unknown> | undefined {
     message = hop.message ?? message;
     state = next.value;
   }
+  return { events, hops, state, contract, message };
+}
+
+/** abc_commit_step's argument; undefined when walk() refuses the hops. */
+function callOf(c: StepCommit): Record<string, unknown> | undefined {
+  const walked = walk(c);
+  if (!walked) return undefined;
+  const { events, hops, state, contract, message } = walked;
   const triggers = c.hops.map((h) => h.trigger);
   return {
     ticket: c.ticket,
