@@ -46,10 +46,13 @@ export class ContextBuilder extends Builtin {
     if (!(await this.deps.contracts.find(ctx.tenant_id, req.contract.contract_id, req.contract.version))) {
       return this.failed([structuredError('UNKNOWN_CONTRACT', `contract ${req.contract.contract_id}@${req.contract.version} is no longer registered`, { severity: 'CRITICAL', suggested_action: 'HALT', metadata: { category: 'VALIDATION' } })]);
     }
-    const assembly = await this.deps.decision.resolve(ctx.tenant_id, req.intent, req.assembly_version);
+    // Three reads that do not depend on each other go together.
+    const [assembly, failureCounts, successes] = await Promise.all([
+      this.deps.decision.resolve(ctx.tenant_id, req.intent, req.assembly_version),
+      this.deps.memory.failureCounts(ctx.tenant_id, req.intent),
+      this.deps.memory.search(ctx.tenant_id, `success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5),
+    ]);
     const settings = settingsOf(assembly.engine);
-    const failureCounts = await this.deps.memory.failureCounts(ctx.tenant_id, req.intent);
-    const successes = await this.deps.memory.search(ctx.tenant_id, `success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5);
     const avoid = Object.entries(failureCounts).filter(([, n]) => n >= settings.avoid_after_failures).map(([c]) => c).sort();
     return this.ok({ assembly, failure_counts: failureCounts, similar_successes: successes.map((s) => s.value), avoid });
   }
