@@ -87,7 +87,7 @@ export interface RunEvents {
  * `append_function`), so each connection plans it once, inside a transaction
  * too, where the ORM can only send statements planned on every call.
  */
-const APPEND_MANY = `SELECT ${COLUMNS} FROM abc_append_events(?::jsonb, ?::jsonb, ?, ?)`;
+const APPEND_MANY = 'SELECT id, event_id, session_id, seq, session_seq FROM abc_append_events(?::jsonb, ?::jsonb, ?, ?)';
 
 /**
  * Appends the events of several runs in one statement: inside the caller's
@@ -98,11 +98,20 @@ const APPEND_MANY = `SELECT ${COLUMNS} FROM abc_append_events(?::jsonb, ?::jsonb
  */
 export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promise<Map<string, StoredEvent[]>> {
   const { input, wanted } = appendArgs(parts);
+  const json = JSON.stringify(input);
   const started = performance.now();
-  const rows = await query<EventRow>(db, APPEND_MANY, [JSON.stringify(input), JSON.stringify(wanted), EVENTS_CHANNEL, origin]);
+  const rows = await query<Pick<EventRow, 'id' | 'event_id' | 'session_id' | 'seq' | 'session_seq'>>(db, APPEND_MANY, [json, JSON.stringify(wanted), EVENTS_CHANNEL, origin]);
   metrics.eventAppend.observe((performance.now() - started) / 1000);
   metrics.eventBatch.observe(input.length);
-  return byRun(rows.map(toEvent));
+  // The append answers only what it assigned; the rest is what was sent, its payloads as JSON gives them
+  // back (a payload read from the log later holds the same values, its keys in jsonb's order).
+  const sent = new Map((JSON.parse(json) as typeof input).map((e) => [e.event_id, e]));
+  return byRun(
+    rows.map((r) => {
+      const e = sent.get(r.event_id)!;
+      return { id: String(r.id), eventId: r.event_id, runId: e.run_id, sessionId: r.session_id, seq: r.seq, sessionSeq: Number(r.session_seq), ts: e.ts, type: e.type, payload: e.payload };
+    }),
+  );
 }
 
 /** abc_append_events' input and wanted runs for `parts`, for a statement that appends with other writes. */
