@@ -47,6 +47,16 @@ describe('appending events', () => {
     expect(run!.last_seq).toBe(24);
   });
 
+  it('answers with the events as the log holds them, built from what it sent', async () => {
+    const { runId, sessionId } = await newRun();
+    // Keys jsonb reorders, a dropped undefined, a nested document, a number written as 1.50.
+    const payloads = [{ zz: 1, a: { y: [1, { b: 'x' }], c: null }, skip: undefined }, { price: 1.5, text: 'é "quoted" \\ line\n' }, {}];
+    const sent = await appendEvents(orm.em.fork(), runId, [...payloads.map((payload) => ({ type: 'delta', payload })), { type: 'run_note' }]);
+    const log = await readEvents(orm.em.fork(), { sessionId }, '0', 100);
+    expect(sent).toStrictEqual(log);
+    expect(sent.map((e) => e.payload)).toEqual([{ zz: 1, a: { y: [1, { b: 'x' }], c: null } }, { price: 1.5, text: 'é "quoted" \\ line\n' }, {}, {}]);
+  });
+
   it('rolls back with the caller’s transaction', async () => {
     const { runId } = await newRun();
     await expect(
