@@ -40,7 +40,8 @@ export interface EventRow {
   session_id: string;
   seq: number;
   session_seq: string | null;
-  ts: string;
+  /** A bigint column reads as a string; an event built from what was sent has its number. */
+  ts: string | number;
   type: string;
   payload: Record<string, unknown> | null;
 }
@@ -109,7 +110,7 @@ export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promi
   return byRun(
     rows.map((r) => {
       const e = sent.get(r.event_id)!;
-      return { id: String(r.id), eventId: r.event_id, runId: e.run_id, sessionId: r.session_id, seq: r.seq, sessionSeq: Number(r.session_seq), ts: e.ts, type: e.type, payload: e.payload };
+      return toEvent({ ...r, run_id: e.run_id, ts: e.ts, type: e.type, payload: e.payload });
     }),
   );
 }
