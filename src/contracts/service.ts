@@ -69,7 +69,7 @@ export class ContractService {
     const expected = assembly.expected_latency_ms ?? 0;
     const sync = prefs.mode === 'sync' || (prefs.mode === 'auto' && expected <= prefs.max_latency_ms);
 
-    // A sync submission runs in this core at once when it has room; its queue job waits a lease, as the way back.
+    // A sync submission runs in this core at once when it has room, created claimed and without a queue job: its claim is the way back.
     const now = sync && this.opts.engine.canExecuteNow;
     const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected, now);
     const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
@@ -186,7 +186,7 @@ export class ContractService {
     });
   }
 
-  /** Creates the ticket with its queue job and its first event in one statement, or finds the idempotent original. */
+  /** Creates the ticket with its first event, and its queue job unless this core runs it, in one statement; or finds the idempotent original. */
   async #admit(
     tenantId: string,
     contract: ContractVersion,
@@ -194,15 +194,13 @@ export class ContractService {
     correlation: { request_id: string; idempotency_key: string; session_id: string },
     traceId: string,
     expectedLatencyMs: number,
-    /** The submitting core runs it now: it is created claimed and started, and its job waits a lease before a worker may take it. */
-    deferJob: boolean,
+    /** The submitting core runs it now: it is created claimed and started, without a queue job. */
+    runsHere: boolean,
   ): Promise<TicketRow & { created: boolean }> {
     const hash = requestHash(request);
     const ticket = newId('tkt');
     const em = rawEm(this.opts.orm);
     const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
-    const runAt = deferJob ? new Date(Date.now() + this.opts.engine.opts.leaseMs) : undefined;
-    const job = (column: string) => this.opts.engine.queue.jobFor(column, runAt);
     const inserted = await insertTicket(
       em,
       {
@@ -222,9 +220,8 @@ export class ContractService {
         retention_ms: this.opts.ticketRetentionMs,
       },
       {
-        job,
         event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } },
-        ...(deferJob && { start: this.opts.engine.claimNow(ticket) }),
+        ...(runsHere ? { start: this.opts.engine.claimNow(ticket) } : { job: (column: string) => this.opts.engine.queue.jobFor(column) }),
       },
     );
     if (inserted) return { ...inserted, created: true };

@@ -142,11 +142,12 @@ export class ContractEngine {
 
   /**
    * Runs a sync submission's ticket in this core at once, instead of waiting
-   * for a queue worker. Its queue job, deferred by a lease and pushed on while
-   * this runs, is the way back: if this core stops, a worker resumes the ticket
-   * from its last transition, as for any ticket. Afterwards the job is dropped
-   * (finished; a completed ticket's packaging dropped it), left (waiting for a
-   * human: its deadline job) or run now.
+   * for a queue worker. The ticket is created claimed by this core, with no
+   * queue job; the claim, renewed while this runs, is the way back: if this
+   * core stops, the claim lapses and the recovery sweep queues the ticket, so
+   * a worker on any core resumes it from its last transition. Afterwards a
+   * ticket neither finished nor waiting for a human (its deadline job) is
+   * queued to run now.
    */
   executeNow(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined> {
     const run = this.#executeNow(ticket, claimed);
@@ -162,30 +163,19 @@ export class ContractEngine {
 
   /** The ticket as its last commit left it, when this core finished it. */
   async #executeNow(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined> {
-    const workerId = this.claimNow(ticket).owner;
-    let deferring: Promise<void> = Promise.resolve();
-    const keep = setInterval(() => {
-      deferring = this.queue.defer(this.#em(), ticket, new Date(Date.now() + this.opts.leaseMs)).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not defer the queue job'));
-    }, Math.max(50, Math.floor(this.opts.leaseMs / 3)));
     let last: TicketRow | undefined;
     try {
-      last = await this.execute(ticket, workerId, claimed);
+      last = await this.execute(ticket, this.claimNow(ticket).owner, claimed);
     } catch (error) {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
-    } finally {
-      clearInterval(keep);
-      // A deferral under way must not push back the job settled below.
-      await deferring;
     }
     const finished = last && FINISHED.includes(last.lifecycle_state) ? last : undefined;
-    // Its packaging dropped the job already.
-    if (finished?.lifecycle_state === 'COMPLETED') return finished;
+    if (finished) return finished;
     await retryWhileUnavailable(async () => {
-      const state = finished ?? (await getTicketState(this.#em(), ticket));
-      if (!state || FINISHED.includes(state.lifecycle_state)) return this.queue.drop(this.#em(), ticket);
-      if (state.lifecycle_state !== 'WAIT_HUMAN') await this.#em().transactional((tx) => this.queue.enqueue(tx, ticket));
-    }).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not settle the queue job; it runs when due'));
-    return finished;
+      const state = await getTicketState(this.#em(), ticket);
+      if (state && !FINISHED.includes(state.lifecycle_state) && state.lifecycle_state !== 'WAIT_HUMAN') await this.#em().transactional((tx) => this.queue.enqueue(tx, ticket));
+    }).catch((error: unknown) => this.#log.warn({ err: error, ticket }, 'could not queue the ticket; the recovery sweep does once its claim lapses'));
+    return undefined;
   }
 
   /**
@@ -789,8 +779,6 @@ export class ContractEngine {
       ...(review && { from: batch ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
       also: [...(batch?.also ?? []), memoryUpsert([success])],
       ...(batch?.step && { first: batch.step.records }),
-      // A ticket this core runs for its sync submitter needs its queue job no more.
-      ...(this.#now.has(row.ticket) && { calls: [this.queue.dropFor('moved.ticket')] }),
     });
   }
 

@@ -1,19 +1,17 @@
 // The contract job queue (graphile-worker, in PostgreSQL) and the claims
-// workers hold on tickets. A job is added in the ticket's own transaction; a
-// worker that stops renewing its claim has its queue locks released, so a live
-// worker resumes the ticket.
+// workers hold on tickets. A job is added in the ticket's own transaction,
+// except for a sync ticket its submitting core runs at once: that one is
+// created claimed, and its claim is its way back. A claim that lapses (its
+// worker stopped renewing it) is swept: the worker's queue locks are released
+// and the ticket gets a job if it has none, so a live worker resumes it.
 import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
 import { lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
 import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
-import { CONTRACT_LIFECYCLE_MACHINE } from '../domain/contract-lifecycle.machine.js';
 
 export const EXECUTE_TASK = 'contract_execute';
-
-/** Ticket states no in-core deferral touches: the job is gone (a terminal state), or is the human wait's deadline. */
-const SETTLED = `(${[...CONTRACT_LIFECYCLE_MACHINE.terminal, 'WAIT_HUMAN'].map((s) => `'${s}'`).join(', ')})`;
 
 export interface QueueOptions {
   orm: Orm;
@@ -82,31 +80,12 @@ export class ContractQueue {
     await tx.execute(`SELECT ${job.sql} FROM (SELECT ?::text AS ticket) x`, [...job.params, ticket]);
   }
 
-  /**
-   * Pushes back the job of a ticket a core is running itself, unless the
-   * ticket has finished or waits for a human. It waits for a move holding the
-   * ticket's row and reads the state that move committed, so a deferral racing
-   * the packaging that drops the job cannot bring the job back.
-   */
-  async defer(em: EntityManager, ticket: string, runAt: Date): Promise<void> {
-    const job = this.jobFor('x.ticket', runAt);
-    await em.execute(
-      `WITH x AS MATERIALIZED (SELECT ticket FROM tickets WHERE ticket = ? AND lifecycle_state NOT IN ${SETTLED} FOR SHARE) SELECT ${job.sql} FROM x`,
-      [ticket, ...job.params],
-    );
-  }
-
   /** The enqueue as an expression over a ticket id column (`ticket`), for a statement that enqueues with other writes. */
   jobFor(ticket: string, runAt?: Date): { sql: string; params: unknown[] } {
     return {
       sql: `graphile_worker.add_job(?, json_build_object('ticket', ${ticket}), job_key := ${ticket}, run_at := coalesce(?::timestamptz, now()))`,
       params: [EXECUTE_TASK, runAt?.toISOString() ?? null],
     };
-  }
-
-  /** The drop as an expression over a ticket id column (`ticket`), for a statement that drops it with other writes. */
-  dropFor(ticket: string): { sql: string; params: unknown[] } {
-    return { sql: `(SELECT 1 FROM graphile_worker.remove_job(${ticket}) LIMIT 1)`, params: [] };
   }
 
   /** Drops a ticket's job still waiting (a job a worker holds stays). */
@@ -138,15 +117,22 @@ export class ContractQueue {
 
   /**
    * Frees tickets whose worker stopped renewing its claim: the dead worker's
-   * queue locks are released (graphile-worker's force_unlock_workers), so a
-   * live worker picks the job up and resumes the lifecycle where it stopped.
+   * queue locks are released (graphile-worker's force_unlock_workers), and a
+   * ticket without a job (a sync one its core ran at once) gets one, due now;
+   * a job it has keeps its time (a human wait's deadline). A live worker then
+   * resumes the lifecycle where it stopped.
    */
   async recover(): Promise<number> {
     return this.opts.orm.em.fork().transactional(async (tx) => {
       const stale = await lockStaleTicketLeases(tx);
       if (!stale.length) return 0;
       const owners = [...new Set(stale.map((s) => s.lease_owner))];
+      const tickets = JSON.stringify(stale.map((s) => s.ticket));
       await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
+      await tx.execute(
+        "SELECT graphile_worker.add_job(?, json_build_object('ticket', t), job_key := t, job_key_mode := 'preserve_run_at') FROM jsonb_array_elements_text(?::jsonb) AS t",
+        [EXECUTE_TASK, tickets],
+      );
       await releaseTicketLeases(tx, stale.map((s) => s.ticket));
       this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');
       return stale.length;

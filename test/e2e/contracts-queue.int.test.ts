@@ -1,6 +1,6 @@
 // Contract executions held in the queue (no worker in the serving core): sync
 // timeouts, the read-only poll, cancel, a long poll woken by progress, and the
-// deferral that keeps a job waiting while a core runs its ticket itself.
+// sweep that queues a ticket whose claim lapsed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCore } from '../../src/main/core.js';
 import { readOnlyPool } from '../../src/store/read-only.js';
@@ -155,36 +155,47 @@ describe('long poll', () => {
   });
 });
 
-describe('the deferral of a ticket a core runs itself', () => {
+describe('the recovery sweep of lapsed claims', () => {
   const queue = () => new ContractQueue({ orm: s.orm, log: testLogger(), concurrency: 0, leaseMs: 1000, pollIntervalMs: 1000 });
   const job = async (ticket: string) =>
-    (await s.orm.em.fork().execute<{ later: boolean }[]>('SELECT run_at > now() + interval \'30 seconds\' AS later FROM graphile_worker._private_jobs WHERE key = ?', [ticket]))[0];
-  const later = () => new Date(Date.now() + 60_000);
+    (await s.orm.em.fork().execute<{ due: boolean; later: boolean; locked: boolean }[]>(
+      "SELECT run_at <= now() AS due, run_at > now() + interval '30 seconds' AS later, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?",
+      [ticket],
+    ))[0];
+  /** The ticket as a core that ran it itself and died leaves it: claimed, claim lapsed, no job. */
+  const lapsed = async (ticket: string, state?: string) => {
+    await queue().drop(s.orm.em.fork(), ticket);
+    await s.orm.em.fork().execute(
+      `UPDATE tickets SET lease_owner = 'now-' || ticket, lease_expires_at = now() - interval '1 second'${state ? ', lifecycle_state = ?' : ''} WHERE ticket = ?`,
+      state ? [state, ticket] : [ticket],
+    );
+  };
+  const claim = async (ticket: string) => (await s.orm.em.fork().execute<{ lease_owner: string | null }[]>('SELECT lease_owner FROM tickets WHERE ticket = ?', [ticket]))[0]!.lease_owner;
 
-  it('pushes back the job of a ticket still running', async () => {
+  it('queues a ticket whose claim lapsed with no job, due now, and frees the claim', async () => {
     const ticket = await queued();
-    await queue().defer(s.orm.em.fork(), ticket, later());
-    expect(await job(ticket)).toEqual({ later: true });
-  });
-
-  it('waits for a finishing move that holds the ticket, and does not bring back the job it dropped', async () => {
-    const ticket = await queued();
-    let deferred: Promise<void> | undefined;
-    await s.orm.em.fork().transactional(async (tx) => {
-      await tx.execute("UPDATE tickets SET lifecycle_state = 'COMPLETED' WHERE ticket = ?", [ticket]);
-      await tx.execute('SELECT graphile_worker.remove_job(?)', [ticket]);
-      deferred = queue().defer(s.orm.em.fork(), ticket, later());
-      const blocked = async () => (await s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'WITH x AS MATERIALIZED%'"))[0]!.n;
-      await expect.poll(blocked, { timeout: 5000, interval: 20 }).toBe(1);
-    });
-    await deferred;
+    await lapsed(ticket);
     expect(await job(ticket)).toBeUndefined();
+    expect(await queue().recover()).toBeGreaterThanOrEqual(1);
+    expect(await job(ticket)).toEqual({ due: true, later: false, locked: false });
+    expect(await claim(ticket)).toBeNull();
   });
 
-  it('leaves a human wait\'s deadline job as it is', async () => {
+  it("keeps the time of a job the ticket already has (a human wait's deadline)", async () => {
     const ticket = await queued();
-    await s.orm.em.fork().execute("UPDATE tickets SET lifecycle_state = 'WAIT_HUMAN' WHERE ticket = ?", [ticket]);
-    await queue().defer(s.orm.em.fork(), ticket, later());
-    expect(await job(ticket)).toEqual({ later: false });
+    await lapsed(ticket, 'WAIT_HUMAN');
+    await s.orm.em.fork().transactional((tx) => queue().enqueue(tx, ticket, new Date(Date.now() + 60_000)));
+    await queue().recover();
+    expect(await job(ticket)).toEqual({ due: false, later: true, locked: false });
+    expect(await claim(ticket)).toBeNull();
+  });
+
+  it('leaves alone a ticket whose claim is still held', async () => {
+    const ticket = await queued();
+    await queue().drop(s.orm.em.fork(), ticket);
+    await s.orm.em.fork().execute("UPDATE tickets SET lease_owner = 'now-' || ticket, lease_expires_at = now() + interval '1 minute' WHERE ticket = ?", [ticket]);
+    await queue().recover();
+    expect(await job(ticket)).toBeUndefined();
+    expect(await claim(ticket)).toBe(`now-${ticket}`);
   });
 });
