@@ -32,7 +32,7 @@ import type { EngineContextView, PlannerData } from './roles/agent.js';
 import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
-import { runBatch, type HeldStep } from './steps.js';
+import { runBatch, type HeldSteps } from './steps.js';
 import { stepRecords } from '../store/step-commit.js';
 import { isGuardRefusal } from '../store/native.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
@@ -517,9 +517,10 @@ export class ContractEngine {
   }
 
   /**
-   * A passed review's move, with the batch's last step end written first in
-   * its statement; when that step has moved on meanwhile (a cancel), the step
-   * commits alone, as it would have, and the move goes without it.
+   * A passed review's move, with the batch's held step ends written first in
+   * its statement; when one of those steps has moved on meanwhile (a cancel),
+   * the ends commit on their own, as they would have, and the move goes
+   * without them.
    */
   async #withHeld<T>(passed: PassedReview, move: (p: PassedReview) => Promise<T>): Promise<T> {
     if (!passed.step) return move(passed);
@@ -629,7 +630,7 @@ export class ContractEngine {
    * settling first when `settle` (a review that was known before it).
    */
   async #passReview(em: EntityManager, row: TicketRow, passed: PassedReview, settle = false): Promise<TicketRow> {
-    const partial = passed.step?.held.commit.partialResult;
+    const partial = passed.step?.held.commits.at(-1)!.partialResult;
     return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...passed.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
       trace: passed.trace,
       ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
@@ -641,14 +642,14 @@ export class ContractEngine {
   /**
    * What a batch's passed review writes: the record after it, its hop's trace,
    * its records (a snapshot; the batch's step contexts cleared) and, first,
-   * the end of the batch's `held` last step.
+   * the batch's `held` step ends.
    */
-  #passed(row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], held?: HeldStep): PassedReview {
+  #passed(row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], held?: HeldSteps): PassedReview {
     const batch = rec.batch ?? NO_BATCH;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
-    // The step's context would be cleared by the same statement that writes it: it is not written.
-    const records = held && stepRecords({ ...held.commit, memory: held.commit.memory?.filter((m) => m.scope !== 'EPHEMERAL') });
+    // A step's context would be cleared by the same statement that writes it: it is not written.
+    const records = held && stepRecords(held.commits.map((c) => ({ ...c, memory: c.memory?.filter((m) => m.scope !== 'EPHEMERAL') })));
     return {
       rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
@@ -965,8 +966,8 @@ interface PassedReview {
   rec: ExecRecord;
   trace: TicketEventInput[];
   also: { sql: string; params: unknown[] }[];
-  /** The batch's last step end, written first by the review's statement. */
-  step?: { held: HeldStep; records: NonNullable<ReturnType<typeof stepRecords>> };
+  /** The batch's held step ends, written first by the review's statement. */
+  step?: { held: HeldSteps; records: NonNullable<ReturnType<typeof stepRecords>> };
 }
 
 /** The result's passed review: the ticket's result and warnings, and the reviewer's decision. */

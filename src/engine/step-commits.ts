@@ -3,8 +3,9 @@
 // within `deferMs` (ABC_STEP_START_DEFER_MS), its start and end commit
 // together; otherwise its start commits alone, while it runs. A crash before
 // that commit leaves the step PENDING and it runs again, which only a step
-// without side effects may. The commits of one batch's steps that are ready
-// together go out as one call (group commit).
+// without side effects may. Its end, in turn, may wait as long for its
+// batch's review (see runBatch). The commits of one batch's steps that are
+// ready together go out as one call (group commit).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { commitStep, commitStepsTogether, type StepCommit, type StepHop } from '../store/step-commit.js';

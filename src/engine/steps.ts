@@ -61,11 +61,12 @@ interface HumanHold {
 }
 
 /**
- * The last step of a batch to end, its end not yet written: the batch's
- * review writes it in its own statement, or `write` commits it alone first.
+ * The ends of a batch's steps without side effects, not yet written: the
+ * batch's review writes them in its own statement, or `write` commits them
+ * first. The last is the batch's last step to end.
  */
-export interface HeldStep {
-  commit: StepCommit;
+export interface HeldSteps {
+  commits: StepCommit[];
   write(): Promise<unknown>;
 }
 
@@ -74,7 +75,7 @@ export type BatchOutcome =
   | { kind: 'done' }
   | { kind: 'stuck'; error: StructuredError }
   | ({ kind: 'human' } & HumanHold)
-  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean }; after: StepRow[]; held?: HeldStep };
+  | { kind: 'settled'; batch: { id: string; steps: string[]; failures: Record<string, StructuredError>; catch_up?: boolean }; after: StepRow[]; held?: HeldSteps };
 
 const DONE = ['SUCCEEDED', 'SKIPPED'];
 
@@ -174,24 +175,33 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
 
   const pep = new Pep(new Set(k.plan.whitelist.map((c) => c.name)), k.capabilities, k.policy);
   const running = new Set<string>();
-  /** Steps started whose capability has not answered yet. */
-  let executing = 0;
-  let held: HeldStep | undefined;
-  let holding = false;
-  /** Whether a step that ends now is the batch's last: nothing else runs or waits to, and nothing failed. Taken by one step only. */
-  const endsBatch = () => !holding && !executing && !queue.length && !Object.keys(failures).length && !k.signal.aborted && (holding = true);
+  let held: HeldSteps | undefined;
+  /**
+   * Ends of steps without side effects: each waits up to startDeferMs for the
+   * batch to settle, to go with its review, then commits alone.
+   */
+  const waiting = new Map<string, Holding>();
+  const alone: Promise<void>[] = [];
+  let failed: { error: unknown } | undefined;
+  const writeAlone = (id: string) => {
+    const w = waiting.get(id);
+    if (!w) return;
+    waiting.delete(id);
+    clearTimeout(w.timer);
+    alone.push(w.commits.write(w.commit).then((done) => void (done && after.set(id, done)), (error: unknown) => void (failed ??= { error })));
+  };
+  /** Commits the ends still waiting, and waits for those that went alone. */
+  const flushWaiting = async () => {
+    for (const id of [...waiting.keys()]) writeAlone(id);
+    await Promise.all(alone);
+    if (failed) throw failed.error;
+  };
   const outputs = Object.fromEntries(steps.filter((s) => s.status === 'SUCCEEDED').map((s) => [s.step_id, s.output]));
 
   const runOne = async (row: StepRow) => {
     const id = row.step_id;
     const step = planned.get(id)!;
     running.add(id);
-    executing++;
-    let answered = false;
-    const answer = () => {
-      if (!answered) executing--;
-      answered = true;
-    };
     try {
       const ctx: StepContext = { step_id: id, tool_input: step.input, validation_flags: {}, start_time: new Date().toISOString() };
       const bound = await k.executor(ctx);
@@ -231,7 +241,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         const constraints = k.plan.whitelist.find((c) => c.name === call.capability)?.constraints;
         const input = bindStepOutputs(call.input, deps) as Record<string, unknown>;
         const unit = { input, deps, db: k.db, llm: k.llm?.forTenant(k.row.tenant_id), onLlmCall: (r: Record<string, unknown>) => llmCalls.push(r), signal: k.signal, constraints };
-        const result = await runWithFallback(pep, k, step, call.capability, unit).finally(answer);
+        const result = await runWithFallback(pep, k, step, call.capability, unit);
         outputs[id] = result.value;
         const used = await facts(result.capability);
         const end: StepEnd = {
@@ -244,18 +254,16 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
           // The primary capability failed even though the step went on: later planners should know.
           ...(result.failed && { also: (tx: EntityManager) => k.memory.recordFailurePattern(k.row.tenant_id, { intent: String(k.row.request.intent), capability: call.capability, code: result.failed!.code, message: result.failed!.message.slice(0, 200) }, tx) }),
         };
-        // The batch's last step to end, without side effects, leaves its end to the batch's review, which may write it in its own statement.
-        const last = pure && endsBatch() ? await commits.held(end) : undefined;
-        const to = last && recordsTarget(last);
-        if (last && to) {
-          held = { commit: last, write: () => commits.write(last) };
-          after.set(id, writtenAs({ ...row, ...(last.row as Partial<StepRow>) }, last, to));
+        // A step without side effects leaves its end to the batch's review, which may write it in its own statement.
+        const commit = pure ? await commits.held(end) : undefined;
+        const to = commit && recordsTarget(commit);
+        if (commit && to) {
+          waiting.set(id, { commit, commits, row, to, timer: setTimeout(() => writeAlone(id), k.startDeferMs) });
         } else {
-          const done = last ? await commits.write(last) : await commits.close(end);
+          const done = commit ? await commits.write(commit) : await commits.close(end);
           if (done) after.set(id, done);
         }
       } catch (error) {
-        answer();
         const structured = toStructured(error, { step_id: id, capability: call?.capability ?? step.tool_name });
         failures[id] = structured;
         const done = await commits.close({
@@ -268,7 +276,6 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
         if (done) after.set(id, done);
       }
     } finally {
-      answer();
       running.delete(id);
     }
   };
@@ -294,11 +301,17 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     if (!pool.size) break;
     await Promise.race(pool);
   }
-  // A cancel has already skipped what never started, in its own transaction.
-  if (k.signal.aborted) {
-    await held?.write();
-    return { kind: 'aborted' };
+  // A batch that settled whole leaves the waiting ends to its review; otherwise they commit now.
+  if (waiting.size && !Object.keys(failures).length && !k.signal.aborted) {
+    const all = [...waiting.values()];
+    waiting.clear();
+    for (const w of all) clearTimeout(w.timer);
+    held = { commits: all.map((w) => w.commit), write: () => Promise.all(all.map((w) => w.commits.write(w.commit))) };
+    for (const w of all) after.set(w.row.step_id, writtenAs({ ...w.row, ...(w.commit.row as Partial<StepRow>) }, w.commit, w.to));
   }
+  await flushWaiting();
+  // A cancel has already skipped what never started, in its own transaction.
+  if (k.signal.aborted) return { kind: 'aborted' };
   const settled = [...blocked.map((b) => b.step.step_id), ...started.map((s) => s.step_id)];
   // A batch that only catches up on earlier steps is no evidence the failures stopped.
   return {
@@ -307,6 +320,15 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
     after: [...after.values()],
     ...(held && { held }),
   };
+}
+
+/** A step end waiting for its batch's review. */
+interface Holding {
+  commit: StepCommit;
+  commits: StepCommits;
+  row: StepRow;
+  to: StepState;
+  timer: NodeJS.Timeout;
 }
 
 /** The step row a held commit writes (its clocks as this core reads them). */

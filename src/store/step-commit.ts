@@ -79,15 +79,22 @@ export async function commitStepsTogether(em: () => EntityManager, commits: Step
 }
 
 /**
- * A step commit's own records as an expression for a ticket move's statement
- * (its `first`): the step row, its contract's moves and its memory, written by
- * abc_step_records, whose events the move appends ahead of its own. Undefined
- * when the commit cannot go by abc_commit_step.
+ * Step commits' own records as an expression for a ticket move's statement
+ * (its `first`): each step row, its contract's moves and its memory, written
+ * by abc_step_records, whose events (numbered on across the steps) the move
+ * appends ahead of its own. Undefined when a commit cannot go by
+ * abc_commit_step.
  */
-export function stepRecords(c: StepCommit): { sql: string; params: unknown[]; events: number; to: StepState } | undefined {
-  const call = c.also ? undefined : callOf(c);
-  if (!call) return undefined;
-  return { sql: 'abc_step_records(?::jsonb)', params: [JSON.stringify(call)], events: (call.events as unknown[]).length, to: call.to as StepState };
+export function stepRecords(commits: StepCommit[]): { sql: string; params: unknown[]; events: number } | undefined {
+  const params: string[] = [];
+  let events = 0;
+  for (const c of commits) {
+    const call = c.also ? undefined : callOf(c, events);
+    if (!call) return undefined;
+    params.push(JSON.stringify(call));
+    events += (call.events as unknown[]).length;
+  }
+  return { sql: params.map(() => 'abc_step_records(?::jsonb)').join(' || '), params, events };
 }
 
 /** The state stepRecords would write the step in, without building its records; undefined when it cannot write the commit. */
@@ -124,8 +131,8 @@ function walk(c: StepCommit) {
   return { events, hops, state, contract, message };
 }
 
-/** abc_commit_step's argument; undefined when walk() refuses the hops. */
-function callOf(c: StepCommit): Record<string, unknown> | undefined {
+/** abc_commit_step's argument, its events numbered after `ahead` others; undefined when walk() refuses the hops. */
+function callOf(c: StepCommit, ahead = 0): Record<string, unknown> | undefined {
   const walked = walk(c);
   if (!walked) return undefined;
   const { events, hops, state, contract, message } = walked;
@@ -155,7 +162,7 @@ function callOf(c: StepCommit): Record<string, unknown> | undefined {
     }),
     ...(c.memory?.length && { memory: c.memory }),
     ...(c.partialResult && { partial_result: JSON.stringify(c.partialResult) }),
-    events: events.map((e, i) => ({ n: i + 1, ...e })),
+    events: events.map((e, i) => ({ n: ahead + i + 1, ...e })),
     ts: Date.now(),
     channel: TICKETS_CHANNEL,
   };

@@ -101,6 +101,25 @@ describe('parallel DAG steps', () => {
   });
 });
 
+describe('when a step end is committed', () => {
+  it('commits alone, after ABC_STEP_START_DEFER_MS, the end of a step without side effects whose batch runs on', async () => {
+    await tool('quick');
+    await tool('gate');
+    tools.script('quick', { body: { quick: true } });
+    tools.script('gate', { hold: true, body: { open: true } });
+    await assembly([{ id: 'quick', tool_name: 'tool.quick' }, { id: 'gate', tool_name: 'tool.gate' }], { max_active_steps: 8 });
+    const ticket = await submit();
+    await expect.poll(() => tools.held('gate'), { timeout: 5000 }).toBe(1);
+    const status = async (step: string) => (await s.orm.em.fork().execute<{ status: string }[]>('SELECT status FROM ticket_steps WHERE ticket = ? AND step_id = ?', [ticket, step]))[0]?.status;
+    // Committed while its sibling still runs: pollers see it done.
+    await expect.poll(() => status('quick'), { timeout: 5000 }).toBe('SUCCEEDED');
+    expect(await status('gate')).toBe('RUNNING');
+    tools.release('gate');
+    expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
+    tools.script('gate', { body: { open: true } });
+  });
+});
+
 describe('when a step start is committed', () => {
   // Its own core, where a step without side effects may run a minute before its start is committed.
   let deferred: TestStack;
@@ -133,6 +152,20 @@ describe('when a step start is committed', () => {
     // A side effect's end commits when it ends, never left to its batch's review.
     const [review] = await deferred.orm.em.fork().execute<{ tx: string }[]>("SELECT xmin::text AS tx FROM ticket_events WHERE ticket = ? AND type = 'STATE_TRANSITION' AND payload->>'to' = 'STEP_REVIEW'", [done.ticket]);
     expect(writes.succeed).not.toBe(review!.tx);
+  });
+
+  it("writes the ends of a batch's steps without side effects in its review's statement, all of them", async () => {
+    await tool('pure', {}, deferred);
+    tools.script('pure', { body: { pure: true } });
+    await assembly([{ id: 'pure_a', tool_name: 'tool.pure' }, { id: 'pure_b', tool_name: 'tool.pure' }], { max_active_steps: 8 }, deferred);
+    const done = await pollUntilDone(deferred.http, await submit(deferred));
+    expect(done.status).toBe('SUCCEEDED');
+    // One batch: the reference plan's three analytics and the two added steps, all after value_positions.
+    const batch = ['allocation', 'risk', 'performance', 'pure_a', 'pure_b'];
+    const ends = new Set(await Promise.all(batch.map(async (step) => (await commitsOf(done.ticket, step)).succeed)));
+    expect(ends.size).toBe(1);
+    const reviews = await deferred.orm.em.fork().execute<{ tx: string }[]>("SELECT xmin::text AS tx FROM ticket_events WHERE ticket = ? AND type = 'STATE_TRANSITION' AND payload->>'to' = 'STEP_REVIEW'", [done.ticket]);
+    expect(reviews.map((r) => r.tx)).toContain([...ends][0]);
   });
 
   it('records nothing of steps that a cancel skipped while they ran, before their start was committed', async () => {

@@ -193,7 +193,7 @@ describe('a step commit a ticket move writes first', () => {
     await seed('tkt_sc_alone');
     await executing('tkt_sc_first');
     const calls: string[] = [];
-    const moved = await transitionTicket(counted(calls), 'tkt_sc_first', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(runAndSucceed('tkt_sc_first'))! });
+    const moved = await transitionTicket(counted(calls), 'tkt_sc_first', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords([runAndSucceed('tkt_sc_first')])! });
     expect(calls).toHaveLength(1);
     expect(moved).toMatchObject({ lifecycle_state: 'STEP_REVIEW', event_seq: 7 });
     await commitStep(em, runAndSucceed('tkt_sc_alone'));
@@ -202,12 +202,37 @@ describe('a step commit a ticket move writes first', () => {
     expect(written.events[6]).toMatchObject({ seq: 7, type: 'STATE_TRANSITION', payload: { from: 'STEP_EXECUTION', to: 'STEP_REVIEW', phase: 'execute' } });
   });
 
+  it('writes several steps\' records in the move\'s statement, as a group commit writes them, their events numbered on', async () => {
+    const steps = ['s1', 's2'];
+    await seed('tkt_sc_first_two', 'tool.pure', steps);
+    await seed('tkt_sc_group_two', 'tool.pure', steps);
+    await executing('tkt_sc_first_two');
+    const calls: string[] = [];
+    const moved = await transitionTicket(counted(calls), 'tkt_sc_first_two', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_two', id)))! });
+    expect(calls).toHaveLength(1);
+    expect(moved).toMatchObject({ lifecycle_state: 'STEP_REVIEW', event_seq: 13 });
+    await new StepCommitQueue(em).commit(runAndSucceed('tkt_sc_group_two', 's1'));
+    await new StepCommitQueue(em).commit(runAndSucceed('tkt_sc_group_two', 's2'));
+    const left = async (ticket: string) => ({
+      steps: await em().execute('SELECT step_id, status, output, started_at IS NOT NULL AS started, ended_at IS NOT NULL AS ended FROM ticket_steps WHERE ticket = ? ORDER BY step_id', [ticket]),
+      contracts: await em().execute('SELECT subject_id, status, result, version FROM execution_contracts WHERE ticket = ? ORDER BY subject_id', [ticket]),
+      transitions: await em().execute('SELECT c.subject_id, t.sequence_number, t.to_status FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.ticket = ? ORDER BY 1, 2', [ticket]),
+      events: (await em().execute<{ seq: number; type: string; payload: Record<string, unknown> }[]>('SELECT seq, type, payload FROM ticket_events WHERE ticket = ? ORDER BY seq', [ticket]))
+        .map((e) => [e.seq, e.type, e.payload.step_id ?? e.payload.to_status ?? e.payload.to]),
+    });
+    const [together, grouped] = [await left('tkt_sc_first_two'), await left('tkt_sc_group_two')];
+    expect(together.events).toHaveLength(13);
+    expect(together.events.at(-1)).toEqual([13, 'STATE_TRANSITION', 'STEP_REVIEW']);
+    expect({ ...together, events: together.events.slice(0, 12) }).toEqual(grouped);
+    expect(together.events.slice(0, 12).map((e) => e[0])).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+  });
+
   it('writes nothing, the move neither, when the step has moved on', async () => {
     await seed('tkt_sc_first_skipped');
     await executing('tkt_sc_first_skipped');
     await em().transactional((tx) => transitionStep(tx, 'tkt_sc_first_skipped', 's1', 'skip', { message: 'cancelled' }));
     const before = await records('tkt_sc_first_skipped');
-    await expect(transitionTicket(em(), 'tkt_sc_first_skipped', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(runAndSucceed('tkt_sc_first_skipped'))! })).rejects.toMatchObject({ code: 'ABC01' });
+    await expect(transitionTicket(em(), 'tkt_sc_first_skipped', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords([runAndSucceed('tkt_sc_first_skipped')])! })).rejects.toMatchObject({ code: 'ABC01' });
     expect(await records('tkt_sc_first_skipped')).toEqual(before);
     const [ticket] = await em().execute('SELECT lifecycle_state FROM tickets WHERE ticket = ?', ['tkt_sc_first_skipped']);
     expect(ticket).toEqual({ lifecycle_state: 'STEP_EXECUTION' });
@@ -216,7 +241,7 @@ describe('a step commit a ticket move writes first', () => {
   it('writes none of the step\'s records when the move is refused', async () => {
     await seed('tkt_sc_first_refused');
     const before = await records('tkt_sc_first_refused');
-    await expect(transitionTicket(em(), 'tkt_sc_first_refused', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(runAndSucceed('tkt_sc_first_refused'))! })).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
+    await expect(transitionTicket(em(), 'tkt_sc_first_refused', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords([runAndSucceed('tkt_sc_first_refused')])! })).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
     expect(await records('tkt_sc_first_refused')).toEqual(before);
   });
 });
