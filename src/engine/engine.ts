@@ -33,14 +33,14 @@ import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
 import { runBatch, type HeldSteps } from './steps.js';
-import { stepRecords } from '../store/step-commit.js';
+import { stepRecords, type StepCommit } from '../store/step-commit.js';
 import { isGuardRefusal } from '../store/native.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
 import { firstSteps, syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
-import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
+import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 export interface EngineOptions {
   orm: Orm;
@@ -462,13 +462,21 @@ export class ContractEngine {
    * the plan; or a wait for a human. Steps that finished since the last passed
    * review (a crash between a batch and its review) are reviewed first. With
    * the built-in reviewer alone, a batch that passes commits its settling and
-   * its review together.
+   * its review together; and when its steps' ends were held for it and the
+   * batch settled within ABC_STEP_START_DEFER_MS of the first such review, the
+   * next batch runs at once and that review goes out with the next one's, in
+   * one statement (`chain`). Nothing of the next batch commits before it: a
+   * commit it asks for, or the end of that time, writes the chain first.
    */
-  async #executeBatch(row: TicketRow, rec: ExecRecord, signal: AbortSignal): Promise<TicketRow | void> {
+  async #executeBatch(claimed: TicketRow, rec: ExecRecord, signal: AbortSignal, chain: Chain = NO_CHAIN): Promise<TicketRow | void> {
+    let row = claimed;
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
-    const steps = await this.#stepsOf(row);
+    const steps = chain.steps ?? (await this.#stepsOf(row));
     const unreviewed = await this.#unreviewed(rec, steps);
+    let flushed: Promise<TicketRow> | undefined;
+    const flush = chain.reviews.length ? () => (flushed ??= this.#withHeld(chain.reviews, (c) => this.#passReview(this.#em(), claimed, c, true))) : undefined;
+    const due = flush && setTimeout(() => void flush().catch(() => undefined), Math.max(0, chain.since + this.opts.stepStartDeferMs - Date.now()));
     let view: EngineContextView | undefined;
     const outcome = await runBatch({
       row,
@@ -490,8 +498,20 @@ export class ContractEngine {
       // One frozen view for the whole batch: the state agents read does not change within it.
       executor: async (ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
       ...(unreviewed.length && { unreviewed }),
-    });
-    if (outcome.kind === 'aborted') return;
+      ...(flush && { before: flush }),
+    }).finally(() => clearTimeout(due));
+    if (outcome.kind === 'aborted') {
+      // Cancelled: the chain's reviews never go out, its steps' ends do (if their rows were not skipped).
+      if (flushed) await flushed.catch(() => undefined);
+      else for (const p of chain.reviews) await p.step?.held.write();
+      return;
+    }
+    if (flushed) row = await flushed;
+    // The chain not written yet goes out first (once), unless this batch's review takes it along.
+    const writeChain = async () => {
+      if (flush) row = await flush();
+    };
+    if (outcome.kind !== 'settled') await writeChain();
     if (outcome.kind === 'done') return this.#with(steps, await this.#move(row.ticket, 'all_steps_done', { ...rec, batch: null }));
     if (outcome.kind === 'stuck') return this.#halt(row, rec, outcome.error, []);
     if (outcome.kind === 'human') return this.#awaitHuman(row, rec, { kind: 'step_approval', stepId: outcome.stepId, reason: outcome.reason, step: outcome.step }, [policyEvent(outcome.policy)]);
@@ -502,34 +522,43 @@ export class ContractEngine {
       const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
         const passed = this.#passed(row, settled, after, review.trace, held);
-        if (held && !passed.step) await held.write();
+        if (held && !passed.step) {
+          await writeChain();
+          await held.write();
+        }
+        const reviews = [...(flushed ? [] : chain.reviews), passed];
         // The plan's last batch: a result the built-in reviewer passes is packaged in the same statement.
         const packaged = allDone(after) && (await this.#inPhase(row.ticket, 'GLOBAL_REVIEW', async () => {
           const result = await this.#passedResult({ ...row, lifecycle_state: 'GLOBAL_REVIEW', phase: 'aggregate' }, passed.rec, plan, after);
-          return result && this.#withHeld(passed, (p) => this.#packageIn(this.#em(), row, p.rec, after, result, p));
+          return result && this.#withHeld(reviews, (c) => this.#packageIn(this.#em(), row, passed.rec, after, result, c));
         }));
         if (packaged) return this.#with(after, packaged);
-        return this.#with(after, await this.#withHeld(passed, (p) => this.#passReview(this.#em(), row, p, true)));
+        const since = reviews.length > 1 ? chain.since : Date.now();
+        if (passed.step && !allDone(after) && Date.now() - since < this.opts.stepStartDeferMs && !signal.aborted) {
+          return this.#executeBatch(row, passed.rec, signal, { reviews, since, steps: after });
+        }
+        return this.#with(after, await this.#withHeld(reviews, (c) => this.#passReview(this.#em(), row, c, true)));
       }
     }
+    await writeChain();
     await held?.write();
     return this.#move(row.ticket, 'steps_settled', settled);
   }
 
   /**
-   * A passed review's move, with the batch's held step ends written first in
-   * its statement; when one of those steps has moved on meanwhile (a cancel),
-   * the ends commit on their own, as they would have, and the move goes
-   * without them.
+   * A move with passed reviews, their held step ends written first in its
+   * statement; when one of those steps has moved on meanwhile (a cancel), the
+   * ends commit on their own, as they would have, and the move goes without
+   * them.
    */
-  async #withHeld<T>(passed: PassedReview, move: (p: PassedReview) => Promise<T>): Promise<T> {
-    if (!passed.step) return move(passed);
+  async #withHeld<T>(reviews: PassedReview[], move: (reviews: PassedReview[]) => Promise<T>): Promise<T> {
+    if (!reviews.some((p) => p.step)) return move(reviews);
     try {
-      return await move(passed);
+      return await move(reviews);
     } catch (error) {
       if (!isGuardRefusal(error)) throw error;
-      await passed.step.held.write();
-      return move({ ...passed, step: undefined });
+      for (const p of reviews) await p.step?.held.write();
+      return move(reviews.map((p) => ({ ...p, step: undefined })));
     }
   }
 
@@ -560,7 +589,7 @@ export class ContractEngine {
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const steps = await getSteps(this.#em(), row.ticket);
     const { trace, problem } = await this.#reviewSteps(row, rec, plan, steps);
-    if (!problem) return this.#passReview(this.#em(), row, this.#passed(row, rec, steps, trace));
+    if (!problem) return this.#passReview(this.#em(), row, [this.#passed(row, rec, steps, trace)]);
     const ephemeral = batch.steps.map((id) => `${row.ticket}:${id}`);
     const input = problem.error ? ({ kind: 'failure', step_id: problem.stepId, error: problem.error } as const) : ({ kind: 'low_confidence', step_id: problem.stepId, confidence: problem.confidence! } as const);
     const policy = this.#policy(row, rec, input);
@@ -629,13 +658,14 @@ export class ContractEngine {
    * reviewed, and execution goes on; all in one statement, with the batch's
    * settling first when `settle` (a review that was known before it).
    */
-  async #passReview(em: EntityManager, row: TicketRow, passed: PassedReview, settle = false): Promise<TicketRow> {
-    const partial = passed.step?.held.commits.at(-1)!.partialResult;
-    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...passed.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
-      trace: passed.trace,
-      ...(settle ? { from: 'STEP_EXECUTION', through: [{ trigger: 'steps_settled' }] } : { from: 'STEP_REVIEW' }),
-      also: passed.also,
-      ...(passed.step && { first: passed.step.records }),
+  async #passReview(em: EntityManager, row: TicketRow, reviews: PassedReview[], settle = false): Promise<TicketRow> {
+    const last = reviews.at(-1)!;
+    const partial = [...reviews].reverse().find((p) => p.step)?.step!.held.commits.at(-1)!.partialResult;
+    const hops = settledHops(reviews);
+    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...last.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
+      trace: last.trace,
+      ...(settle ? { from: 'STEP_EXECUTION', through: hops.slice(0, -1) } : { from: 'STEP_REVIEW', ...(last.step && { first: recordsOf(last) }) }),
+      also: reviews.flatMap((p) => p.also),
     });
   }
 
@@ -649,12 +679,12 @@ export class ContractEngine {
     const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
     // A step's context would be cleared by the same statement that writes it: it is not written.
-    const records = held && stepRecords(held.commits.map((c) => ({ ...c, memory: c.memory?.filter((m) => m.scope !== 'EPHEMERAL') })));
+    const commits = held?.commits.map((c) => ({ ...c, memory: c.memory?.filter((m) => m.scope !== 'EPHEMERAL') }));
     return {
       rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
       also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
-      ...(held && records && { step: { held, records } }),
+      ...(held && commits && stepRecords(commits) && { step: { held, commits } }),
     };
   }
 
@@ -750,10 +780,10 @@ export class ContractEngine {
 
   /**
    * The packaging move, with the success it remembers; in the same statement,
-   * first `review`, the result's passed review, and before it `batch`, the
-   * last batch's passed review (settled, reviewed, all steps done).
+   * first `review`, the result's passed review, and before it `batches`, the
+   * last batches' passed reviews (settled, reviewed, then all steps done).
    */
-  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: ReviewedResult, batch?: PassedReview): Promise<TicketRow> {
+  async #packageIn(em: EntityManager, row: TicketRow, rec: ExecRecord, steps: StepRow[], review?: ReviewedResult, batches: PassedReview[] = []): Promise<TicketRow> {
     const result = review?.patch.result ?? row.result!;
     const artifact = (await this.#output(row)).render(row.request, result, outputsOf(steps));
     const plan = row.plan_id ? await this.opts.decision.getPlan(row.plan_id, em) : undefined;
@@ -775,11 +805,10 @@ export class ContractEngine {
       'global',
       ['success', intent],
     );
-    const settled: { trigger: LifecycleTrigger; trace?: TicketEventInput[] }[] = batch ? [{ trigger: 'steps_settled' }, { trigger: 'review_passed', trace: batch.trace }, { trigger: 'all_steps_done' }] : [];
+    const settled = batches.length ? [...settledHops(batches), { trigger: 'all_steps_done' as const }] : [];
     return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
-      ...(review && { from: batch ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
-      also: [...(batch?.also ?? []), memoryUpsert([success])],
-      ...(batch?.step && { first: batch.step.records }),
+      ...(review && { from: batches.length ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
+      also: [...batches.flatMap((p) => p.also), memoryUpsert([success])],
     });
   }
 
@@ -966,8 +995,25 @@ interface PassedReview {
   rec: ExecRecord;
   trace: TicketEventInput[];
   also: { sql: string; params: unknown[] }[];
-  /** The batch's held step ends, written first by the review's statement. */
-  step?: { held: HeldSteps; records: NonNullable<ReturnType<typeof stepRecords>> };
+  /** The batch's held step ends (without their contexts), written first by the review's statement. */
+  step?: { held: HeldSteps; commits: StepCommit[] };
+}
+
+/** Batches' passed reviews not written yet, since when, and the steps as they leave them. */
+interface Chain {
+  reviews: PassedReview[];
+  since: number;
+  steps?: StepRow[];
+}
+
+const NO_CHAIN: Chain = { reviews: [], since: 0 };
+
+/** A passed review's held step ends as the records its move writes first. */
+const recordsOf = (p: PassedReview): RecordsFirst | undefined => p.step && ((ahead) => stepRecords(p.step!.commits, ahead)!);
+
+/** Each passed batch review's hops, settled then passed, its steps' records written ahead of its settling. */
+function settledHops(reviews: PassedReview[]): { trigger: LifecycleTrigger; trace?: TicketEventInput[]; first?: RecordsFirst }[] {
+  return reviews.flatMap((p) => [{ trigger: 'steps_settled' as const, first: recordsOf(p) }, { trigger: 'review_passed' as const, trace: p.trace }]);
 }
 
 /** The result's passed review: the ticket's result and warnings, and the reviewer's decision. */

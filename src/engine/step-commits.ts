@@ -24,7 +24,11 @@ export class StepCommitQueue {
   #waiting: { commit: StepCommit; resolve: (row: StepRow) => void; reject: (error: unknown) => void }[] = [];
   #draining = false;
 
-  constructor(private readonly em: () => EntityManager) {}
+  constructor(
+    private readonly em: () => EntityManager,
+    /** Awaited before each write: what must commit ahead of the batch's steps. */
+    private readonly before?: () => Promise<unknown>,
+  ) {}
 
   commit(commit: StepCommit): Promise<StepRow> {
     return new Promise((resolve, reject) => {
@@ -37,7 +41,13 @@ export class StepCommitQueue {
 
   async #drain(): Promise<void> {
     while (this.#waiting.length) {
+      // What must commit first may still be going out: the commits asked for meanwhile join this group.
+      const refused = await this.before?.().then(() => undefined, (error: unknown) => ({ error }));
       const group = this.#waiting.splice(0);
+      if (refused) {
+        for (const w of group) w.reject(refused.error);
+        continue;
+      }
       try {
         const rows = group.length > 1 ? await commitStepsTogether(this.em, group.map((w) => w.commit)) : undefined;
         if (rows) {

@@ -48,6 +48,8 @@ export interface BatchKit {
   unreviewed?: string[];
   /** The STEP_EXECUTOR role: binds a step to its call. */
   executor: (ctx: StepContext) => Promise<RoleRun>;
+  /** Awaited before any of the batch's steps commits: earlier records that must commit first. */
+  before?: () => Promise<unknown>;
 }
 
 type PlannedStepLike = FrozenPlanDoc['steps'][number];
@@ -158,7 +160,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
 
   const batchId = newId('batch');
   const failures: Record<string, StructuredError> = {};
-  const committer = new StepCommitQueue(k.em);
+  const committer = new StepCommitQueue(k.em, k.before);
   for (const b of blocked) {
     failures[b.step.step_id] = b.error;
     after.set(b.step.step_id, await committer.commit({

@@ -81,15 +81,15 @@ export async function commitStepsTogether(em: () => EntityManager, commits: Step
 /**
  * Step commits' own records as an expression for a ticket move's statement
  * (its `first`): each step row, its contract's moves and its memory, written
- * by abc_step_records, whose events (numbered on across the steps) the move
- * appends ahead of its own. Undefined when a commit cannot go by
- * abc_commit_step.
+ * by abc_step_records, whose events (numbered on from `ahead`, across the
+ * steps) the move appends ahead of its own. Undefined when a commit cannot go
+ * by abc_commit_step.
  */
-export function stepRecords(commits: StepCommit[]): { sql: string; params: unknown[]; events: number } | undefined {
+export function stepRecords(commits: StepCommit[], ahead = 0): { sql: string; params: unknown[]; events: number } | undefined {
   const params: string[] = [];
   let events = 0;
   for (const c of commits) {
-    const call = c.also ? undefined : callOf(c, events);
+    const call = c.also ? undefined : callOf(c, ahead + events);
     if (!call) return undefined;
     params.push(JSON.stringify(call));
     events += (call.events as unknown[]).length;

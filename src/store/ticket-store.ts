@@ -157,22 +157,25 @@ export function transitionTicketFrom(tx: EntityManager, ticket: string, from: Li
   return moveTicket(tx, ticket, trigger, patch, actor, { onlyFrom: from });
 }
 
+/**
+ * Records of another machine a move's statement writes ahead of a hop: an
+ * expression that writes them and returns their `events` (a jsonb array
+ * numbered on from `ahead`), appended ahead of the hop's own events.
+ */
+export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number };
+
 interface MoveTicketOptions {
   reason?: string;
   trace?: TicketEventInput[];
   from?: LifecycleState;
-  /** Moves taken first, in the same write, each with its own trace and reason. */
-  through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string }[];
+  /** Moves taken first, in the same write, each with its own trace and reason, and records written ahead of it. */
+  through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string; first?: RecordsFirst }[];
   /** Other records written by the move's statement: data-modifying CTEs. */
   also?: { sql: string; params: unknown[] }[];
   /** Functions the move's statement calls with the written row (`moved`). */
   calls?: { sql: string; params: unknown[] }[];
-  /**
-   * Records of another machine the move's statement writes first: an
-   * expression that writes them and returns their `events` (a jsonb array
-   * numbered from 1), appended ahead of the move's own.
-   */
-  first?: { sql: string; params: unknown[]; events: number };
+  /** Records written ahead of the move's first hop. */
+  first?: RecordsFirst;
 }
 
 async function moveTicket(
@@ -183,17 +186,29 @@ async function moveTicket(
   actor: string,
   opts: MoveTicketOptions & { onlyFrom?: LifecycleState },
 ): Promise<TicketRow | undefined> {
-  // Each hop's trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
-  const steps = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason }];
-  const ahead = opts.first?.events ?? 0;
-  const count = steps.reduce((n, h) => n + (h.trace?.length ?? 0) + 1, ahead);
-  const events = (path: Path<LifecycleState>): TicketEventInput[] =>
+  // Each hop's records written first, its trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
+  const steps: NonNullable<MoveTicketOptions['through']> = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason }];
+  if (opts.first) steps[0] = { ...steps[0]!, first: opts.first };
+  // Numbered in that order: each hop's own events follow the records written ahead of it.
+  const firsts: ReturnType<RecordsFirst>[] = [];
+  const starts: number[] = [];
+  let count = 0;
+  for (const hop of steps) {
+    const records = hop.first?.(count);
+    if (records) firsts.push(records);
+    count += records?.events ?? 0;
+    starts.push(count);
+    count += (hop.trace?.length ?? 0) + 1;
+  }
+  const first = firsts.length ? { sql: firsts.map((r) => r.sql).join(' || '), params: firsts.flatMap((r) => r.params) } : undefined;
+  const events = (path: Path<LifecycleState>): (TicketEventInput & { n: number })[] =>
     path.hops.flatMap(({ from, to }, i) => {
       const { trigger: by, trace, reason } = steps[i]!;
       // The last hop's phase is the written row's; a hop on the way names its state's own.
       const phase = i < path.hops.length - 1 ? PHASE_OF[to] : undefined;
       if (i < path.hops.length - 1 && !phase) throw new Error(`a move through ${to} must end there`);
-      return [...(trace ?? []), { type: 'STATE_TRANSITION', payload: { from, to, trigger: by, actor, ...(phase && { phase }), status: statusOf(to), ...(reason && { reason }) } }];
+      const own: TicketEventInput[] = [...(trace ?? []), { type: 'STATE_TRANSITION', payload: { from, to, trigger: by, actor, ...(phase && { phase }), status: statusOf(to), ...(reason && { reason }) } }];
+      return own.map((e, k) => ({ n: starts[i]! + k + 1, ...e }));
     });
   const moved = await writeTransition<LifecycleState, LifecycleTrigger, TicketRow>(tx, TICKETS, trigger, {
     // Not the documents: the move needs the state, and the written row comes back whole.
@@ -223,9 +238,9 @@ async function moveTicket(
         // The records written first depend on the written row: a move that matched none writes none of them.
         sql: `INSERT INTO ticket_events (ticket, seq, ts, type, payload)
               SELECT moved.ticket, moved.event_seq - ? + e.n, ?::bigint, e.type, CASE WHEN e.n = ? THEN e.payload || jsonb_build_object('phase', moved.phase) ELSE e.payload END
-              FROM moved${opts.first ? `, LATERAL (SELECT CASE WHEN moved.ticket IS NOT NULL THEN ${opts.first.sql} END AS first) f` : ''},
-                   jsonb_to_recordset(${opts.first ? 'f.first || ' : ''}?::jsonb) AS e(n int, type text, payload jsonb)`,
-        params: [count, Date.now(), count, ...(opts.first?.params ?? []), JSON.stringify(events(path).map((e, i) => ({ n: ahead + i + 1, ...e })))],
+              FROM moved${first ? `, LATERAL (SELECT CASE WHEN moved.ticket IS NOT NULL THEN ${first.sql} END AS first) f` : ''},
+                   jsonb_to_recordset(${first ? 'f.first || ' : ''}?::jsonb) AS e(n int, type text, payload jsonb)`,
+        params: [count, Date.now(), count, ...(first?.params ?? []), JSON.stringify(events(path))],
       },
       ...(opts.also ?? []),
     ],

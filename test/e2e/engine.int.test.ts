@@ -102,7 +102,7 @@ describe('parallel DAG steps', () => {
 });
 
 describe('when a step end is committed', () => {
-  it('commits alone, after ABC_STEP_START_DEFER_MS, the end of a step without side effects whose batch runs on', async () => {
+  it('commits alone, after ABC_STEP_START_DEFER_MS, the end of a step without side effects whose batch runs on, and the reviews before it first', async () => {
     await tool('quick');
     await tool('gate');
     tools.script('quick', { body: { quick: true } });
@@ -114,6 +114,10 @@ describe('when a step end is committed', () => {
     // Committed while its sibling still runs: pollers see it done.
     await expect.poll(() => status('quick'), { timeout: 5000 }).toBe('SUCCEEDED');
     expect(await status('gate')).toBe('RUNNING');
+    // The batches before, whose reviews waited to go out with this one's, went out first, in order.
+    expect(await status('value_positions')).toBe('SUCCEEDED');
+    const moves = await s.orm.em.fork().execute<{ to: string }[]>("SELECT payload->>'to' AS to FROM ticket_events WHERE ticket = ? AND type = 'STATE_TRANSITION' ORDER BY seq", [ticket]);
+    expect(moves.map((m) => m.to).slice(-4)).toEqual(['STEP_REVIEW', 'STEP_EXECUTION', 'STEP_REVIEW', 'STEP_EXECUTION']);
     tools.release('gate');
     expect((await pollUntilDone(s.http, ticket)).status).toBe('SUCCEEDED');
     tools.script('gate', { body: { open: true } });

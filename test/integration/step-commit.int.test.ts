@@ -193,7 +193,7 @@ describe('a step commit a ticket move writes first', () => {
     await seed('tkt_sc_alone');
     await executing('tkt_sc_first');
     const calls: string[] = [];
-    const moved = await transitionTicket(counted(calls), 'tkt_sc_first', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords([runAndSucceed('tkt_sc_first')])! });
+    const moved = await transitionTicket(counted(calls), 'tkt_sc_first', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords([runAndSucceed('tkt_sc_first')], ahead)! });
     expect(calls).toHaveLength(1);
     expect(moved).toMatchObject({ lifecycle_state: 'STEP_REVIEW', event_seq: 7 });
     await commitStep(em, runAndSucceed('tkt_sc_alone'));
@@ -208,7 +208,7 @@ describe('a step commit a ticket move writes first', () => {
     await seed('tkt_sc_group_two', 'tool.pure', steps);
     await executing('tkt_sc_first_two');
     const calls: string[] = [];
-    const moved = await transitionTicket(counted(calls), 'tkt_sc_first_two', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_two', id)))! });
+    const moved = await transitionTicket(counted(calls), 'tkt_sc_first_two', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_two', id)), ahead)! });
     expect(calls).toHaveLength(1);
     expect(moved).toMatchObject({ lifecycle_state: 'STEP_REVIEW', event_seq: 13 });
     await new StepCommitQueue(em).commit(runAndSucceed('tkt_sc_group_two', 's1'));
@@ -232,7 +232,7 @@ describe('a step commit a ticket move writes first', () => {
     await executing('tkt_sc_first_skipped');
     await em().transactional((tx) => transitionStep(tx, 'tkt_sc_first_skipped', 's1', 'skip', { message: 'cancelled' }));
     const before = await records('tkt_sc_first_skipped');
-    await expect(transitionTicket(em(), 'tkt_sc_first_skipped', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords([runAndSucceed('tkt_sc_first_skipped')])! })).rejects.toMatchObject({ code: 'ABC01' });
+    await expect(transitionTicket(em(), 'tkt_sc_first_skipped', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords([runAndSucceed('tkt_sc_first_skipped')], ahead)! })).rejects.toMatchObject({ code: 'ABC01' });
     expect(await records('tkt_sc_first_skipped')).toEqual(before);
     const [ticket] = await em().execute('SELECT lifecycle_state FROM tickets WHERE ticket = ?', ['tkt_sc_first_skipped']);
     expect(ticket).toEqual({ lifecycle_state: 'STEP_EXECUTION' });
@@ -241,7 +241,7 @@ describe('a step commit a ticket move writes first', () => {
   it('writes none of the step\'s records when the move is refused', async () => {
     await seed('tkt_sc_first_refused');
     const before = await records('tkt_sc_first_refused');
-    await expect(transitionTicket(em(), 'tkt_sc_first_refused', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: stepRecords([runAndSucceed('tkt_sc_first_refused')])! })).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
+    await expect(transitionTicket(em(), 'tkt_sc_first_refused', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords([runAndSucceed('tkt_sc_first_refused')], ahead)! })).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
     expect(await records('tkt_sc_first_refused')).toEqual(before);
   });
 });
