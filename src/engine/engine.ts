@@ -33,7 +33,7 @@ import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
 import { runBatch, type HeldSteps } from './steps.js';
-import { stepRecords, type StepCommit } from '../store/step-commit.js';
+import { recordsTarget, stepRecords, type StepCommit } from '../store/step-commit.js';
 import { isGuardRefusal } from '../store/native.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
@@ -684,7 +684,7 @@ export class ContractEngine {
       rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
       also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
-      ...(held && commits && stepRecords(commits) && { step: { held, commits } }),
+      ...(held && commits?.every((c) => recordsTarget(c)) && { step: { held, commits } }),
     };
   }
 
