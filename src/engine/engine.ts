@@ -33,7 +33,7 @@ import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
 import { runBatch, type HeldSteps } from './steps.js';
-import { recordsTarget, stepRecords, type StepCommit } from '../store/step-commit.js';
+import { stepRecords, type StepCommit } from '../store/step-commit.js';
 import { isGuardRefusal } from '../store/native.js';
 import { decisionEvent, errorDocument, errorEvent, policyEvent, skipPending } from './events.js';
 import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanAsk } from './human.js';
@@ -522,10 +522,6 @@ export class ContractEngine {
       const review = await this.#reviewSteps(row, settled, plan, after);
       if (!review.problem) {
         const passed = this.#passed(row, settled, after, review.trace, held);
-        if (held && !passed.step) {
-          await writeChain();
-          await held.write();
-        }
         const reviews = [...(flushed ? [] : chain.reviews), passed];
         // The plan's last batch: a result the built-in reviewer passes is packaged in the same statement.
         const packaged = allDone(after) && (await this.#inPhase(row.ticket, 'GLOBAL_REVIEW', async () => {
@@ -660,11 +656,11 @@ export class ContractEngine {
    */
   async #passReview(em: EntityManager, row: TicketRow, reviews: PassedReview[], settle = false): Promise<TicketRow> {
     const last = reviews.at(-1)!;
-    const partial = [...reviews].reverse().find((p) => p.step)?.step!.held.commits.at(-1)!.partialResult;
-    const hops = settledHops(reviews);
+    const partial = reviews.findLast((p) => p.step)?.step!.held.commits.at(-1)!.partialResult;
     return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...last.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
       trace: last.trace,
-      ...(settle ? { from: 'STEP_EXECUTION', through: hops.slice(0, -1) } : { from: 'STEP_REVIEW', ...(last.step && { first: recordsOf(last) }) }),
+      // Settling first, each batch's hops up to the last review's own.
+      ...(settle ? { from: 'STEP_EXECUTION', through: settledHops(reviews).slice(0, -1) } : { from: 'STEP_REVIEW', first: recordsOf(last) }),
       also: reviews.flatMap((p) => p.also),
     });
   }
@@ -678,13 +674,12 @@ export class ContractEngine {
     const batch = rec.batch ?? NO_BATCH;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
-    // A step's context would be cleared by the same statement that writes it: it is not written.
-    const commits = held?.commits.map((c) => ({ ...c, memory: c.memory?.filter((m) => m.scope !== 'EPHEMERAL') }));
     return {
       rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
       also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
-      ...(held && commits?.every((c) => recordsTarget(c)) && { step: { held, commits } }),
+      // A step's context would be cleared by the same statement that writes it: it is not written.
+      ...(held && { step: { held, commits: held.commits.map((c) => ({ ...c, memory: c.memory?.filter((m) => m.scope !== 'EPHEMERAL') })) } }),
     };
   }
 
@@ -995,7 +990,7 @@ interface PassedReview {
   rec: ExecRecord;
   trace: TicketEventInput[];
   also: { sql: string; params: unknown[] }[];
-  /** The batch's held step ends (without their contexts), written first by the review's statement. */
+  /** The batch's held step ends (without their contexts), written first by the review's statement; runBatch holds only ends abc_step_records can write. */
   step?: { held: HeldSteps; commits: StepCommit[] };
 }
 

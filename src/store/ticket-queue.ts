@@ -88,11 +88,6 @@ export class ContractQueue {
     };
   }
 
-  /** Drops a ticket's job still waiting (a job a worker holds stays). */
-  async drop(em: EntityManager, ticket: string): Promise<void> {
-    await em.execute('SELECT graphile_worker.remove_job(?)', [ticket]);
-  }
-
   /** Takes (or takes over) the claim on a ticket, inside `tx`. */
   async claim(tx: EntityManager, ticket: string, workerId: string): Promise<void> {
     await takeTicketLease(tx, ticket, workerId, this.opts.leaseMs);

@@ -162,9 +162,10 @@ describe('the recovery sweep of lapsed claims', () => {
       "SELECT run_at <= now() AS due, run_at > now() + interval '30 seconds' AS later, locked_at IS NOT NULL AS locked FROM graphile_worker._private_jobs WHERE key = ?",
       [ticket],
     ))[0];
+  const dropJob = (ticket: string) => s.orm.em.fork().execute('SELECT graphile_worker.remove_job(?)', [ticket]);
   /** The ticket as a core that ran it itself and died leaves it: claimed, claim lapsed, no job. */
   const lapsed = async (ticket: string, state?: string) => {
-    await queue().drop(s.orm.em.fork(), ticket);
+    await dropJob(ticket);
     await s.orm.em.fork().execute(
       `UPDATE tickets SET lease_owner = 'now-' || ticket, lease_expires_at = now() - interval '1 second'${state ? ', lifecycle_state = ?' : ''} WHERE ticket = ?`,
       state ? [state, ticket] : [ticket],
@@ -192,7 +193,7 @@ describe('the recovery sweep of lapsed claims', () => {
 
   it('leaves alone a ticket whose claim is still held', async () => {
     const ticket = await queued();
-    await queue().drop(s.orm.em.fork(), ticket);
+    await dropJob(ticket);
     await s.orm.em.fork().execute("UPDATE tickets SET lease_owner = 'now-' || ticket, lease_expires_at = now() + interval '1 minute' WHERE ticket = ?", [ticket]);
     await queue().recover();
     expect(await job(ticket)).toBeUndefined();
