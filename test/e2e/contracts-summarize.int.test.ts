@@ -136,22 +136,33 @@ describe('summarize-document over HTTP', () => {
   });
 
   it('is idempotent: the same key answers the same ticket, a different request under it conflicts', async () => {
-    const first = request('doc-1', { execution_preferences: { mode: 'async' } });
+    // The document service holds `slow` until released, so the replay meets a running ticket.
+    const first = request('slow', { execution_preferences: { mode: 'async' } });
+    const again = () => submit({ ...first, correlation: { ...first.correlation, request_id: `req-${randomUUID()}` } });
     const a = await submit(first);
-    const b = await submit({ ...first, correlation: { ...first.correlation, request_id: `req-${randomUUID()}` } });
+    const b = await again();
     expect([a.status, b.status]).toEqual([202, 202]);
     expect(b.body.task.ticket).toBe(a.body.task.ticket);
     const c = await submit({ ...first, input: { document_id: 'other' } });
     expect(c.status).toBe(409);
     expect(c.body.error.code).toBe('idempotency_conflict');
+    await expect.poll(() => docs.calls.filter((call) => call.args.document_id === 'slow').length, { timeout: 10_000 }).toBe(1);
+    docs.release();
     expect((await pollDone(a.body.task.ticket)).status).toBe('SUCCEEDED');
+    // A replay of the finished ticket answers its outcome, whatever the mode.
+    const d = await again();
+    expect(d.status).toBe(200);
+    expect(d.ticket).toBe(a.body.task.ticket);
+    expect(d.body.result.title).toBe('Tides');
   });
 
   it('cancels a running ticket', async () => {
+    const slow = () => docs.calls.filter((c) => c.args.document_id === 'slow').length;
+    const before = slow();
     const { status, body } = await submit(request('slow', { execution_preferences: { mode: 'async' } }));
     expect(status).toBe(202);
     const ticket = body.task.ticket;
-    await expect.poll(() => docs.calls.filter((c) => c.args.document_id === 'slow').length, { timeout: 10_000 }).toBe(1);
+    await expect.poll(slow, { timeout: 10_000 }).toBe(before + 1);
     const cancel = await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: { reason: 'not needed' } });
     expect(cancel.status).toBe(200);
     docs.release();
