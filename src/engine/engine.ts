@@ -17,7 +17,7 @@ import { AbcError } from '../domain/errors.js';
 import { haltError } from '../domain/stored-error.js';
 import { InFlight, settlesWithin } from '../runtime/in-flight.js';
 import { context as otel, contextInTrace, failSpan, inSpan, startSpan, type Context } from '../runtime/tracing.js';
-import type { LifecycleState, LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
+import { PHASE_OF, statusOf, type LifecycleState, type LifecycleTrigger } from '../domain/contract-lifecycle.machine.js';
 import type { PackDb, TenantLlm } from '../ports/pack.js';
 import type { AssemblyDef } from '../decision/planner.js';
 import type { Logger } from '../runtime/log.js';
@@ -85,6 +85,8 @@ export class ContractEngine {
   readonly #snapshots = new Map<string, SnapshotContent>();
   /** The ticket's steps as committed with a row a phase answered: the next phase need not read them again. */
   readonly #stepsWith = new WeakMap<TicketRow, StepRow[]>();
+  /** A row as its move will write it, by the move still going out (see prepareFirst): the first batch runs meanwhile. */
+  readonly #committing = new WeakMap<TicketRow, Promise<TicketRow>>();
   /**
    * What every view of a ticket's pass shares, frozen once: its request (it
    * never changes) and the memory hints its context build found (only that
@@ -247,7 +249,9 @@ export class ContractEngine {
     this.#passes.set(ticket, { context: otel.active() });
     try {
       for (;;) {
-        if (signal.aborted || FINISHED.includes(row.lifecycle_state)) return row;
+        // A cancelled pass still waits for a move going out: nothing of the ticket is read or released before it.
+        if (signal.aborted) return await this.#committed(row).catch(() => row);
+        if (FINISHED.includes(row.lifecycle_state)) return row;
         const current = row;
         const next = await this.#inPhase(ticket, row.lifecycle_state, () => this.#phase(current, signal));
         if (next === STOP) return row;
@@ -379,6 +383,8 @@ export class ContractEngine {
    * critic: frozen, approved and prepared (its step rows, their contracts, its
    * snapshot) in one statement; after `built`, the context it was planned in,
    * when that has not committed yet. Undefined when a step is planned skipped.
+   * The row answered is the one the statement writes, while it goes out: the
+   * first batch runs meanwhile, and nothing of it commits before (#committing).
    */
   async #prepareFirst(row: TicketRow, rec: ExecRecord, body: PlanBody, hash: string, generated: TicketEventInput[], approved: TicketEventInput[], built?: ContextBuilt): Promise<TicketRow | undefined> {
     const steps = await firstSteps(this.#em(), this.opts.capabilities.units, row, body);
@@ -387,12 +393,26 @@ export class ContractEngine {
     const planId = plan.doc.plan_id;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
     const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
-    return this.#with(steps.rows, await transitionTicket(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
+    const committing = transitionTicket(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
       from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
       through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
       trace: [snapshot.event],
       also: [plan.insert, ...steps.writes, snapshot.insert],
-    }));
+    });
+    // Whoever takes the row awaits the move (#committed); a failure is theirs, not unhandled.
+    committing.catch(() => undefined);
+    const to = 'STEP_EXECUTION';
+    const ahead: TicketRow = { ...row, ...prepared, lifecycle_state: to, phase: PHASE_OF[to] ?? row.phase, status: statusOf(to) };
+    this.#committing.set(ahead, committing.then((written) => this.#with(steps.rows, written)));
+    return this.#with(steps.rows, ahead);
+  }
+
+  /** The row as committed: once the move that writes it has gone out, if it is still going. */
+  async #committed(row: TicketRow): Promise<TicketRow> {
+    const committing = this.#committing.get(row);
+    if (!committing) return row;
+    this.#committing.delete(row);
+    return committing;
   }
 
   /** PLAN_CHECK: the critic's verdict; a repairable plan is replanned around its culprits. */
@@ -466,10 +486,12 @@ export class ContractEngine {
    * batch settled within ABC_STEP_START_DEFER_MS of the first such review, the
    * next batch runs at once and that review goes out with the next one's, in
    * one statement (`chain`). Nothing of the next batch commits before it: a
-   * commit it asks for, or the end of that time, writes the chain first.
+   * commit it asks for, or the end of that time, writes the chain first. So
+   * with the plan's move, when the first batch runs while it goes out.
    */
   async #executeBatch(claimed: TicketRow, rec: ExecRecord, signal: AbortSignal, chain: Chain = NO_CHAIN): Promise<TicketRow | void> {
     let row = claimed;
+    const committing = this.#committing.has(claimed) ? this.#committed(claimed) : undefined;
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
     const steps = chain.steps ?? (await this.#stepsOf(row));
@@ -477,6 +499,7 @@ export class ContractEngine {
     let flushed: Promise<TicketRow> | undefined;
     const flush = chain.reviews.length ? () => (flushed ??= this.#withHeld(chain.reviews, (c) => this.#passReview(this.#em(), claimed, c, true))) : undefined;
     const due = flush && setTimeout(() => void flush().catch(() => undefined), Math.max(0, chain.since + this.opts.stepStartDeferMs - Date.now()));
+    const before = committing ? () => committing : flush;
     let view: EngineContextView | undefined;
     const outcome = await runBatch({
       row,
@@ -498,8 +521,19 @@ export class ContractEngine {
       // One frozen view for the whole batch: the state agents read does not change within it.
       executor: async (ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
       ...(unreviewed.length && { unreviewed }),
-      ...(flush && { before: flush }),
-    }).finally(() => clearTimeout(due));
+      ...(before && { before }),
+    }).finally(async () => {
+      clearTimeout(due);
+      await committing?.catch(() => undefined);
+    });
+    if (committing) {
+      const written = await committing.then((committed) => ({ committed }), (error: unknown) => ({ error }));
+      if (!('committed' in written)) {
+        if (outcome.kind === 'aborted') return;
+        throw written.error;
+      }
+      row = written.committed;
+    }
     if (outcome.kind === 'aborted') {
       // Cancelled: the chain's reviews never go out, its steps' ends do (if their rows were not skipped).
       if (flushed) await flushed.catch(() => undefined);

@@ -156,9 +156,13 @@ async function writeMove<S extends string, T extends string, R extends object>(
   const calls = [...notices.map((n) => ({ sql: `pg_notify(?, moved.${n.payload})`, params: [n.channel] })), ...(o.calls ?? [])];
   if (also.length || calls.length) {
     const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
-    const statement = `WITH ${with_} SELECT ${['moved.*', ...calls.map((c, i) => `${c.sql} AS called${i}`)].join(', ')} FROM moved`;
+    // On its own (autocommitted), a move whose row had moved on refuses, and its other records are not written either.
+    const guarded = also.length > 0 && !move.row && !tx.isInTransaction();
+    const from = guarded ? `(SELECT 1) AS one LEFT JOIN moved ON true WHERE abc_moved(moved.${t.key[0]} IS NOT NULL)` : 'moved';
+    const statement = `WITH ${with_} SELECT ${['moved.*', ...calls.map((c, i) => `${c.sql} AS called${i}`)].join(', ')} FROM ${from}`;
     const values = [...params, ...also.flatMap((a) => a.params), ...calls.flatMap((c) => c.params)];
-    const rows = o.prepared ? await executeOne<Record<string, unknown>>(tx, statement, values) : await tx.execute<Record<string, unknown>[]>(statement, values);
+    const run = () => (o.prepared ? executeOne<Record<string, unknown>>(tx, statement, values) : tx.execute<Record<string, unknown>[]>(statement, values));
+    const rows = guarded ? ((await run().catch((error: unknown) => (isMovedOn(error) ? [] : Promise.reject(error)))) as Record<string, unknown>[]) : await run();
     if (rows[0]) {
       const written = { ...rows[0] };
       for (let i = 0; i < calls.length; i++) delete written[`called${i}`];
@@ -173,6 +177,9 @@ async function writeMove<S extends string, T extends string, R extends object>(
   if (!row) return undefined;
   return { row, from: move.from, to: move.to, hops: move.hops, ...(o.returning && { after }) };
 }
+
+/** abc_moved's refusal (SQLSTATE ABC02): the move's row was not in its state, and the statement wrote nothing. */
+const isMovedOn = (error: unknown): boolean => (error as { code?: string }).code === 'ABC02';
 
 const sources = new WeakMap<object, Map<string, string | undefined>>();
 /** The one state `trigger` leaves in `machine`'s table, if there is exactly one. */

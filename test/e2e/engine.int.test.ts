@@ -2,6 +2,7 @@
 // failure, LOCAL and GLOBAL replans, rollback around a side effect, WAIT_HUMAN
 // answered and timed out, halting after N failures, a role × tool denial, and
 // memory that later executions consult. Tools are real HTTP webhooks.
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { importSamplePortfolios, pollUntilDone, referenceAssembly, request } from '../support/contracts.js';
@@ -170,6 +171,71 @@ describe('when a step start is committed', () => {
     expect(ends.size).toBe(1);
     const reviews = await deferred.orm.em.fork().execute<{ tx: string }[]>("SELECT xmin::text AS tx FROM ticket_events WHERE ticket = ? AND type = 'STATE_TRANSITION' AND payload->>'to' = 'STEP_REVIEW'", [done.ticket]);
     expect(reviews.map((r) => r.tx)).toContain([...ends][0]);
+  });
+
+  it("runs the first batch while the plan's move goes out, and commits nothing of it before that move", async () => {
+    await tool('early', {}, deferred);
+    await tool('early_write', { side_effect: true }, deferred);
+    tools.script('early', { body: { early: true } });
+    tools.script('early_write', { body: { written: true } });
+    await assembly([{ id: 'early', tool_name: 'tool.early', dependencies: [] }, { id: 'early_write', tool_name: 'tool.early_write', dependencies: [] }], { max_active_steps: 8 }, deferred);
+    const calls = { early: tools.calls('early').length, write: tools.calls('early_write').length };
+    // The plan's move cannot commit while this transaction holds the plans table.
+    const lock = new pg.Client({ connectionString: deferred.orm.config.get('clientUrl')! });
+    await lock.connect();
+    try {
+      await lock.query('BEGIN');
+      await lock.query('LOCK TABLE frozen_plans IN EXCLUSIVE MODE');
+      const ticket = await submit(deferred);
+      // The step without side effects runs meanwhile; the side effect waits to commit its start after the plan.
+      await expect.poll(() => tools.calls('early').length, { timeout: 10_000 }).toBe(calls.early + 1);
+      const [row] = await deferred.orm.em.fork().execute<{ lifecycle_state: string; steps: string }[]>('SELECT lifecycle_state, (SELECT count(*) FROM ticket_steps s WHERE s.ticket = t.ticket)::text AS steps FROM tickets t WHERE ticket = ?', [ticket]);
+      expect(row).toEqual({ lifecycle_state: 'CONTEXT_BUILD', steps: '0' });
+      expect(tools.calls('early_write').length).toBe(calls.write);
+      await lock.query('COMMIT');
+      const done = await pollUntilDone(deferred.http, ticket);
+      expect(done.status).toBe('SUCCEEDED');
+      expect(tools.calls('early_write').length).toBe(calls.write + 1);
+      // In the log, the plan's move comes first, then the steps.
+      const events = await deferred.orm.em.fork().execute<{ type: string; to: string | null }[]>("SELECT type, payload->>'to' AS to FROM ticket_events WHERE ticket = ? ORDER BY seq", [ticket]);
+      const prepared = events.findIndex((e) => e.type === 'STATE_TRANSITION' && e.to === 'STEP_EXECUTION');
+      expect(prepared).toBeGreaterThan(0);
+      expect(events.findIndex((e) => e.type === 'step_transition')).toBeGreaterThan(prepared);
+    } finally {
+      await lock.end();
+    }
+  });
+
+  it("cancels a ticket whose first batch runs while the plan's move goes out: the side effect never starts, the plan is not written", async () => {
+    await tool('early', {}, deferred);
+    await tool('early_write', { side_effect: true }, deferred);
+    tools.script('early', { hold: true, body: { early: true } });
+    tools.script('early_write', { body: { written: true } });
+    await assembly([{ id: 'early', tool_name: 'tool.early', dependencies: [] }, { id: 'early_write', tool_name: 'tool.early_write', dependencies: [] }], { max_active_steps: 8 }, deferred);
+    const writes = tools.calls('early_write').length;
+    const lock = new pg.Client({ connectionString: deferred.orm.config.get('clientUrl')! });
+    await lock.connect();
+    try {
+      await lock.query('BEGIN');
+      await lock.query('LOCK TABLE frozen_plans IN EXCLUSIVE MODE');
+      const ticket = await submit(deferred);
+      await expect.poll(() => tools.held('early'), { timeout: 10_000 }).toBe(1);
+      // The cancel waits for the plan's move, which waits for this lock.
+      const cancelled = deferred.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
+      await new Promise((r) => setTimeout(r, 200));
+      await lock.query('COMMIT');
+      expect((await cancelled).status).toBe(200);
+      tools.release('early');
+      expect((await pollUntilDone(deferred.http, ticket)).status).toBe('CANCELED');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(tools.calls('early_write').length).toBe(writes);
+      // The cancel won: the plan's move, refused, wrote none of its records (no plan, no step rows).
+      const [left] = await deferred.orm.em.fork().execute<{ plans: string; steps: string }[]>('SELECT (SELECT count(*) FROM frozen_plans WHERE ticket = ?)::text AS plans, (SELECT count(*) FROM ticket_steps WHERE ticket = ?)::text AS steps', [ticket, ticket]);
+      expect(left).toEqual({ plans: '0', steps: '0' });
+    } finally {
+      await lock.end();
+      tools.script('early', { body: { early: true } });
+    }
   });
 
   it('records nothing of steps that a cancel skipped while they ran, before their start was committed', async () => {

@@ -49,6 +49,17 @@ it('moves through several states in one statement, each hop checked by the table
   expect(await em().execute("SELECT lifecycle_state FROM snapshots WHERE snapshot_id = 'snap_mv_through'")).toEqual([{ lifecycle_state: 'STEP_REVIEW' }]);
 });
 
+it('writes none of the records of a move whose row moved on before it (a cancel won the race)', async () => {
+  await seed('tkt_mv_raced', 'CANCELED');
+  const calls: string[] = [];
+  // The caller expects CONTEXT_BUILD; the row is already CANCELED.
+  await expect(
+    transitionTicket(counted(calls), 'tkt_mv_raced', 'context_built', {}, 'engine', { from: 'CONTEXT_BUILD', also: [snapshotInsert('snap_mv_raced', 'tkt_mv_raced', 'PLAN_GENERATION', {})] }),
+  ).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { from: 'CANCELED', trigger: 'context_built' } } });
+  expect(await em().execute("SELECT 1 FROM snapshots WHERE snapshot_id = 'snap_mv_raced'")).toEqual([]);
+  expect(await events('tkt_mv_raced')).toEqual([]);
+});
+
 it('refuses a path with a hop the table does not allow, and writes nothing', async () => {
   await seed('tkt_mv_refused', 'GLOBAL_REVIEW');
   await expect(
