@@ -173,26 +173,36 @@ describe('when a step start is committed', () => {
     expect(reviews.map((r) => r.tx)).toContain([...ends][0]);
   });
 
-  it("runs the first batch while the plan's move goes out, and commits nothing of it before that move", async () => {
+  /** Two steps of the first batch: `early` without side effects (replying `early`), `early_write` with. */
+  async function firstBatch(early: Json): Promise<{ early: number; write: number }> {
     await tool('early', {}, deferred);
     await tool('early_write', { side_effect: true }, deferred);
-    tools.script('early', { body: { early: true } });
+    tools.script('early', early);
     tools.script('early_write', { body: { written: true } });
     await assembly([{ id: 'early', tool_name: 'tool.early', dependencies: [] }, { id: 'early_write', tool_name: 'tool.early_write', dependencies: [] }], { max_active_steps: 8 }, deferred);
-    const calls = { early: tools.calls('early').length, write: tools.calls('early_write').length };
-    // The plan's move cannot commit while this transaction holds the plans table.
+    return { early: tools.calls('early').length, write: tools.calls('early_write').length };
+  }
+
+  /** A connection that holds the plans table: a plan's move waits, at its statement's start, until `release`. */
+  async function holdPlans(): Promise<{ release(): Promise<unknown>; end(): Promise<void> }> {
     const lock = new pg.Client({ connectionString: deferred.orm.config.get('clientUrl')! });
     await lock.connect();
+    await lock.query('BEGIN');
+    await lock.query('LOCK TABLE frozen_plans IN EXCLUSIVE MODE');
+    return { release: () => lock.query('COMMIT'), end: () => lock.end() };
+  }
+
+  it("runs the first batch while the plan's move goes out, and commits nothing of it before that move", async () => {
+    const calls = await firstBatch({ body: { early: true } });
+    const plans = await holdPlans();
     try {
-      await lock.query('BEGIN');
-      await lock.query('LOCK TABLE frozen_plans IN EXCLUSIVE MODE');
       const ticket = await submit(deferred);
       // The step without side effects runs meanwhile; the side effect waits to commit its start after the plan.
       await expect.poll(() => tools.calls('early').length, { timeout: 10_000 }).toBe(calls.early + 1);
       const [row] = await deferred.orm.em.fork().execute<{ lifecycle_state: string; steps: string }[]>('SELECT lifecycle_state, (SELECT count(*) FROM ticket_steps s WHERE s.ticket = t.ticket)::text AS steps FROM tickets t WHERE ticket = ?', [ticket]);
       expect(row).toEqual({ lifecycle_state: 'CONTEXT_BUILD', steps: '0' });
       expect(tools.calls('early_write').length).toBe(calls.write);
-      await lock.query('COMMIT');
+      await plans.release();
       const done = await pollUntilDone(deferred.http, ticket);
       expect(done.status).toBe('SUCCEEDED');
       expect(tools.calls('early_write').length).toBe(calls.write + 1);
@@ -202,38 +212,29 @@ describe('when a step start is committed', () => {
       expect(prepared).toBeGreaterThan(0);
       expect(events.findIndex((e) => e.type === 'step_transition')).toBeGreaterThan(prepared);
     } finally {
-      await lock.end();
+      await plans.end();
     }
   });
 
   it("cancels a ticket whose first batch runs while the plan's move goes out: the side effect never starts, the plan is not written", async () => {
-    await tool('early', {}, deferred);
-    await tool('early_write', { side_effect: true }, deferred);
-    tools.script('early', { hold: true, body: { early: true } });
-    tools.script('early_write', { body: { written: true } });
-    await assembly([{ id: 'early', tool_name: 'tool.early', dependencies: [] }, { id: 'early_write', tool_name: 'tool.early_write', dependencies: [] }], { max_active_steps: 8 }, deferred);
-    const writes = tools.calls('early_write').length;
-    const lock = new pg.Client({ connectionString: deferred.orm.config.get('clientUrl')! });
-    await lock.connect();
+    const calls = await firstBatch({ hold: true, body: { early: true } });
+    const plans = await holdPlans();
     try {
-      await lock.query('BEGIN');
-      await lock.query('LOCK TABLE frozen_plans IN EXCLUSIVE MODE');
       const ticket = await submit(deferred);
       await expect.poll(() => tools.held('early'), { timeout: 10_000 }).toBe(1);
-      // The cancel waits for the plan's move, which waits for this lock.
-      const cancelled = deferred.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
-      await new Promise((r) => setTimeout(r, 200));
-      await lock.query('COMMIT');
-      expect((await cancelled).status).toBe(200);
+      // The plan's move still waits for the lock: the cancel goes first.
+      const cancelled = await deferred.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} });
+      expect(cancelled.status).toBe(200);
+      await plans.release();
       tools.release('early');
       expect((await pollUntilDone(deferred.http, ticket)).status).toBe('CANCELED');
       await new Promise((r) => setTimeout(r, 300));
-      expect(tools.calls('early_write').length).toBe(writes);
-      // The cancel won: the plan's move, refused, wrote none of its records (no plan, no step rows).
+      expect(tools.calls('early_write').length).toBe(calls.write);
+      // The plan's move, refused, wrote none of its records: no plan, no step rows.
       const [left] = await deferred.orm.em.fork().execute<{ plans: string; steps: string }[]>('SELECT (SELECT count(*) FROM frozen_plans WHERE ticket = ?)::text AS plans, (SELECT count(*) FROM ticket_steps WHERE ticket = ?)::text AS steps', [ticket, ticket]);
       expect(left).toEqual({ plans: '0', steps: '0' });
     } finally {
-      await lock.end();
+      await plans.end();
       tools.script('early', { body: { early: true } });
     }
   });
