@@ -253,7 +253,11 @@ export class ContractEngine {
         if (signal.aborted) return await this.#committed(row).catch(() => row);
         if (FINISHED.includes(row.lifecycle_state)) return row;
         const current = row;
-        const next = await this.#inPhase(ticket, row.lifecycle_state, () => this.#phase(current, signal));
+        const next = await this.#inPhase(ticket, row.lifecycle_state, () => this.#phase(current, signal)).catch(async (error: unknown) => {
+          // A phase that failed before it took the row's move in flight still lets it settle first.
+          await this.#committed(current).catch(() => undefined);
+          throw error;
+        });
         if (next === STOP) return row;
         row = next ?? (await getTicket(this.#em(), ticket))!;
       }
@@ -491,7 +495,7 @@ export class ContractEngine {
    */
   async #executeBatch(claimed: TicketRow, rec: ExecRecord, signal: AbortSignal, chain: Chain = NO_CHAIN): Promise<TicketRow | void> {
     let row = claimed;
-    const committing = this.#committing.has(claimed) ? this.#committed(claimed) : undefined;
+    const committing = this.#committing.get(claimed);
     const plan = (await this.opts.decision.getPlan(row.plan_id!))!;
     const settings = rec.settings ?? settingsOf(undefined, { max_active_steps: this.opts.stepConcurrency });
     const steps = chain.steps ?? (await this.#stepsOf(row));
@@ -527,6 +531,7 @@ export class ContractEngine {
       await committing?.catch(() => undefined);
     });
     if (committing) {
+      this.#committing.delete(claimed);
       const written = await committing.then((committed) => ({ committed }), (error: unknown) => ({ error }));
       if (!('committed' in written)) {
         if (outcome.kind === 'aborted') return;
