@@ -403,11 +403,12 @@ export class ContractEngine {
       trace: [snapshot.event],
       also: [plan.insert, ...steps.writes, snapshot.insert],
     });
+    const written = committing.then((committed) => this.#with(steps.rows, committed));
     // Whoever takes the row awaits the move (#committed); a failure is theirs, not unhandled.
-    committing.catch(() => undefined);
+    written.catch(() => undefined);
     const to = 'STEP_EXECUTION';
     const ahead: TicketRow = { ...row, ...prepared, lifecycle_state: to, phase: PHASE_OF[to] ?? row.phase, status: statusOf(to) };
-    this.#committing.set(ahead, committing.then((written) => this.#with(steps.rows, written)));
+    this.#committing.set(ahead, written);
     return this.#with(steps.rows, ahead);
   }
 
