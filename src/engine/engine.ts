@@ -527,10 +527,7 @@ export class ContractEngine {
       executor: async (ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
       ...(unreviewed.length && { unreviewed }),
       ...(before && { before }),
-    }).finally(async () => {
-      clearTimeout(due);
-      await committing?.catch(() => undefined);
-    });
+    }).finally(() => clearTimeout(due));
     if (committing) {
       this.#committing.delete(claimed);
       const written = await committing.then((committed) => ({ committed }), (error: unknown) => ({ error }));
@@ -700,7 +697,7 @@ export class ContractEngine {
     return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...last.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
       trace: last.trace,
       // Settling first, each batch's hops up to the last review's own.
-      ...(settle ? { from: 'STEP_EXECUTION', through: settledHops(reviews).slice(0, -1) } : { from: 'STEP_REVIEW', first: recordsOf(last) }),
+      ...(settle ? { from: 'STEP_EXECUTION', through: settledHops(reviews).slice(0, -1) } : { from: 'STEP_REVIEW' }),
       also: reviews.flatMap((p) => p.also),
     });
   }

@@ -174,7 +174,7 @@ interface MoveTicketOptions {
   also?: { sql: string; params: unknown[] }[];
   /** Functions the move's statement calls with the written row (`moved`). */
   calls?: { sql: string; params: unknown[] }[];
-  /** Records written ahead of the move's first hop. */
+  /** Records written ahead of the move's own hop (the last; each hop of `through` has its own). */
   first?: RecordsFirst;
 }
 
@@ -187,8 +187,7 @@ async function moveTicket(
   opts: MoveTicketOptions & { onlyFrom?: LifecycleState },
 ): Promise<TicketRow | undefined> {
   // Each hop's records written first, its trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
-  const steps: NonNullable<MoveTicketOptions['through']> = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason }];
-  if (opts.first) steps[0] = { ...steps[0]!, first: opts.first };
+  const steps: NonNullable<MoveTicketOptions['through']> = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason, first: opts.first }];
   // Numbered in that order: each hop's own events follow the records written ahead of it.
   const firsts: ReturnType<RecordsFirst>[] = [];
   const starts: number[] = [];
