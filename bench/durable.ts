@@ -7,7 +7,9 @@
 // Reported: submit-to-done p50/p99 at c=1, completed per second at c=16, and write
 // transactions per unit (the cluster's transaction ids consumed, peers measured
 // with ABC stopped); beside them the floor of ABC's records (bench/records-floor.ts:
-// one contract's rows written straight, in DBOS's number of commits); then an
+// one contract's rows written straight, in DBOS's number of commits) and the floor
+// of its path (bench/contract-floor.ts: HTTP -> gRPC, the same eight units, the
+// records in ABC's three commits, and nothing else); then an
 // approval round trip against a LangGraph interrupt()/resume, with the side
 // effects each re-executes.
 import { execFile } from 'node:child_process';
@@ -21,10 +23,10 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { ensureDatabase } from '../src/store/database.js';
-import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
-import { FLOOR_COMMITS, recordsFloor } from './records-floor.js';
+import { ABC_COMMITS, FLOOR_COMMITS, recordsFloor } from './records-floor.js';
 
 const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
 const THROUGHPUT_RUNS = Number(process.env.BENCH_THROUGHPUT_RUNS ?? 160);
@@ -63,13 +65,26 @@ function databaseOn(url: string, name: string): string {
   return u.toString();
 }
 
+/** One sync analyze_portfolio submit to `base`, which must answer with its result. */
+async function submitSync(base: string, headers: Record<string, string>): Promise<void> {
+  const res = await fetch(`${base}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody('sync', 'bench-durable') });
+  const json = (await res.json()) as { kind?: string };
+  if (res.status !== 200 || json.kind !== 'result') throw new Error(`sync submit answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
+}
+
 async function abcSide(abc: AbcProcess, admin: pg.Pool): Promise<Side> {
   const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
-  return measure('ABC contract (analyze_portfolio, sync)', admin, async () => {
-    const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody('sync', 'bench-durable') });
-    const json = (await res.json()) as { kind?: string };
-    if (res.status !== 200 || json.kind !== 'result') throw new Error(`sync submit answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
-  });
+  return measure('ABC contract (analyze_portfolio, sync)', admin, () => submitSync(abc.http, headers));
+}
+
+/** The floor of a contract's path (bench/contract-floor.ts), in a process of its own like ABC. */
+async function pathFloorSide(url: string, admin: pg.Pool): Promise<Side> {
+  const floor = await startChild(['--import', 'tsx', 'bench/contract-floor.ts', url], (line) => (line.startsWith('http') ? line : undefined));
+  try {
+    return await measure(`Floor: HTTP -> gRPC, the 8 units, the records in ${ABC_COMMITS} commits`, admin, () => submitSync(floor.url, { 'content-type': 'application/json' }));
+  } finally {
+    floor.stop();
+  }
 }
 
 /** The floor of ABC's records: the rows of a contract it finished, copied straight into its database. */
@@ -247,6 +262,7 @@ export async function durable(): Promise<void> {
   const sides: Side[] = [];
   const approvals: ApprovalSide[] = [];
   let floor: Side | undefined;
+  let pathFloor: Side | undefined;
   try {
     // ABC first, then stopped, so the peers' transaction counts hold only their own.
     const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4', ABC_POLICY_FILE: policyFile });
@@ -258,6 +274,7 @@ export async function durable(): Promise<void> {
       await abc.stop();
     }
     floor = await floorSide(db.url, admin);
+    pathFloor = await pathFloorSide(db.url, admin);
     for (const name of ['bench_dbos', 'bench_langgraph']) await ensureDatabase(databaseOn(db.url, 'postgres'), name);
     const dbos = await dbosSide(databaseOn(db.url, 'bench_dbos'), work, admin);
     sides.push(dbos.side);
@@ -296,6 +313,14 @@ export async function durable(): Promise<void> {
     record({ bench: 'durable', name: `records floor c=${CONCURRENCY} completed per second`, value: floor.perSecond, unit: 'runs/s', ratio: floor.perSecond / dbos.perSecond, against: 'DBOS' });
     record({ bench: 'durable', name: 'ABC c=1 p50 against the records floor', value: abcRow.p50, unit: 'ms', ratio: abcRow.p50 / floor.p50, against: 'records floor' });
     record({ bench: 'durable', name: `ABC c=${CONCURRENCY} completed per second against the records floor`, value: abcRow.perSecond, unit: 'runs/s', ratio: abcRow.perSecond / floor.perSecond, against: 'records floor' });
+  }
+  if (pathFloor) {
+    row(pathFloor);
+    console.log(`ABC against the floor of its path: c=1 p50 ${fmt(abcRow.p50 / pathFloor.p50)}x, completed/s ${fmt(abcRow.perSecond / pathFloor.perSecond)}x`);
+    record({ bench: 'durable', name: 'path floor c=1 p50', value: pathFloor.p50, unit: 'ms', ratio: pathFloor.p50 / dbos.p50, against: 'DBOS' });
+    record({ bench: 'durable', name: `path floor c=${CONCURRENCY} completed per second`, value: pathFloor.perSecond, unit: 'runs/s', ratio: pathFloor.perSecond / dbos.perSecond, against: 'DBOS' });
+    record({ bench: 'durable', name: 'ABC c=1 p50 against the path floor', value: abcRow.p50, unit: 'ms', ratio: abcRow.p50 / pathFloor.p50, against: 'path floor' });
+    record({ bench: 'durable', name: `ABC c=${CONCURRENCY} completed per second against the path floor`, value: abcRow.perSecond, unit: 'runs/s', ratio: abcRow.perSecond / pathFloor.perSecond, against: 'path floor' });
   }
   console.log('\n## durable execution: an approval round trip (no human wait), and what runs again');
   console.log('| system | p50 ms | p99 ms | code before the approval ran, per run | approved action ran, per run |');

@@ -3,8 +3,8 @@
 // contracts and their transitions, snapshots, memory facts and events), copied
 // from a contract ABC ran and written straight to PostgreSQL in as many commits
 // as DBOS makes for the same eight units (ten: the ticket, its plan, one per
-// unit), each commit one prepared statement. No ABC process, no unit work, no
-// reads.
+// unit), or as ABC makes (three: the admission, the plan, the rest), each commit
+// one prepared statement. No ABC process, no unit work, no reads.
 import pg from 'pg';
 
 const TABLES = ['tickets', 'frozen_plans', 'ticket_steps', 'execution_contracts', 'execution_transitions', 'snapshots', 'memory', 'ticket_events'] as const;
@@ -13,6 +13,8 @@ type Rows = Record<Table, Record<string, unknown>[]>;
 
 /** Commits per contract: DBOS's for an 8-step workflow (its status row, a checkpoint per step, its end). */
 export const FLOOR_COMMITS = 10;
+/** Commits per contract: ABC's for a sync contract (its admission, its plan's move, every batch with the packaging). */
+export const ABC_COMMITS = 3;
 
 /** The rows `ticket` left behind, table by table. */
 async function rowsOf(pool: pg.Pool, ticket: string): Promise<Rows> {
@@ -67,13 +69,15 @@ function shares<T>(items: T[], n: number): T[][] {
 export interface RecordsFloor {
   /** Rows one contract writes. */
   rows: number;
-  /** Writes one contract's records under fresh ids, in FLOOR_COMMITS commits. */
+  /** Writes one contract's records under fresh ids, in its number of commits. */
   run(i: number): Promise<void>;
+  /** The same, as each commit's write in order, for a caller that works between them. */
+  commits(i: number): (() => Promise<void>)[];
   end(): Promise<void>;
 }
 
-/** A floor over `url`'s schema, copying the records of the contract ABC completed last there. */
-export async function recordsFloor(url: string, concurrency: number): Promise<RecordsFloor> {
+/** A floor over `url`'s schema, copying the records of the contract ABC completed last there, in `count` commits (at least 3). */
+export async function recordsFloor(url: string, concurrency: number, count = FLOOR_COMMITS): Promise<RecordsFloor> {
   const pool = new pg.Pool({ connectionString: url, max: concurrency });
   pool.on('error', () => {});
   const [last] = (await pool.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
@@ -96,25 +100,29 @@ export async function recordsFloor(url: string, concurrency: number): Promise<Re
   const prefix = `f${process.pid}`;
   // The commits: the ticket first (with its submit's event); its plan, steps and
   // contracts; then a share of the transitions, snapshots, facts and events per unit.
-  const perUnit = FLOOR_COMMITS - 2;
+  const perUnit = count - 2;
   const plan = (rows: Rows): Partial<Rows>[] => {
-    const unit = { transitions: shares(rows.execution_transitions, perUnit), snapshots: shares(rows.snapshots, perUnit), memory: shares(rows.memory, perUnit), events: shares(rows.ticket_events.slice(1), FLOOR_COMMITS - 1) };
+    const unit = { transitions: shares(rows.execution_transitions, perUnit), snapshots: shares(rows.snapshots, perUnit), memory: shares(rows.memory, perUnit), events: shares(rows.ticket_events.slice(1), count - 1) };
     return [
       { tickets: rows.tickets, ticket_events: rows.ticket_events.slice(0, 1) },
       { frozen_plans: rows.frozen_plans, ticket_steps: rows.ticket_steps, execution_contracts: rows.execution_contracts, ticket_events: unit.events[0] },
       ...Array.from({ length: perUnit }, (_, k) => ({ execution_transitions: unit.transitions[k], snapshots: unit.snapshots[k], memory: unit.memory[k], ticket_events: unit.events[k + 1] })),
     ];
   };
+  const commits = (i: number) => {
+    const copy = JSON.parse(text.replace(pattern, (id) => `${id}_${prefix}_${i}`)) as Rows;
+    const copyTicket = `${ticket}_${prefix}_${i}`;
+    return plan(copy).map((commit) => async () => {
+      const values = TABLES.map((t) => JSON.stringify(commit[t] ?? []));
+      await pool.query({ ...statement, values: [...values, copyTicket, commit.ticket_events?.length ?? 0] });
+    });
+  };
   return {
     rows: Object.values(template).reduce((n, rows) => n + rows.length, 0),
     run: async (i) => {
-      const copy = JSON.parse(text.replace(pattern, (id) => `${id}_${prefix}_${i}`)) as Rows;
-      const copyTicket = `${ticket}_${prefix}_${i}`;
-      for (const commit of plan(copy)) {
-        const values = TABLES.map((t) => JSON.stringify(commit[t] ?? []));
-        await pool.query({ ...statement, values: [...values, copyTicket, commit.ticket_events?.length ?? 0] });
-      }
+      for (const commit of commits(i)) await commit();
     },
+    commits,
     end: () => pool.end(),
   };
 }
