@@ -13,6 +13,8 @@ import { peerPath } from './peers.js';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const PER_ROUND = Number(process.env.BENCH_REQUESTS ?? 1000);
 const CHUNKS = 20;
+const STREAM_ROUNDS = Number(process.env.BENCH_STREAM_ROUNDS ?? 5);
+const STREAM_CALLS = Number(process.env.BENCH_STREAM_CALLS ?? 400);
 
 const COMPLETION = JSON.stringify({
   id: 'chatcmpl-bench', object: 'chat.completion', created: 0, model: 'gpt-4',
@@ -227,10 +229,22 @@ export async function llmProxy(): Promise<void> {
     console.log(`| added by the floor chain | ${fmt(percentile(fc, 50) - percentile(dc, 50))} | ${fmt(percentile(fc, 99) - percentile(dc, 99))} |`);
     record({ bench: 'llm-proxy', name: 'streaming, added per chunk p50', value: percentile(ac, 50) - percentile(dc, 50), unit: 'ms', ratio: percentile(ac, 50) / percentile(dc, 50), against: 'direct per-chunk p50', goal: '<= 0.25 ms' });
     record({ bench: 'llm-proxy', name: 'streaming, floor chain added per chunk p50', value: percentile(fc, 50) - percentile(dc, 50), unit: 'ms', ratio: (percentile(ac, 50) - percentile(dc, 50)) / (percentile(fc, 50) - percentile(dc, 50)), against: 'ABC added / floor added' });
-    const s16 = { direct: await loadCalls(200, 16, () => streamCall(direct)), floor: await loadCalls(200, 16, () => streamCall(floor)), abc: await loadCalls(200, 16, () => streamCall(viaAbc)) };
-    console.log(`\nstreamed calls (${CHUNKS} chunks) at concurrency 16: direct ${fmt(s16.direct.rps, 0)} req/s, floor chain ${fmt(s16.floor.rps, 0)} req/s (${fmt((100 * s16.floor.rps) / s16.direct.rps, 0)}%), ABC ${fmt(s16.abc.rps, 0)} req/s (${fmt((100 * s16.abc.rps) / s16.direct.rps, 0)}%)`);
-    record({ bench: 'llm-proxy', name: 'streaming c=16 req/s, floor chain', value: s16.floor.rps, unit: 'req/s', ratio: s16.floor.rps / s16.direct.rps, against: 'direct to the upstream' });
-    record({ bench: 'llm-proxy', name: 'streaming c=16 req/s', value: s16.abc.rps, unit: 'req/s', ratio: s16.abc.rps / s16.direct.rps, against: 'direct to the upstream', goal: '>= 0.25x' });
+    // Streamed calls at c=16: interleaved rounds, each side's ratio to direct taken within its round.
+    const s16: Record<'direct' | 'floor' | 'abc', number[]> = { direct: [], floor: [], abc: [] };
+    const s16Ratios: Record<'floor' | 'abc', number[]> = { floor: [], abc: [] };
+    for (let round = 0; round < STREAM_ROUNDS; round++) {
+      const order: ['direct' | 'floor' | 'abc', Target][] = [['direct', direct], ['floor', floor], ['abc', viaAbc]];
+      if (round % 2) order.reverse();
+      const rps: Partial<Record<'direct' | 'floor' | 'abc', number>> = {};
+      for (const [name, target] of order) rps[name] = (await loadCalls(STREAM_CALLS, 16, () => streamCall(target))).rps;
+      for (const name of ['direct', 'floor', 'abc'] as const) s16[name].push(rps[name]!);
+      for (const name of ['floor', 'abc'] as const) s16Ratios[name].push(rps[name]! / rps.direct!);
+    }
+    const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+    const [sd, sf, sa, rf, ra] = [median(s16.direct), median(s16.floor), median(s16.abc), median(s16Ratios.floor), median(s16Ratios.abc)];
+    console.log(`\nstreamed calls (${CHUNKS} chunks) at concurrency 16, ${STREAM_ROUNDS} interleaved rounds of ${STREAM_CALLS} (medians; ratios within each round): direct ${fmt(sd, 0)} req/s, floor chain ${fmt(sf, 0)} req/s (${fmt(100 * rf, 0)}%), ABC ${fmt(sa, 0)} req/s (${fmt(100 * ra, 0)}%); ABC by round: ${s16Ratios.abc.map((r) => `${fmt(100 * r, 0)}%`).join(', ')}`);
+    record({ bench: 'llm-proxy', name: 'streaming c=16 req/s, floor chain', value: sf, unit: 'req/s', ratio: rf, against: 'direct to the upstream' });
+    record({ bench: 'llm-proxy', name: 'streaming c=16 req/s', value: sa, unit: 'req/s', ratio: ra, against: 'direct to the upstream', goal: '>= 0.25x' });
 
     const plain = stat('abc/1');
     const rec = stat('recorded/1');
