@@ -6,7 +6,7 @@
 // straight in ABC's three commits (bench/records-floor.ts: the admission and the
 // plan before the steps, the rest after); the result back as JSON. No auth, no
 // validation, no plan, no state machine, no logs.
-// Arguments: a database URL holding a contract ABC completed. Prints its URL.
+// Arguments: a database URL and the ticket of a contract ABC completed there. Prints its URL.
 import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import pg from 'pg';
@@ -18,8 +18,8 @@ const service: ServiceDefinition = {
   submit: { path: '/floor.Floor/Submit', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
 };
 
-async function core(url: string): Promise<number> {
-  const records = await recordsFloor(url, 16, ABC_COMMITS);
+async function core(url: string, ticket: string): Promise<number> {
+  const records = await recordsFloor(url, ticket, 16, ABC_COMMITS);
   const pool = new pg.Pool({ connectionString: url, max: 16 });
   pool.on('error', () => {});
   const work = steps(packDbOver(pool));
@@ -55,7 +55,7 @@ async function gateway(port: number): Promise<string> {
 }
 
 if (isMainThread) {
-  const port = await core(process.argv[2]!);
+  const port = await core(process.argv[2]!, process.argv[3]!);
   // The gateway thread registers tsx's loader again, as `abc serve`'s does.
   const tsx = import.meta.resolve('tsx/esm/api');
   const boot = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`;

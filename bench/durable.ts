@@ -26,7 +26,7 @@ import { ensureDatabase } from '../src/store/database.js';
 import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
-import { ABC_COMMITS, FLOOR_COMMITS, recordsFloor } from './records-floor.js';
+import { ABC_COMMITS, FLOOR_COMMITS, lastContract, recordsFloor } from './records-floor.js';
 
 const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
 const THROUGHPUT_RUNS = Number(process.env.BENCH_THROUGHPUT_RUNS ?? 160);
@@ -78,8 +78,8 @@ async function abcSide(abc: AbcProcess, admin: pg.Pool): Promise<Side> {
 }
 
 /** The floor of a contract's path (bench/contract-floor.ts), in a process of its own like ABC. */
-async function pathFloorSide(url: string, admin: pg.Pool): Promise<Side> {
-  const floor = await startChild(['--import', 'tsx', 'bench/contract-floor.ts', url], (line) => (line.startsWith('http') ? line : undefined));
+async function pathFloorSide(url: string, ticket: string, admin: pg.Pool): Promise<Side> {
+  const floor = await startChild(['--import', 'tsx', 'bench/contract-floor.ts', url, ticket], (line) => (line.startsWith('http') ? line : undefined));
   try {
     return await measure(`Floor: HTTP -> gRPC, the 8 units, the records in ${ABC_COMMITS} commits`, admin, () => submitSync(floor.url, { 'content-type': 'application/json' }));
   } finally {
@@ -88,8 +88,8 @@ async function pathFloorSide(url: string, admin: pg.Pool): Promise<Side> {
 }
 
 /** The floor of ABC's records: the rows of a contract it finished, copied straight into its database. */
-async function floorSide(url: string, admin: pg.Pool): Promise<Side> {
-  const floor = await recordsFloor(url, CONCURRENCY);
+async function floorSide(url: string, ticket: string, admin: pg.Pool): Promise<Side> {
+  const floor = await recordsFloor(url, ticket, CONCURRENCY);
   let copies = 0;
   try {
     return await measure(`Floor: one contract's ${floor.rows} records, ${FLOOR_COMMITS} commits, no work`, admin, () => floor.run(copies++));
@@ -273,8 +273,10 @@ export async function durable(): Promise<void> {
     } finally {
       await abc.stop();
     }
-    floor = await floorSide(db.url, admin);
-    pathFloor = await pathFloorSide(db.url, admin);
+    // Both floors copy the contract ABC completed last, not each other's copies.
+    const template = await lastContract(db.url);
+    floor = await floorSide(db.url, template, admin);
+    pathFloor = await pathFloorSide(db.url, template, admin);
     for (const name of ['bench_dbos', 'bench_langgraph']) await ensureDatabase(databaseOn(db.url, 'postgres'), name);
     const dbos = await dbosSide(databaseOn(db.url, 'bench_dbos'), work, admin);
     sides.push(dbos.side);

@@ -76,13 +76,23 @@ export interface RecordsFloor {
   end(): Promise<void>;
 }
 
-/** A floor over `url`'s schema, copying the records of the contract ABC completed last there, in `count` commits (at least 3). */
-export async function recordsFloor(url: string, concurrency: number, count = FLOOR_COMMITS): Promise<RecordsFloor> {
+/** The contract ABC completed last in `url`'s database: a floor's template, taken before any floor writes its copies. */
+export async function lastContract(url: string): Promise<string> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const [last] = (await client.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
+    if (!last) throw new Error('a records floor copies a completed contract, and there is none');
+    return last.ticket;
+  } finally {
+    await client.end();
+  }
+}
+
+/** A floor over `url`'s schema, copying the records of contract `ticket`, in `count` commits (at least 3). */
+export async function recordsFloor(url: string, ticket: string, concurrency: number, count = FLOOR_COMMITS): Promise<RecordsFloor> {
   const pool = new pg.Pool({ connectionString: url, max: concurrency });
   pool.on('error', () => {});
-  const [last] = (await pool.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
-  if (!last) throw new Error('the records floor copies a completed contract, and there is none');
-  const ticket = last.ticket;
   const template = await rowsOf(pool, ticket);
   const statement = { name: 'records_floor', text: statementOf(await columnsOf(pool)) };
   // Every id of the template, renamed per copy; the GLOBAL entry's key with it.
