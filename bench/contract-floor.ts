@@ -25,7 +25,7 @@ async function core(url: string, ticket: string): Promise<number> {
   const work = steps(packDbOver(pool));
   let copies = 0;
   const submit = async (request: Buffer): Promise<Buffer> => {
-    JSON.parse(request.toString());
+    JSON.parse(request.toString()); // the request is read, as ABC's core reads it; nothing of it is checked
     const [admission, plan, rest] = records.commits(copies++);
     await admission!();
     await plan!();
