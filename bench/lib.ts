@@ -97,15 +97,7 @@ export async function startAbc(databaseUrl: string, env: Record<string, string> 
     env: { ...process.env, DATABASE_URL: databaseUrl, ABC_API_KEYS: key, ABC_HTTP_ADDR: '127.0.0.1:0', ABC_GRPC_ADDR: '127.0.0.1:0', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const { http, grpc } = await new Promise<{ http: string; grpc: string }>((resolve, reject) => {
-    let buffer = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffer += chunk.toString();
-      const line = buffer.split('\n').find((l) => l.includes('"ABC is ready"'));
-      if (line) resolve(JSON.parse(line));
-    });
-    child.once('exit', (code) => reject(new Error(`abc serve exited with ${code}`)));
-  });
+  const { http, grpc } = JSON.parse(await firstLine(child, (line) => (line.includes('"ABC is ready"') ? line : undefined), 'abc serve')) as { http: string; grpc: string };
   return {
     http,
     grpc,
@@ -121,18 +113,35 @@ export async function startAbc(databaseUrl: string, env: Record<string, string> 
 /** A child process that prints its URL on its first line of output. */
 export async function startChild(args: string[], url: (line: string) => string | undefined, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<{ url: string; stop(): void }> {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
-  const found = await new Promise<string>((resolve, reject) => {
+  return { url: await firstLine(child, (line) => url(line.trim()), args.join(' ')), stop: () => child.kill() };
+}
+
+/**
+ * What `pick` finds in the first line of a child's output that it accepts. The
+ * rest of the output is read and dropped: a reader left on it would scan every
+ * later line (an ABC logs each request), and the bench would pay for that.
+ */
+function firstLine(child: ChildProcess, pick: (line: string) => string | undefined, name: string): Promise<string> {
+  const stdout = child.stdout!;
+  return new Promise<string>((resolve, reject) => {
     let buffer = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
+    const read = (chunk: Buffer) => {
       buffer += chunk.toString();
-      for (const line of buffer.split('\n')) {
-        const u = url(line.trim());
-        if (u) return resolve(u);
+      const lines = buffer.split('\n');
+      buffer = lines.pop()!;
+      for (const line of lines) {
+        const found = pick(line);
+        if (found === undefined) continue;
+        stdout.off('data', read);
+        stdout.resume();
+        child.off('exit', exited);
+        return resolve(found);
       }
-    });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
+    };
+    const exited = (code: number | null) => reject(new Error(`${name} exited with ${code}`));
+    stdout.on('data', read);
+    child.once('exit', exited);
   });
-  return { url: found, stop: () => child.kill() };
 }
 
 /**
