@@ -66,6 +66,12 @@ export interface SseEvent {
 const TERMINAL = /"type"\s*:\s*"response\.(completed|failed|incomplete)"/;
 const ends = (path: LlmPath, e: SseEvent) => path === '/responses' && TERMINAL.test(e.data);
 
+/** The events one socket read brought, and the model that serves them. */
+export interface SseBatch {
+  model: string;
+  events: SseEvent[];
+}
+
 export interface UpstreamResponse {
   status: number;
   headers: Record<string, string>;
@@ -130,31 +136,42 @@ export class LlmUpstream {
   }
 
   /**
-   * A streaming call. Yields each SSE event (a chunk's JSON) as it arrives.
-   * Failures before the first yield are retried and fall back; after it they throw `stream_cut`.
+   * A streaming call. Yields the SSE events (chunks' JSON) of each socket read
+   * as one batch, as they arrive. Failures before the first batch are retried
+   * and fall back; after it they throw `stream_cut`.
    */
-  async *stream(path: LlmPath, body: Buffer, json: Record<string, unknown>, opts: CallOptions): AsyncGenerator<SseEvent & { model: string }> {
-    const opened = await this.#withFallbacks(body, json, opts, async (payload, model) => {
+  async *stream(path: LlmPath, body: Buffer, json: Record<string, unknown>, opts: CallOptions): AsyncGenerator<SseBatch> {
+    const { model, first, reads } = await this.#withFallbacks(body, json, opts, async (payload, model) => {
       const res = await this.#request('POST', path, payload, opts.signal, opts.traceparent);
       if (!ok(res)) {
         const bytes = await readAll(res, this.#opts.timeoutMs);
         throw new UpstreamError(`upstream answered HTTP ${res.statusCode}`, 'http', res.statusCode, bytes, relayedHeaders(res.headers));
       }
-      // Wait for the first event before committing to this upstream, so an early cut is still retried.
-      const events = readSse(res, opts.signal, this.#opts.timeoutMs);
-      const first = await events.next();
+      // Wait for the first events before committing to this upstream, so an early cut is still retried.
+      const reads = readSse(res, opts.signal, this.#opts.timeoutMs);
+      const first = await reads.next();
       if (first.done) throw new UpstreamError('upstream stream ended before any chunk', 'stream_cut', 502);
-      return { model, first: first.value, events };
+      return { model, first: first.value, reads };
     });
-    if (opened.first.data === '[DONE]') return;
-    yield { ...opened.first, model: opened.model };
-    let ended = ends(path, opened.first);
-    for await (const e of opened.events) {
-      if (e.data === '[DONE]') return;
-      yield { ...e, model: opened.model };
-      ended = ends(path, e);
+    try {
+      let ended = false;
+      for (let events = first; ; ) {
+        const done = events.findIndex((e) => e.data === '[DONE]');
+        const kept = done < 0 ? events : events.slice(0, done);
+        if (kept.length) {
+          ended = ends(path, kept[kept.length - 1]!);
+          yield { model, events: kept };
+        }
+        if (done >= 0) return;
+        const next = await reads.next();
+        if (next.done) break;
+        events = next.value;
+      }
+      if (!ended) throw new UpstreamError(`upstream stream ended without ${path === '/responses' ? 'its final event' : '[DONE]'}`, 'stream_cut', 502);
+    } finally {
+      // Ends the reader however this stream ends: a finished response keeps its connection.
+      await reads.return(undefined);
     }
-    if (!ended) throw new UpstreamError(`upstream stream ended without ${path === '/responses' ? 'its final event' : '[DONE]'}`, 'stream_cut', 502);
   }
 
   /** GET /v1/models, relayed. */
@@ -218,21 +235,16 @@ function bodyError(error: Error, kind: 'connection' | 'stream_cut', timeoutMs: n
   return new UpstreamError(`upstream ${kind === 'stream_cut' ? 'stream' : 'body'} broke: ${error.message}`, kind, 502, undefined, {}, { cause: error });
 }
 
-/** The SSE events of a response; the pool's body timeout bounds each read. */
-async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): AsyncGenerator<SseEvent> {
-  const queue: SseEvent[] = [];
-  const parser = createParser({ onEvent: (e) => queue.push(e.event ? { event: e.event, data: e.data } : { data: e.data }) });
+/** The SSE events of a response, a batch per socket read that completes any; the pool's body timeout bounds each read. */
+async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): AsyncGenerator<SseEvent[]> {
+  let parsed: SseEvent[] = [];
+  const parser = createParser({ onEvent: (e) => parsed.push(e.event ? { event: e.event, data: e.data } : { data: e.data }) });
   const decoder = new TextDecoder();
   const iterator = res.body[Symbol.asyncIterator]();
   let ended = false;
   let sawDone = false;
   try {
     for (;;) {
-      while (queue.length) {
-        const event = queue.shift()!;
-        sawDone ||= event.data === '[DONE]';
-        yield event;
-      }
       let next: IteratorResult<Buffer>;
       try {
         next = await iterator.next();
@@ -242,9 +254,13 @@ async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): 
       }
       if (next.done) break;
       parser.feed(decoder.decode(next.value, { stream: true }));
+      if (!parsed.length) continue;
+      const events = parsed;
+      parsed = [];
+      sawDone ||= events.some((e) => e.data === '[DONE]');
+      yield events;
     }
     ended = true;
-    while (queue.length) yield queue.shift()!;
   } finally {
     // A finished response keeps its connection for reuse: after [DONE] only its end is left
     // to read (the pool's body timeout bounds the wait).

@@ -17,7 +17,6 @@ import type { Logger } from '../runtime/log.js';
 import { failSpan, SpanKind, startSpan, traceparentOf, type Span } from '../runtime/tracing.js';
 import type { Orm } from '../store/orm.js';
 import { EventWriter } from './event-writer.js';
-import { byTick } from '../runtime/by-tick.js';
 import type { EventAppender } from '../store/event-appender.js';
 import { addRunTokens, findRun } from '../store/run-store.js';
 
@@ -132,10 +131,11 @@ export class LlmProxy {
     let sent = 0;
     let outcome: unknown = null;
     try {
-      for await (const chunks of byTick(this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent }))) {
+      // What one socket read brought leaves as one batch.
+      for await (const batch of this.#upstream().stream(endpoint.path, body, json, { signal: ctx.signal, onRetry: (a) => this.#retried(call, a), traceparent: call.traceparent })) {
+        call.servedBy = batch.model;
         const events: ServerSentEvent[] = [];
-        for (const chunk of chunks) {
-          call.servedBy = chunk.model;
+        for (const chunk of batch.events) {
           const usage = endpoint.streamUsage?.(chunk.data);
           if (usage) {
             call.usage = usage.usage;
