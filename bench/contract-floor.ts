@@ -7,16 +7,13 @@
 // plan before the steps, the rest after); the result back as JSON. No auth, no
 // validation, no plan, no state machine, no logs.
 // Arguments: a database URL and the ticket of a contract ABC completed there. Prints its URL.
-import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import pg from 'pg';
 import { steps, packDbOver, type Outputs } from './portfolio-steps.js';
 import { ABC_COMMITS, recordsFloor } from './records-floor.js';
+import { bytesClient, bytesService, serveBytes } from './bytes-rpc.js';
 
-const bytes = (b: Buffer) => b;
-const service: ServiceDefinition = {
-  submit: { path: '/floor.Floor/Submit', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
-};
+const service = bytesService('Floor', { submit: 'unary' });
 
 async function core(url: string, ticket: string): Promise<number> {
   const records = await recordsFloor(url, ticket, 16, ABC_COMMITS);
@@ -34,19 +31,16 @@ async function core(url: string, ticket: string): Promise<number> {
     await rest!();
     return Buffer.from(JSON.stringify({ kind: 'result', result: (outputs.report as { result: unknown }).result }));
   };
-  const server = new Server();
-  server.addService(service, {
+  return serveBytes(service, {
     submit: (call: { request: Buffer }, callback: (e: Error | null, res?: Buffer) => void) => {
       submit(call.request).then((res) => callback(null, res), (error: Error) => callback(error));
     },
   });
-  return new Promise((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
 }
 
 async function gateway(port: number): Promise<string> {
   const { default: Fastify } = await import('fastify');
-  const Client = makeGenericClientConstructor(service, 'Floor');
-  const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as { submit(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void };
+  const client = bytesClient<{ submit(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, 'Floor', port);
   const app = Fastify();
   app.post('/v1/contracts:submit', (req, reply) =>
     new Promise((resolve) => client.submit(Buffer.from(JSON.stringify(req.body)), (e, res) => resolve(e ? reply.code(502).send({ error: e.message }) : reply.type('application/json').send(res)))),

@@ -2,20 +2,15 @@
 // ABC (Fastify -> grpc-js over a loopback socket -> undici -> upstream) with none of
 // ABC's work: no auth, no validation, no accounting, no logs, no SSE parsing (a
 // stream goes through as the bytes of each socket read). Prints its URL.
-import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import Fastify from 'fastify';
 import { Pool } from 'undici';
+import { bytesClient, bytesService, serveBytes } from './bytes-rpc.js';
 
 const upstream = new URL(process.argv[2]!);
-const bytes = (b: Buffer) => b;
-const service: ServiceDefinition = {
-  complete: { path: '/floor.Floor/Complete', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
-  stream: { path: '/floor.Floor/Stream', requestStream: false, responseStream: true, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
-};
+const service = bytesService('Floor', { complete: 'unary', stream: 'server-stream' });
 
 const pool = new Pool(upstream.origin, { connections: 256 });
-const server = new Server();
-server.addService(service, {
+const port = await serveBytes(service, {
   complete: async (call: { request: Buffer }, callback: (e: Error | null, res?: Buffer) => void) => {
     try {
       const res = await pool.request({ method: 'POST', path: `${upstream.pathname}/chat/completions`, headers: { 'content-type': 'application/json' }, body: call.request });
@@ -35,12 +30,10 @@ server.addService(service, {
     }
   },
 });
-const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-const Client = makeGenericClientConstructor(service, 'Floor');
-const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as {
+const client = bytesClient<{
   complete(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void;
   stream(req: Buffer): NodeJS.EventEmitter & { cancel(): void };
-};
+}>(service, 'Floor', port);
 
 const app = Fastify();
 app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));

@@ -9,12 +9,13 @@
 // connection has ready together travel in one gRPC message and one socket
 // write. Prints its URL.
 // Arguments: a database URL and the agent's URL.
-import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition, type ServerDuplexStream } from '@grpc/grpc-js';
+import type { ClientDuplexStream, ServerDuplexStream } from '@grpc/grpc-js';
 import websocket from '@fastify/websocket';
 import { createParser } from 'eventsource-parser';
 import Fastify from 'fastify';
 import pg from 'pg';
 import { request } from 'undici';
+import { bytesClient, bytesService, serveBytes } from './bytes-rpc.js';
 
 const [url, agentUrl] = process.argv.slice(2) as [string, string];
 const pool = new pg.Pool({ connectionString: url, max: 16 });
@@ -91,15 +92,9 @@ function connect(call: ServerDuplexStream<Buffer, Buffer>): void {
   call.on('end', () => call.end());
 }
 
-const bytes = (b: Buffer) => b;
-const service: ServiceDefinition = {
-  connect: { path: '/floor.Im/Connect', requestStream: true, responseStream: true, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
-};
-const server = new Server();
-server.addService(service, { connect });
-const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-const Client = makeGenericClientConstructor(service, 'Im');
-const core = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as { connect(): import('@grpc/grpc-js').ClientDuplexStream<Buffer, Buffer> };
+const service = bytesService('Im', { connect: 'bidi' });
+const port = await serveBytes(service, { connect });
+const core = bytesClient<{ connect(): ClientDuplexStream<Buffer, Buffer> }>(service, 'Im', port);
 
 // The gateway's side: a WebSocket per client, a gRPC stream per WebSocket.
 const app = Fastify();

@@ -4,28 +4,22 @@
 // no validation, no logs. `/sql/NAME/ARG` skips the gRPC hop (HTTP + SELECT).
 // Arguments: a database URL and a JSON object of named queries taking $1.
 // Prints its URL.
-import { Server, ServerCredentials, credentials, makeGenericClientConstructor, type ServiceDefinition } from '@grpc/grpc-js';
 import Fastify from 'fastify';
 import pg from 'pg';
+import { bytesClient, bytesService, serveBytes } from './bytes-rpc.js';
 
 const pool = new pg.Pool({ connectionString: process.argv[2], max: 16 });
 const queries = JSON.parse(process.argv[3]!) as Record<string, string>;
 const read = async (name: string, arg: string) => Buffer.from(JSON.stringify((await pool.query(queries[name]!, [arg])).rows));
 
-const bytes = (b: Buffer) => b;
-const service: ServiceDefinition = {
-  read: { path: '/floor.Floor/Read', requestStream: false, responseStream: false, requestSerialize: bytes, requestDeserialize: bytes, responseSerialize: bytes, responseDeserialize: bytes },
-};
-const server = new Server();
-server.addService(service, {
+const service = bytesService('Floor', { read: 'unary' });
+const port = await serveBytes(service, {
   read: (call: { request: Buffer }, callback: (e: Error | null, res?: Buffer) => void) => {
     const { name, arg } = JSON.parse(call.request.toString()) as { name: string; arg: string };
     read(name, arg).then((res) => callback(null, res), (error: Error) => callback(error));
   },
 });
-const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-const Client = makeGenericClientConstructor(service, 'Floor');
-const client = new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as { read(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void };
+const client = bytesClient<{ read(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, 'Floor', port);
 
 const app = Fastify();
 app.get<{ Params: { name: string; arg: string } }>('/sql/:name/:arg', async (req, reply) => reply.type('application/json').send(await read(req.params.name, req.params.arg)));
