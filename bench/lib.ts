@@ -14,6 +14,9 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** The median of unsorted figures. */
+export const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+
 export const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 
 /** One figure of a bench, for bench/results.json. `ratio` is against the baseline named in `against`. */

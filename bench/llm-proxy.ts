@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, median, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
 import { peerPath } from './peers.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -183,8 +183,7 @@ export async function llmProxy(): Promise<void> {
     }
     const stat = (key: string) => {
       const sorted = [...results[key]!.latencies].sort((a, b) => a - b);
-      const rps = [...results[key]!.rps].sort((a, b) => a - b);
-      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), rps: percentile(rps, 50) };
+      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), rps: median(results[key]!.rps) };
     };
     console.log(`\n## llm-proxy: JSON chat completions (${ROUNDS} interleaved rounds)`);
     console.log('| case | direct p50 / p99 ms | ABC p50 / p99 ms | p50 ratio | p99 ratio | direct req/s | ABC req/s | ABC / direct req/s |');
@@ -240,7 +239,6 @@ export async function llmProxy(): Promise<void> {
       for (const name of ['direct', 'floor', 'abc'] as const) s16[name].push(rps[name]!);
       for (const name of ['floor', 'abc'] as const) s16Ratios[name].push(rps[name]! / rps.direct!);
     }
-    const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
     const [sd, sf, sa, rf, ra] = [median(s16.direct), median(s16.floor), median(s16.abc), median(s16Ratios.floor), median(s16Ratios.abc)];
     console.log(`\nstreamed calls (${CHUNKS} chunks) at concurrency 16, ${STREAM_ROUNDS} interleaved rounds of ${STREAM_CALLS} (medians; ratios within each round): direct ${fmt(sd, 0)} req/s, floor chain ${fmt(sf, 0)} req/s (${fmt(100 * rf, 0)}%), ABC ${fmt(sa, 0)} req/s (${fmt(100 * ra, 0)}%); ABC by round: ${s16Ratios.abc.map((r) => `${fmt(100 * r, 0)}%`).join(', ')}`);
     record({ bench: 'llm-proxy', name: 'streaming c=16 req/s, floor chain', value: sf, unit: 'req/s', ratio: rf, against: 'direct to the upstream' });

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { benchDatabase, fmt, loadCalls, percentile, startAbc, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, median, percentile, startAbc, type AbcProcess } from './lib.js';
 import { runToken, startUpstream } from './llm-proxy.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
@@ -80,7 +80,7 @@ export async function pep(): Promise<void> {
     }
     const stat = (key: string) => {
       const sorted = [...results[key]!.latencies].sort((a, b) => a - b);
-      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), rps: percentile([...results[key]!.rps].sort((a, b) => a - b), 50) };
+      return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), rps: median(results[key]!.rps) };
     };
     console.log(`\n## pep: the policy's cost on tool calls and LLM calls (${ROUNDS} interleaved rounds)`);
     console.log('| path | concurrency | no policy p50 / p99 ms | policy p50 / p99 ms | p50 ratio | no policy req/s | policy req/s | req/s ratio |');

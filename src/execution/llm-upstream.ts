@@ -150,27 +150,22 @@ export class LlmUpstream {
       // Wait for the first events before committing to this upstream, so an early cut is still retried.
       const reads = readSse(res, opts.signal, this.#opts.timeoutMs);
       const first = await reads.next();
-      if (first.done) throw new UpstreamError('upstream stream ended before any chunk', 'stream_cut', 502);
-      return { model, first: first.value, reads };
+      if (first.done && !first.value) throw new UpstreamError('upstream stream ended before any chunk', 'stream_cut', 502);
+      return { model, first, reads };
     });
     try {
+      let next = first;
       let ended = false;
-      for (let events = first; ; ) {
-        const done = events.findIndex((e) => e.data === '[DONE]');
-        const kept = done < 0 ? events : events.slice(0, done);
-        if (kept.length) {
-          ended = ends(path, kept[kept.length - 1]!);
-          yield { model, events: kept };
-        }
-        if (done >= 0) return;
-        const next = await reads.next();
-        if (next.done) break;
-        events = next.value;
+      while (!next.done) {
+        ended = ends(path, next.value[next.value.length - 1]!);
+        yield { model, events: next.value };
+        next = await reads.next();
       }
-      if (!ended) throw new UpstreamError(`upstream stream ended without ${path === '/responses' ? 'its final event' : '[DONE]'}`, 'stream_cut', 502);
+      // A stream ends well with [DONE], or (Responses) with its final event.
+      if (!next.value && !ended) throw new UpstreamError(`upstream stream ended without ${path === '/responses' ? 'its final event' : '[DONE]'}`, 'stream_cut', 502);
     } finally {
       // Ends the reader however this stream ends: a finished response keeps its connection.
-      await reads.return(undefined);
+      await reads.return(false);
     }
   }
 
@@ -235,8 +230,12 @@ function bodyError(error: Error, kind: 'connection' | 'stream_cut', timeoutMs: n
   return new UpstreamError(`upstream ${kind === 'stream_cut' ? 'stream' : 'body'} broke: ${error.message}`, kind, 502, undefined, {}, { cause: error });
 }
 
-/** The SSE events of a response, a batch per socket read that completes any; the pool's body timeout bounds each read. */
-async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): AsyncGenerator<SseEvent[]> {
+/**
+ * The SSE events of a response, a batch per socket read that completes any,
+ * up to `[DONE]`; it returns whether `[DONE]` came. The pool's body timeout
+ * bounds each read.
+ */
+async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): AsyncGenerator<SseEvent[], boolean> {
   let parsed: SseEvent[] = [];
   const parser = createParser({ onEvent: (e) => parsed.push(e.event ? { event: e.event, data: e.data } : { data: e.data }) });
   const decoder = new TextDecoder();
@@ -257,10 +256,18 @@ async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): 
       if (!parsed.length) continue;
       const events = parsed;
       parsed = [];
-      sawDone ||= events.some((e) => e.data === '[DONE]');
-      yield events;
+      const done = events.findIndex((e) => e.data === '[DONE]');
+      if (done < 0) {
+        yield events;
+        continue;
+      }
+      // Anything after [DONE] is not relayed.
+      sawDone = true;
+      if (done > 0) yield events.slice(0, done);
+      return true;
     }
     ended = true;
+    return false;
   } finally {
     // A finished response keeps its connection for reuse: after [DONE] only its end is left
     // to read (the pool's body timeout bounds the wait).

@@ -219,6 +219,35 @@ describe('resilience', () => {
     expect(parts).toEqual(['Hel']);
   });
 
+  it('ends a stream whose body ends without [DONE] with a well-formed error', async () => {
+    upstream.behave((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(`data: ${JSON.stringify(chunk(req.json.model, { content: 'Hel' }))}\n\n`);
+    });
+    const stream = await client.chat.completions.create({ model: 'gpt-4', messages, stream: true });
+    const parts: string[] = [];
+    const read = (async () => {
+      for await (const c of stream) parts.push(c.choices[0]?.delta.content ?? '');
+    })();
+    await expect(read).rejects.toMatchObject({ message: expect.stringContaining('without [DONE]') });
+    expect(parts).toEqual(['Hel']);
+  });
+
+  it('relays nothing after [DONE], even from the same read, and an empty stream is not an error', async () => {
+    upstream.behave((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const line = (content: string) => `data: ${JSON.stringify(chunk(req.json.model, { content }))}\n\n`;
+      res.end(req.json.messages[0].content === 'empty' ? 'data: [DONE]\n\n' : `${line('a')}data: [DONE]\n\n${line('b')}`);
+    });
+    const read = async (content: string) => {
+      const parts: string[] = [];
+      for await (const c of await client.chat.completions.create({ model: 'gpt-4', messages: [{ role: 'user', content }], stream: true })) parts.push(c.choices[0]?.delta.content ?? '');
+      return parts;
+    };
+    expect(await read('hello')).toEqual(['a']);
+    expect(await read('empty')).toEqual([]);
+  });
+
   it('propagates a client abort to the upstream', async () => {
     upstream.behave(async (req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
