@@ -93,12 +93,10 @@ export class ApiKeys {
   /** The key's principal, or null when the key is unknown or revoked. Cached for 10 s. */
   async verify(key: string): Promise<KeyPrincipal | null> {
     const keyHash = hashKey(key);
-    const hit = this.#cache.get(keyHash);
-    if (hit) return hit.value;
-    const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
-    const principal: KeyPrincipal | null = row ? toPrincipal(row) : null;
-    this.#cache.set(keyHash, principal);
-    return principal;
+    return this.#cache.getOrLoad(keyHash, async () => {
+      const row = await this.#orm.em.fork().findOne(ApiKey, { keyHash, revokedAt: null });
+      return row ? toPrincipal(row) : null;
+    });
   }
 
   async count(): Promise<number> {

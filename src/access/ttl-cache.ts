@@ -1,8 +1,11 @@
 // A bounded cache of credential lookups: entries expire after `ttlMs`, and when
 // full the oldest goes first, so a flood of random credentials cannot grow memory.
+// Callers that miss on one key together share one lookup.
 
 export class TtlCache<V> {
   readonly #entries = new Map<string, { value: V; until: number }>();
+  /** Lookups under way, by key; a failed one is not cached. */
+  readonly #loading = new Map<string, Promise<V>>();
 
   constructor(
     readonly ttlMs: number,
@@ -25,5 +28,19 @@ export class TtlCache<V> {
   set(key: string, value: V): void {
     if (this.#entries.size >= this.max) this.#entries.delete(this.#entries.keys().next().value!);
     this.#entries.set(key, { value, until: Date.now() + this.ttlMs });
+  }
+
+  /** The live value for `key`, else what `load` finds, cached: a burst of misses on one key loads it once. */
+  getOrLoad(key: string, load: () => Promise<V>): Promise<V> {
+    const hit = this.get(key);
+    if (hit) return Promise.resolve(hit.value);
+    let loading = this.#loading.get(key);
+    if (!loading) {
+      loading = load()
+        .then((value) => (this.set(key, value), value))
+        .finally(() => this.#loading.delete(key));
+      this.#loading.set(key, loading);
+    }
+    return loading;
   }
 }

@@ -25,4 +25,24 @@ describe('credential cache', () => {
     expect(cache.get('b')?.value).toBe(2);
     expect(cache.get('c')?.value).toBe(3);
   });
+
+  it('loads a key once for a burst of misses, and keeps no failed lookup', async () => {
+    const cache = new TtlCache<string | null>(60_000, 10);
+    let loads = 0;
+    const lookup = async () => {
+      loads++;
+      await new Promise((r) => setTimeout(r, 5));
+      return 'principal';
+    };
+    expect(await Promise.all(Array.from({ length: 50 }, () => cache.getOrLoad('k', lookup)))).toEqual(Array(50).fill('principal'));
+    expect(loads).toBe(1);
+    expect(await cache.getOrLoad('k', lookup)).toBe('principal');
+    expect(loads).toBe(1);
+
+    const failing = () => Promise.reject(new Error('database away'));
+    await expect(Promise.all([cache.getOrLoad('other', failing), cache.getOrLoad('other', failing)])).rejects.toThrow('database away');
+    expect(cache.get('other')).toBeUndefined();
+    expect(await cache.getOrLoad('other', async () => null)).toBeNull();
+    expect(cache.get('other')).toEqual(expect.objectContaining({ value: null }));
+  });
 });

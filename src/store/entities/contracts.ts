@@ -154,6 +154,11 @@ export const ExecutionContract = defineEntity({
     { properties: ['runId', 'subjectId'], name: 'idx_execution_contracts_run_subject' },
     { properties: ['ticket', 'subjectId'], name: 'idx_execution_contracts_subject' },
     { properties: ['idempotencyKey'], name: 'idx_execution_contracts_idempotency' },
+    // Seed 004 resume alignment looks for a completed irreversible action by key and session.
+    {
+      name: 'idx_execution_contracts_irreversible_done',
+      expression: `create index "idx_execution_contracts_irreversible_done" on "execution_contracts" ("idempotency_key", "session_id") where status = 'completed' and irreversible`,
+    },
   ],
   properties: {
     executionId: p.string().length(64).primary(),
