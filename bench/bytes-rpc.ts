@@ -32,7 +32,7 @@ export function serveBytes(service: ServiceDefinition, impl: UntypedServiceImple
 }
 
 /** A client of `service` at `port`; its caller names the methods' types. */
-export function bytesClient<T>(service: ServiceDefinition, name: string, port: number): T {
-  const Client = makeGenericClientConstructor(service, name);
+export function bytesClient<T>(service: ServiceDefinition, port: number): T {
+  const Client = makeGenericClientConstructor(service, 'floor');
   return new Client(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as T;
 }

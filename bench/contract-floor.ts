@@ -40,7 +40,7 @@ async function core(url: string, ticket: string): Promise<number> {
 
 async function gateway(port: number): Promise<string> {
   const { default: Fastify } = await import('fastify');
-  const client = bytesClient<{ submit(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, 'Floor', port);
+  const client = bytesClient<{ submit(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, port);
   const app = Fastify();
   app.post('/v1/contracts:submit', (req, reply) =>
     new Promise((resolve) => client.submit(Buffer.from(JSON.stringify(req.body)), (e, res) => resolve(e ? reply.code(502).send({ error: e.message }) : reply.type('application/json').send(res)))),

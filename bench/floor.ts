@@ -33,7 +33,7 @@ const port = await serveBytes(service, {
 const client = bytesClient<{
   complete(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void;
   stream(req: Buffer): NodeJS.EventEmitter & { cancel(): void };
-}>(service, 'Floor', port);
+}>(service, port);
 
 const app = Fastify();
 app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));

@@ -94,7 +94,7 @@ function connect(call: ServerDuplexStream<Buffer, Buffer>): void {
 
 const service = bytesService('Im', { connect: 'bidi' });
 const port = await serveBytes(service, { connect });
-const core = bytesClient<{ connect(): ClientDuplexStream<Buffer, Buffer> }>(service, 'Im', port);
+const core = bytesClient<{ connect(): ClientDuplexStream<Buffer, Buffer> }>(service, port);
 
 // The gateway's side: a WebSocket per client, a gRPC stream per WebSocket.
 const app = Fastify();

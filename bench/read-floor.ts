@@ -19,7 +19,7 @@ const port = await serveBytes(service, {
     read(name, arg).then((res) => callback(null, res), (error: Error) => callback(error));
   },
 });
-const client = bytesClient<{ read(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, 'Floor', port);
+const client = bytesClient<{ read(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, port);
 
 const app = Fastify();
 app.get<{ Params: { name: string; arg: string } }>('/sql/:name/:arg', async (req, reply) => reply.type('application/json').send(await read(req.params.name, req.params.arg)));

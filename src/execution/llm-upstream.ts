@@ -240,8 +240,8 @@ async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): 
   const parser = createParser({ onEvent: (e) => parsed.push(e.event ? { event: e.event, data: e.data } : { data: e.data }) });
   const decoder = new TextDecoder();
   const iterator = res.body[Symbol.asyncIterator]();
-  let ended = false;
-  let sawDone = false;
+  /** How the read ended: the body's end, or `[DONE]` with the body's end still to come. */
+  let end: 'body' | 'done' | undefined;
   try {
     for (;;) {
       let next: IteratorResult<Buffer>;
@@ -262,16 +262,16 @@ async function* readSse(res: Response, signal: AbortSignal, timeoutMs: number): 
         continue;
       }
       // Anything after [DONE] is not relayed.
-      sawDone = true;
+      end = 'done';
       if (done > 0) yield events.slice(0, done);
       return true;
     }
-    ended = true;
+    end = 'body';
     return false;
   } finally {
     // A finished response keeps its connection for reuse: after [DONE] only its end is left
     // to read (the pool's body timeout bounds the wait).
-    if (!ended && sawDone && !signal.aborted) void res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
-    else if (!ended) res.body.destroy();
+    if (end === 'done' && !signal.aborted) void res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
+    else if (end !== 'body') res.body.destroy();
   }
 }
