@@ -39,12 +39,15 @@ export async function contracts(): Promise<void> {
 
     // Warm-up: compile paths, fill pools.
     for (let i = 0; i < 20; i++) await submit('sync');
+    await loadCalls(SUBMITS / 2, CONCURRENCY, () => floor.get('grpc', 'submit', randomUUID()));
 
-    // 1. Submits per second (async: the ticket and its job commit, then the answer),
-    //    and the floor of a durable submit through a gateway: HTTP -> gRPC -> one INSERT committed.
+    // 1. The floor of a durable submit through a gateway (HTTP -> gRPC -> one INSERT
+    //    committed), while ABC is idle; then ABC's submits per second (async: the
+    //    ticket and its job commit, then the answer). ABC's workers start on the
+    //    contracts at once and run on after the burst, so the floor goes first.
+    const submitFloor = (await loadCalls(SUBMITS, CONCURRENCY, () => floor.get('grpc', 'submit', randomUUID()))).rps;
     const tickets: string[] = [];
     const submitsPerSec = (await loadCalls(SUBMITS, CONCURRENCY, async () => tickets.push((await submit('async')).ticket))).rps;
-    const submitFloor = (await loadCalls(SUBMITS, CONCURRENCY, () => floor.get('grpc', 'submit', randomUUID()))).rps;
 
     // Let the queue drain so polls read settled rows.
     for (const t of tickets.slice(-CONCURRENCY)) while (!['SUCCEEDED', 'FAILED'].includes((await poll(t, 5000)).status));
