@@ -185,7 +185,7 @@ export class Runs {
     let started: { firstId: string; run: RunRow; events?: StoredEvent[] } | undefined;
     try {
       // A run with nothing to record elsewhere starts in one statement; a refused one goes the transactional way, which says why.
-      started = cmd.onCreated ? undefined : await this.#delivering(newRun, () => startRun(this.#em(), newRun, cmd.message.content, events, this.#opts.bus.origin));
+      started = cmd.onCreated ? undefined : await this.#opts.bus.deliver(newRun, (origin) => startRun(this.#em(), newRun, cmd.message.content, events, origin));
       started ??= await this.#em().transactional(async (tx) => {
         const owner = await ensureSession(tx, cmd.sessionId, cmd.userId, cmd.tenantId);
         if (owner.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
@@ -528,7 +528,7 @@ export class Runs {
     // A retry after a lost commit finds the run ended and is refused as a whole.
     await retryWhileUnavailable(async () => {
       // A running run completes in one statement; a paused or ended one goes the transactional way.
-      if (await this.#delivering(run, () => completeRun(this.#em(), run, { content: finalMessage, metadata }, events, this.#opts.bus.origin))) return;
+      if (await this.#opts.bus.deliver(run, (origin) => completeRun(this.#em(), run, { content: finalMessage, metadata }, events, origin))) return;
       await this.#em().transactional(async (tx) => {
         const status = await lockRunStatus(tx, run.runId);
         if (status === 'PAUSED_WAITING_APPROVAL' || status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, status, usage, finalMessage);
@@ -550,23 +550,6 @@ export class Runs {
     await appendEvents(tx, run.runId, [{ type: 'agent_done_while_paused', payload: { status, final_message: finalMessage, usage, outcome: 'resumes_after_wait' } }]);
     await releaseRunLease(tx, run.runId);
     this.#log.warn({ runId: run.runId, status }, 'the agent finished while its run waits; the run resumes the agent after the wait');
-  }
-
-  /**
-   * A one-statement write whose events this process hands to its own watchers
-   * (its notification names this process). If the write fails, it may still
-   * have committed: the watchers here read the log instead.
-   */
-  async #delivering<T extends { events: StoredEvent[] }>(run: { runId: string; sessionId: string }, write: () => Promise<T | undefined>): Promise<T | undefined> {
-    let written: T | undefined;
-    try {
-      written = await write();
-    } catch (error) {
-      this.#opts.bus.reread(run.runId, run.sessionId);
-      throw error;
-    }
-    if (written) this.#opts.bus.publish(written.events);
-    return written;
   }
 
   async #fail(run: RunRow, error: { code: string; message: string; reason: string; retryable: boolean; agent_code?: string }): Promise<void> {

@@ -16,7 +16,7 @@ import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../
 import { newId } from '../runtime/new-id.js';
 import { EVENTS_CHANNEL, appendArgs, type NewEvent } from '../store/event-log.js';
 import { moveFacts, moveTime, summariseOutcome } from '../store/execution-contracts.js';
-import { moveCallRow, openCallRow, type ToolCallRow } from '../store/tool-call-store.js';
+import { moveCallRow, openCallRow, type CallCommit } from '../store/tool-call-store.js';
 import { movesOf } from './tool-contracts.js';
 
 /** A hop of a call, with the events logged before its `tool_call_state`. */
@@ -58,10 +58,17 @@ const CONTRACT_STATE_OF: Partial<Record<ToolCallState, ExecutionState>> = { CREA
 
 /**
  * Opens a call through `hops` in one statement, with the key's claim: the row
- * as written, or undefined when nothing was written (a live claim of the key,
- * a run that ended, an irreversible action of the key that completed).
+ * as written and the events appended, or undefined when nothing was written (a
+ * live claim of the key, a run that ended, an irreversible action of the key
+ * that completed). `origin` is as for openCallRow.
  */
-export async function openCall(em: EntityManager, c: OpenCall): Promise<ToolCallRow | undefined> {
+export async function openCall(em: EntityManager, c: OpenCall, origin: string): Promise<CallCommit | undefined> {
+  const arg = openCallArg(c);
+  return arg && openCallRow(em, arg, origin);
+}
+
+/** abc_open_tool_call's argument for `c`; undefined for hops the machines refuse. */
+export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
   const created = moveTime();
   const path = pathOf('CREATED', c.toolCallId, c.hops, 'pending');
   if (!path) return undefined;
@@ -70,7 +77,7 @@ export async function openCall(em: EntityManager, c: OpenCall): Promise<ToolCall
     e.type === 'execution_state' ? { ...e, payload: { ...e.payload, execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), has_side_effects: c.contract.irreversible } } : e,
   );
   const { input, wanted } = appendArgs([{ runId: c.runId, events: [...c.created, ...contractEvents], onlyIfActive: false }]);
-  const arg = {
+  return {
     call: {
       tool_call_id: c.toolCallId, run_id: c.runId, tool_name: c.toolName, kind: c.kind, status: path.to, args: c.args, idempotency_key: c.idempotencyKey,
       timeout_ms: c.timeoutMs, traceparent: c.traceparent, hops: c.hops.length, started: c.hops.some((h) => h.trigger === 'start'),
@@ -87,17 +94,22 @@ export async function openCall(em: EntityManager, c: OpenCall): Promise<ToolCall
     wanted,
     channel: EVENTS_CHANNEL,
   };
-  return openCallRow(em, arg);
 }
 
-/** Moves a call by one hop in one statement: the row as written, or undefined when nothing was written. */
-export async function moveCall(em: EntityManager, m: MoveCall): Promise<ToolCallRow | undefined> {
+/** Moves a call by one hop in one statement: as openCall. */
+export async function moveCall(em: EntityManager, m: MoveCall, origin: string): Promise<CallCommit | undefined> {
+  const arg = moveCallArg(m);
+  return arg && moveCallRow(em, arg, origin);
+}
+
+/** abc_move_tool_call's argument for `m`; undefined for a hop the machines refuse. */
+export function moveCallArg(m: MoveCall): Record<string, unknown> | undefined {
   const from = CONTRACT_STATE_OF[m.from];
   const path = from && pathOf(m.from, m.toolCallId, [m.hop], from);
   if (!path) return undefined;
   const { input, wanted } = appendArgs([{ runId: m.runId, events: path.events, onlyIfActive: false }]);
   const terminal = EXECUTION_CONTRACT_MACHINE.isTerminal(path.contract.to);
-  const arg = {
+  return {
     tool_call_id: m.toolCallId,
     from: m.from,
     to: path.to,
@@ -116,7 +128,6 @@ export async function moveCall(em: EntityManager, m: MoveCall): Promise<ToolCall
     wanted,
     channel: EVENTS_CHANNEL,
   };
-  return moveCallRow(em, arg);
 }
 
 /** The hops by the machines' tables with their events, as the move-by-move writer logs them; undefined for a hop it refuses. */

@@ -30,7 +30,7 @@ import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
-import { moveCall, openCall } from './tool-call-commits.js';
+import { moveCall, openCall, type OpenCall } from './tool-call-commits.js';
 import {
   answerIdempotencyKey,
   APPROVALS,
@@ -68,6 +68,9 @@ export type InvokeOutcome =
   | { status: 'succeeded'; toolCallId: string; result: unknown }
   | { status: 'pending'; toolCallId: string; reason: 'waiting_approval' | 'waiting_client' | 'running' }
   | { status: 'failed'; toolCallId: string; error: { code: string; message: string } };
+
+/** What running a call needs of its run: its log's keys, its tenant and its trace. */
+type CallRun = Pick<RunRow, 'runId' | 'sessionId' | 'tenantId' | 'traceId'>;
 
 export interface ToolCallsOptions {
   orm: Orm;
@@ -135,9 +138,10 @@ export class ToolCalls {
     if (principal?.kind === 'run' && principal.runId !== req.runId) {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may invoke tools only for its own run' });
     }
-    const run = await findRun(this.#em(), req.runId);
+    const em = this.#em();
+    const run = await findRun(em, req.runId);
     if (!run || !seesRun(principal, run)) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
-    const tool = await getTool(this.#em(), run.tenantId, req.toolName);
+    const tool = await getTool(em, run.tenantId, req.toolName);
     await this.#gate(run, tool.name);
     const problem = schemaProblem(tool.inputSchema, req.args);
     if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');
@@ -148,8 +152,8 @@ export class ToolCalls {
     const verdict = decide(this.#opts.policy.forTenant(run.tenantId), { tool: tool.name, args: req.args, agentId: run.rootAgentId, permissionLevel: tool.permissionLevel, tenantId: run.tenantId, action: 'tool_call' });
     // An allowed server call opens, is dispatched and starts in one statement, and runs at once.
     const traceparent = traceparentOf() ?? null;
-    const opened = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#open(tool, req, key, hash, verdict, traceparent) : undefined;
-    if (opened) return this.outcome((await this.#runInSpan(opened, tool, run.tenantId, run.traceId, traceparent)) ?? (await this.get(opened.toolCallId)));
+    const opened = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#open(run, tool, req, key, hash, verdict, traceparent) : undefined;
+    if (opened) return this.outcome((await this.#runInSpan(opened, tool, run, traceparent)) ?? (await this.get(opened.toolCallId)));
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
       if (existing) return { call: existing, fresh: false };
@@ -165,6 +169,7 @@ export class ToolCalls {
    * nothing (see openCall), and the call goes the transactional way.
    */
   async #open(
+    run: RunRow,
     tool: ToolRow,
     req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
     key: string,
@@ -174,7 +179,7 @@ export class ToolCalls {
   ): Promise<ToolCallRow | undefined> {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
-    return openCall(this.#em(), {
+    const opening: OpenCall = {
       toolCallId: id,
       runId: req.runId,
       toolName: tool.name,
@@ -192,7 +197,8 @@ export class ToolCalls {
         { trigger: 'dispatch', events: [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }] },
         { trigger: 'start' },
       ],
-    });
+    };
+    return (await this.#opts.bus.deliver(run, (origin) => openCall(this.#em(), opening, origin)))?.call;
   }
 
   /** A tool the run may not call is refused before any call exists, and the refusal recorded on the run. */
@@ -391,15 +397,13 @@ export class ToolCalls {
 
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
-    let tenantId = '';
-    let traceId = '';
+    let run: CallRun = { runId: '', sessionId: '', tenantId: '', traceId: '' };
     let traceparent: string | null = null;
     const started = await this.#em()
       .transactional(async (tx) => {
         const current = await readCallAndRun(tx, toolCallId);
         if (!current) throw notFound('tool_call', toolCallId);
-        tenantId = current.tenantId;
-        traceId = current.traceId;
+        run = current;
         traceparent = current.traceparent;
         // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
         const ended = RUN_MACHINE.isTerminal(current.runStatus);
@@ -422,15 +426,15 @@ export class ToolCalls {
         throw error;
       });
     if (!started) return;
-    const definition = tool ?? (await getTool(this.#em(), tenantId, started.toolName));
-    await this.#runInSpan(started, definition, tenantId, traceId, traceparent);
+    const definition = tool ?? (await getTool(this.#em(), run.tenantId, started.toolName));
+    await this.#runInSpan(started, definition, run, traceparent);
   }
 
   /** Runs a started call in the run's trace: under the invoking call, or (after an approval) on its own. The call as its end wrote it. */
-  #runInSpan(started: ToolCallRow, definition: ToolRow, tenantId: string, traceId: string, traceparent: string | null): Promise<ToolCallRow | undefined> {
+  #runInSpan(started: ToolCallRow, definition: ToolRow, run: CallRun, traceparent: string | null): Promise<ToolCallRow | undefined> {
     const toolCallId = started.toolCallId;
     return inSpan(`execute_tool ${definition.name}`, {
-      parent: contextInTrace(traceId, traceparent),
+      parent: contextInTrace(run.traceId, traceparent),
       attributes: {
         'gen_ai.operation.name': 'execute_tool',
         'gen_ai.tool.name': definition.name,
@@ -439,11 +443,11 @@ export class ToolCalls {
         'abc.tool.kind': definition.kind,
         'abc.run.id': started.runId,
       },
-    }, (span) => this.#run(toolCallId, tenantId, started, definition, span));
+    }, (span) => this.#run(toolCallId, run, started, definition, span));
   }
 
   /** Runs a claimed call's tool and records its outcome (a deadline that fired first stands). */
-  async #run(toolCallId: string, tenantId: string, started: ToolCallRow, definition: ToolRow, span: Span): Promise<ToolCallRow | undefined> {
+  async #run(toolCallId: string, run: CallRun, started: ToolCallRow, definition: ToolRow, span: Span): Promise<ToolCallRow | undefined> {
     let trigger: ToolCallTrigger = 'succeed';
     let patch: { result?: unknown; error?: { code: string; message: string } } = {};
     try {
@@ -454,7 +458,7 @@ export class ToolCalls {
         runId: started.runId,
         timeoutMs: started.timeoutMs ?? definition.timeoutMs,
         signal: new AbortController().signal,
-        secret: (ref) => this.#opts.secrets.resolve(tenantId, ref),
+        secret: (ref) => this.#opts.secrets.resolve(run.tenantId, ref),
         traceparent: traceparentOf(),
       });
     } catch (error) {
@@ -465,8 +469,9 @@ export class ToolCalls {
     }
     const status = trigger === 'succeed' ? 'succeeded' : trigger === 'time_out' ? 'timeout' : 'failed';
     const events = [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status, ...patch } }];
-    const moved = await moveCall(this.#em(), { toolCallId, runId: started.runId, from: started.status, hop: { trigger, events }, patch });
-    if (moved) return this.#counted(moved);
+    const move = { toolCallId, runId: started.runId, from: started.status, hop: { trigger, events }, patch };
+    const moved = await this.#opts.bus.deliver(run, (origin) => moveCall(this.#em(), move, origin));
+    if (moved) return this.#counted(moved.call);
     return this.#em()
       .transactional((tx) => this.#transition(tx, toolCallId, trigger, events, { ...patch, completed: true }))
       .catch((error) => {

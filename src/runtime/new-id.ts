@@ -5,7 +5,8 @@ import { makeId } from '../domain/ids.js';
 const pool = Buffer.alloc(4080);
 let offset = pool.length;
 
-function randomHex(bytes: number): string {
+/** `bytes` random bytes as hex, from the pool. */
+export function randomHex(bytes: number): string {
   if (offset + bytes > pool.length) {
     randomFillSync(pool);
     offset = 0;

@@ -17,6 +17,7 @@ import {
 } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { Logger } from './log.js';
+import { randomHex } from './new-id.js';
 
 export { context, trace, SpanKind, type Span, type Context };
 
@@ -206,7 +207,7 @@ function errorType(error: unknown): string {
 
 function randomSpanId(): string {
   let id = '';
-  while (!/[^0]/.test(id)) id = [...crypto.getRandomValues(new Uint8Array(8))].map((b) => b.toString(16).padStart(2, '0')).join('');
+  while (!/[^0]/.test(id)) id = randomHex(8);
   return id;
 }
 

@@ -178,12 +178,38 @@ export class EventBus {
     this.#wakes.emit(`session:${sessionId}`, positionOf(sessionHead));
   }
 
-  /** Hands a batch of one run's events, just committed by this process, to its watchers here. */
+  /**
+   * Hands a batch of one run's events, just committed by this process, to its
+   * watchers here, then wakes its waiters (WakeWatch) as the notification this
+   * process passes over would have: a watcher the batch has reached passes
+   * the wake-up over.
+   */
   publish(events: StoredEvent[]): void {
     const first = events[0];
-    if (!first) return;
+    const last = events.at(-1);
+    if (!first || !last) return;
     this.#batches.emit(`run:${first.runId}`, events);
     this.#batches.emit(`session:${first.sessionId}`, events);
+    this.#wakes.emit(`run:${first.runId}`, last.seq);
+    this.#wakes.emit(`session:${first.sessionId}`, last.sessionSeq);
+  }
+
+  /**
+   * Runs `write`, a commit of `run`'s events that names this bus's origin in
+   * its notification, and publishes the events it answers with. A write that
+   * fails may have committed all the same: the run's and its session's
+   * watchers here read the log (reread).
+   */
+  async deliver<T extends { events: StoredEvent[] }>(run: { runId: string; sessionId: string }, write: (origin: string) => Promise<T | undefined>): Promise<T | undefined> {
+    let written: T | undefined;
+    try {
+      written = await write(this.origin);
+    } catch (error) {
+      this.reread(run.runId, run.sessionId);
+      throw error;
+    }
+    if (written) this.publish(written.events);
+    return written;
   }
 
   /**

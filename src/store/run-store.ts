@@ -90,7 +90,7 @@ export async function insertRun(tx: EntityManager, run: NewRun): Promise<void> {
 }
 
 export async function findRun(em: EntityManager, runId: string): Promise<RunRow | null> {
-  const [row] = await em.execute<RawRun[]>(`SELECT ${COLUMNS} FROM runs WHERE run_id = ?`, [runId]);
+  const [row] = await executeOne<RawRun>(em, `SELECT ${COLUMNS} FROM runs WHERE run_id = ?`, [runId]);
   return row ? toRun(row) : null;
 }
 

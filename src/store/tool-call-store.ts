@@ -7,6 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
+import { eventsOf, type EventRow, type StoredEvent } from './event-log.js';
 import { executeGuarded } from './native.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
@@ -165,15 +166,25 @@ export async function insertToolCall(
   );
 }
 
-/** Opens a call through its first hops in one statement (abc_open_tool_call): the row, or undefined when it wrote nothing. */
-export const openCallRow = (em: EntityManager, arg: unknown) => oneCall(em, 'SELECT * FROM abc_open_tool_call(?::jsonb)', arg);
+/** A call as one of its commits wrote it, with the events that commit appended. */
+export interface CallCommit {
+  call: ToolCallRow;
+  events: StoredEvent[];
+}
 
-/** Moves a call by a hop in one statement (abc_move_tool_call): the row, or undefined when it wrote nothing. */
-export const moveCallRow = (em: EntityManager, arg: unknown) => oneCall(em, 'SELECT * FROM abc_move_tool_call(?::jsonb)', arg);
+/**
+ * Opens a call through its first hops in one statement (abc_open_tool_call);
+ * undefined when it wrote nothing. `origin` (an event bus's) names the process
+ * that hands the events to its watchers itself, as for completeRun.
+ */
+export const openCallRow = (em: EntityManager, arg: unknown, origin: string) => oneCall(em, 'SELECT abc_open_tool_call(?::jsonb, ?) AS r', arg, origin);
 
-async function oneCall(em: EntityManager, sql: string, arg: unknown): Promise<ToolCallRow | undefined> {
-  const rows = await executeGuarded<RawCall>(em, sql, [JSON.stringify(arg)]);
-  return rows?.[0] && toCall(rows[0]);
+/** Moves a call by a hop in one statement (abc_move_tool_call); as openCallRow. */
+export const moveCallRow = (em: EntityManager, arg: unknown, origin: string) => oneCall(em, 'SELECT abc_move_tool_call(?::jsonb, ?) AS r', arg, origin);
+
+async function oneCall(em: EntityManager, sql: string, arg: unknown, origin: string): Promise<CallCommit | undefined> {
+  const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [JSON.stringify(arg), origin]))?.[0]?.r;
+  return r ? { call: toCall(r), events: eventsOf(r.appended) } : undefined;
 }
 
 export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {
@@ -191,10 +202,21 @@ export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): 
   return row;
 }
 
+interface CallAndRun {
+  status: string;
+  kind: string;
+  runId: string;
+  runStatus: RunState;
+  tenantId: string;
+  sessionId: string;
+  traceId: string;
+  traceparent: string | null;
+}
+
 /** A call's state with its run's, read together. */
-export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string; traceId: string; traceparent: string | null } | undefined> {
-  const [row] = await tx.execute<{ status: string; kind: string; runId: string; runStatus: RunState; tenantId: string; traceId: string; traceparent: string | null }[]>(
-    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId", r.trace_id AS "traceId", c.traceparent FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
+export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<CallAndRun | undefined> {
+  const [row] = await tx.execute<CallAndRun[]>(
+    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId", r.session_id AS "sessionId", r.trace_id AS "traceId", c.traceparent FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
     [toolCallId],
   );
   return row;

@@ -66,7 +66,7 @@ export async function listTools(em: EntityManager, tenantId: string): Promise<To
 }
 
 export async function getTool(em: EntityManager, tenantId: string, name: string): Promise<ToolRow> {
-  const [row] = await em.execute<RawTool[]>(`${VISIBLE} AND tool_name = ? ${OWN_FIRST}`, [tenantId, name]);
+  const [row] = await executeOne<RawTool>(em, `${VISIBLE} AND tool_name = ? ${OWN_FIRST}`, [tenantId, name]);
   if (!row) throw notFound('tool', name);
   return toTool(row);
 }

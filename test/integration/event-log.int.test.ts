@@ -8,6 +8,7 @@ import { EventBus } from '../../src/store/event-bus.js';
 import { appendEvents, EVENTS_CHANNEL, readEvents, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
 import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
+import { moveCall, openCall, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
 import { poolOf, type Queryable } from '../../src/store/native.js';
 import type { Orm } from '../../src/store/orm.js';
 import { migratedOrm } from '../support/db.js';
@@ -206,6 +207,47 @@ describe('watching', () => {
     // What the watch was handed is what the log holds, field by field.
     expect(seen).toEqual(await readEvents(orm.em.fork(), { sessionId }, '0', 10));
     expect(reads()).toBe(0);
+    // Both notifications name this process, whose bus passes them over.
+    const ours = () => notified.filter((p) => p.startsWith(`${sessionId} `));
+    await expect.poll(() => ours().length).toBe(2);
+    await listener.end();
+    expect(ours().map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
+  });
+
+  it('takes a tool call’s two commits from memory, with no read, and wakes a waiter on its run', async () => {
+    const { runId, sessionId } = await newRun('RUNNING');
+    const notified: string[] = [];
+    const listener = new pg.Client({ connectionString: store.db.url });
+    await listener.connect();
+    listener.on('notification', (m) => notified.push(m.payload!));
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    const { db, reads } = counted();
+    const controller = new AbortController();
+    const watched = collect(watchEvents(() => db, bus, { filter: { sessionId }, cursor: '0', signal: controller.signal }), 7);
+    await expect.poll(() => reads()).toBe(1); // the first read, of an empty log
+    const wakes: (number | undefined)[] = [];
+    const offWake = bus.onWake(`run:${runId}`, (position) => wakes.push(position));
+    const id = `tc_log_${++n}`;
+    const opening: OpenCall = {
+      toolCallId: id, runId, toolName: 'echo', kind: 'builtin', args: { n: 1 }, idempotencyKey: `${runId}:echo:h`, hash: 'h', ttlMs: 60_000, timeoutMs: 5000, traceparent: null,
+      contract: { actionSummary: 'echo', irreversible: false, timeoutSeconds: 5 },
+      created: [{ type: 'tool_call_created', payload: { tool_call_id: id } }],
+      hops: [{ trigger: 'policy_checked' }, { trigger: 'dispatch' }, { trigger: 'start' }],
+    };
+    const opened = (await bus.deliver({ runId, sessionId }, (origin) => openCall(orm.em.fork(), opening, origin)))!;
+    const ended = (await bus.deliver({ runId, sessionId }, (origin) => moveCall(orm.em.fork(), { toolCallId: id, runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } }, origin)))!;
+    const seen = await watched;
+    controller.abort();
+    offWake();
+
+    // What the commits answered, and the watch was handed, is what the log holds, field by field.
+    const log = await readEvents(orm.em.fork(), { sessionId }, '0', 10);
+    expect([...opened.events, ...ended.events]).toEqual(log);
+    expect(seen).toEqual(log);
+    expect(reads()).toBe(1);
+    expect(ended.call).toMatchObject({ toolCallId: id, status: 'SUCCEEDED', result: 1, completedAt: expect.any(Date) });
+    // A waiter on the run (WakeWatch) wakes at each commit, at the position it reached.
+    expect(wakes).toEqual([opened.events.at(-1)!.seq, ended.events.at(-1)!.seq]);
     // Both notifications name this process, whose bus passes them over.
     const ours = () => notified.filter((p) => p.startsWith(`${sessionId} `));
     await expect.poll(() => ours().length).toBe(2);

@@ -4,7 +4,7 @@
 // them write nothing, for the caller to take the move-by-move path. The
 // records themselves are compared with that path's in test/e2e/tools.
 import { describe, expect, it } from 'vitest';
-import { moveCall, openCall, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
+import { moveCall, moveCallArg, openCall, openCallArg, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
 import { readEvents } from '../../src/store/event-log.js';
 import { countedDatabase } from '../support/db.js';
 
@@ -37,9 +37,9 @@ describe('a tool call in one statement each', () => {
   it('opens a call through its hops with its key, its contract and its events, and ends it', async () => {
     const { runId } = await newRun();
     const calls: string[] = [];
-    const opened = await openCall(counted(calls), opening(runId, 'tc_tcc_open'));
-    expect(calls).toEqual(['SELECT * FROM abc_open_tool_call($1::jsonb)']);
-    expect(opened).toMatchObject({ toolCallId: 'tc_tcc_open', status: 'RUNNING', startedAt: expect.any(Date), deadlineAt: expect.any(Date) });
+    const opened = await openCall(counted(calls), opening(runId, 'tc_tcc_open'), '');
+    expect(calls).toEqual(['SELECT abc_open_tool_call($1::jsonb, $2) AS r']);
+    expect(opened!.call).toMatchObject({ toolCallId: 'tc_tcc_open', status: 'RUNNING', startedAt: expect.any(Date), deadlineAt: expect.any(Date) });
     expect(await written(runId, 'tc_tcc_open')).toEqual({
       calls: [{ status: 'RUNNING', version: 4 }],
       contracts: [{ status: 'running', version: 2 }],
@@ -48,9 +48,9 @@ describe('a tool call in one statement each', () => {
     });
 
     calls.length = 0;
-    const ended = await moveCall(counted(calls), { toolCallId: 'tc_tcc_open', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } });
-    expect(calls).toEqual(['SELECT * FROM abc_move_tool_call($1::jsonb)']);
-    expect(ended).toMatchObject({ status: 'SUCCEEDED', result: { n: 1 }, completedAt: expect.any(Date) });
+    const ended = await moveCall(counted(calls), { toolCallId: 'tc_tcc_open', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } }, '');
+    expect(calls).toEqual(['SELECT abc_move_tool_call($1::jsonb, $2) AS r']);
+    expect(ended!.call).toMatchObject({ status: 'SUCCEEDED', result: { n: 1 }, completedAt: expect.any(Date) });
     const after = await written(runId, 'tc_tcc_open');
     expect(after.contracts).toEqual([{ status: 'completed', version: 3 }]);
     expect(after.events.slice(5)).toEqual(['tool_call_state', 'execution_state']);
@@ -58,18 +58,30 @@ describe('a tool call in one statement each', () => {
     expect(fact!.n).toBe(1);
   });
 
+  it('keeps the one-argument functions for cores of the previous version: the row as written, none when nothing was', async () => {
+    const { runId } = await newRun();
+    const old = (fn: string, arg: unknown) => em().execute<{ tool_call_id: string; status: string; version: number }[]>(`SELECT * FROM ${fn}(?::jsonb)`, [JSON.stringify(arg)]);
+    expect(await old('abc_open_tool_call', openCallArg(opening(runId, 'tc_tcc_old')))).toMatchObject([{ tool_call_id: 'tc_tcc_old', status: 'RUNNING', version: 4 }]);
+    expect(await old('abc_open_tool_call', openCallArg(opening(runId, 'tc_tcc_old_again')))).toEqual([]);
+    const end = moveCallArg({ toolCallId: 'tc_tcc_old', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } });
+    expect(await old('abc_move_tool_call', end)).toMatchObject([{ tool_call_id: 'tc_tcc_old', status: 'SUCCEEDED', version: 5 }]);
+    // A refused move raises, as it always has; the caller's guard turns it into "nothing written".
+    await expect(old('abc_move_tool_call', end)).rejects.toThrow('abc_move_tool_call: the call is not RUNNING');
+    expect((await written(runId, 'tc_tcc_old')).events).toEqual(['tool_call_created', 'tool_call_state', 'tool_call_state', 'tool_call_state', 'execution_state', 'tool_call_state', 'execution_state']);
+  });
+
   it('writes nothing under a live key: the caller answers with the first call', async () => {
     const { runId } = await newRun();
-    await openCall(em(), opening(runId, 'tc_tcc_first'));
+    await openCall(em(), opening(runId, 'tc_tcc_first'), '');
     const before = await written(runId, 'tc_tcc_second');
-    expect(await openCall(em(), opening(runId, 'tc_tcc_second'))).toBeUndefined();
+    expect(await openCall(em(), opening(runId, 'tc_tcc_second'), '')).toBeUndefined();
     expect(await written(runId, 'tc_tcc_second')).toEqual(before);
     expect(before.keys).toEqual([{ response: { tool_call_id: 'tc_tcc_first' } }]);
   });
 
   it('writes nothing, not even the key, for a run that ended', async () => {
     const { runId } = await newRun('CANCELLED');
-    expect(await openCall(em(), opening(runId, 'tc_tcc_ended'))).toBeUndefined();
+    expect(await openCall(em(), opening(runId, 'tc_tcc_ended'), '')).toBeUndefined();
     expect(await written(runId, 'tc_tcc_ended')).toEqual({ calls: [], contracts: [], keys: [], events: [] });
   });
 
@@ -79,7 +91,7 @@ describe('a tool call in one statement each', () => {
       "INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key) VALUES ('exe_tcc_done', 'default', ?, ?, 'tc_tcc_before', 'tool_call', 'echo', 'completed', true, 'send-once')",
       [sessionId, runId],
     );
-    expect(await openCall(em(), opening(runId, 'tc_tcc_again', 'send-once'))).toBeUndefined();
+    expect(await openCall(em(), opening(runId, 'tc_tcc_again', 'send-once'), '')).toBeUndefined();
     expect((await written(runId, 'tc_tcc_again')).calls).toEqual([]);
     expect(await em().execute("SELECT 1 FROM idempotency_keys WHERE key = 'send-once'")).toEqual([]);
   });
@@ -94,7 +106,7 @@ describe('a tool call in one statement each', () => {
       };
       // PL/pgSQL settles on one generic plan per connection, made while the table was young.
       await tx.execute('SET LOCAL plan_cache_mode = force_generic_plan');
-      await openCall(tx, opening(runId, 'tc_tcc_young', 'a-first-key'));
+      await openCall(tx, opening(runId, 'tc_tcc_young', 'a-first-key'), '');
       await tx.execute(
         `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key)
          SELECT 'exe_tcc_many_' || g, 'default', ?, ?, 'tc_tcc_many_' || g, 'tool_call', 'echo', CASE WHEN g % 2 = 0 THEN 'completed' ELSE 'running' END, g % 3 = 0, 'key-' || g
@@ -102,33 +114,33 @@ describe('a tool call in one statement each', () => {
         [sessionId, runId],
       );
       const before = await readSoFar();
-      expect(await openCall(tx, opening(runId, 'tc_tcc_many_new', 'a-new-key'))).toMatchObject({ status: 'RUNNING' });
+      expect((await openCall(tx, opening(runId, 'tc_tcc_many_new', 'a-new-key'), ''))?.call).toMatchObject({ status: 'RUNNING' });
       return (await readSoFar()) - before;
     });
     // abc_open_tool_call reads no contract to open a call under a new key: its check finds nothing in the index.
     expect(read).toBe(0);
     // A key whose irreversible action completed in the session still refuses.
-    expect(await openCall(em(), opening(runId, 'tc_tcc_many_done', 'key-6'))).toBeUndefined();
+    expect(await openCall(em(), opening(runId, 'tc_tcc_many_done', 'key-6'), '')).toBeUndefined();
   });
 
   it('writes nothing for a call in another state than the hop starts from', async () => {
     const { runId } = await newRun();
-    await openCall(em(), opening(runId, 'tc_tcc_late'));
+    await openCall(em(), opening(runId, 'tc_tcc_late'), '');
     // The deadline sweeper timed it out first.
     await em().execute("UPDATE tool_calls SET status = 'TIMEOUT' WHERE tool_call_id = 'tc_tcc_late'");
     const before = await written(runId, 'tc_tcc_late');
-    expect(await moveCall(em(), { toolCallId: 'tc_tcc_late', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } })).toBeUndefined();
+    expect(await moveCall(em(), { toolCallId: 'tc_tcc_late', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } }, '')).toBeUndefined();
     expect(await written(runId, 'tc_tcc_late')).toEqual(before);
   });
 
   it('keeps the move when its fact cannot be written, and says why on the execution_state event', async () => {
     const { runId } = await newRun();
-    await openCall(em(), opening(runId, 'tc_tcc_fact'));
+    await openCall(em(), opening(runId, 'tc_tcc_fact'), '');
     await em().execute(`CREATE FUNCTION refuse_fact() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'memory is down'; END $$`);
     await em().execute('CREATE TRIGGER refuse_fact BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_fact()');
     try {
-      const ended = await moveCall(em(), { toolCallId: 'tc_tcc_fact', runId, from: 'RUNNING', hop: { trigger: 'fail' }, patch: { error: { code: 'tool_failed', message: 'it broke' } } });
-      expect(ended).toMatchObject({ status: 'FAILED', error: { code: 'tool_failed', message: 'it broke' } });
+      const ended = await moveCall(em(), { toolCallId: 'tc_tcc_fact', runId, from: 'RUNNING', hop: { trigger: 'fail' }, patch: { error: { code: 'tool_failed', message: 'it broke' } } }, '');
+      expect(ended!.call).toMatchObject({ status: 'FAILED', error: { code: 'tool_failed', message: 'it broke' } });
     } finally {
       await em().execute('DROP TRIGGER refuse_fact ON memory; DROP FUNCTION refuse_fact()');
     }

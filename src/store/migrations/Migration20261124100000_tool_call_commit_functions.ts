@@ -54,6 +54,70 @@ begin
 end
 $fn$`;
 
+/** abc_open_tool_call as this migration made it (migration tool_call_events wraps it, and goes back to it on down). */
+export const OPEN_TOOL_CALL_V1 = `create or replace function "abc_open_tool_call"(p jsonb) returns setof "tool_calls" language plpgsql as $fn$
+declare
+  v_call tool_calls;
+  v_run runs;
+  c jsonb := p->'call';
+  k jsonb := p->'contract';
+begin
+  insert into idempotency_keys (scope, key, request_hash, expires_at, response)
+  values ('tool_call', c->>'idempotency_key', p->>'hash', now() + ((p->>'ttl_ms')::bigint * interval '1 millisecond'), jsonb_build_object('tool_call_id', c->>'tool_call_id'))
+  on conflict (scope, key) do update set request_hash = excluded.request_hash, response = excluded.response, created_at = now(), expires_at = excluded.expires_at
+  where idempotency_keys.expires_at <= now();
+  if not found then
+    return; -- a live claim: the caller answers with its call
+  end if;
+  select * into v_run from runs r where r.run_id = c->>'run_id';
+  if not found or v_run.status in (select jsonb_array_elements_text(p->'ended')) then
+    raise exception using errcode = 'ABC01', message = 'abc_open_tool_call: the run is not active';
+  end if;
+  -- Seed 004 resume alignment: an irreversible action whose key already completed is the caller's to refuse.
+  if exists (select 1 from execution_contracts o where o.idempotency_key = c->>'idempotency_key' and o.session_id = v_run.session_id and o.status = 'completed' and o.irreversible) then
+    raise exception using errcode = 'ABC01', message = 'abc_open_tool_call: an irreversible action with this key completed';
+  end if;
+  insert into tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms, traceparent, version, started_at, deadline_at)
+  values (c->>'tool_call_id', c->>'run_id', c->>'tool_name', c->>'kind', c->>'status', c->'args', c->>'idempotency_key', (c->>'timeout_ms')::int, c->>'traceparent',
+          1 + (c->>'hops')::int, case when (c->>'started')::boolean then now() end, now() + ((c->>'deadline_ms')::int * interval '1 millisecond'))
+  returning * into v_call;
+  insert into execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key,
+                                   timeout_seconds, created_at, entered_at, version)
+  values (k->>'execution_id', v_run.tenant_id, v_run.session_id, v_run.run_id, c->>'tool_call_id', 'tool_call', k->>'action_summary', k->>'status',
+          (k->>'irreversible')::boolean, c->>'idempotency_key', (k->>'timeout_seconds')::int, (k->>'created_at')::timestamptz, (k->>'at')::timestamptz,
+          1 + jsonb_array_length(k->'hops'));
+  insert into execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts)
+  select k->>'execution_id', h.n - 1, h.from_status, h.to_status, h.trigger, h.actor, h.actor_category, h.ts
+  from jsonb_to_recordset(k->'hops') as h(n int, from_status text, to_status text, trigger text, actor text, actor_category text, ts timestamptz);
+  perform 1 from abc_append_events(p->'events', p->'wanted', p->>'channel', '');
+  return next v_call;
+end
+$fn$`;
+
+/** abc_move_tool_call as this migration made it (likewise). */
+export const MOVE_TOOL_CALL_V1 = `create or replace function "abc_move_tool_call"(p jsonb) returns setof "tool_calls" language plpgsql as $fn$
+declare
+  v_call tool_calls;
+  v_contract record;
+begin
+  update tool_calls t set status = p->>'to', version = t.version + 1,
+    result = case when p ? 'result' then p->'result' else t.result end,
+    error = coalesce(p->'error', t.error),
+    started_at = case when (p->>'started')::boolean then now() else t.started_at end,
+    completed_at = case when (p->>'completed')::boolean then now() else t.completed_at end
+  where t.tool_call_id = p->>'tool_call_id' and t.status = p->>'from'
+  returning * into v_call;
+  if not found then
+    raise exception using errcode = 'ABC01', message = 'abc_move_tool_call: the call is not ' || (p->>'from');
+  end if;
+  select * into v_contract from abc_move_contract(
+    case when p ? 'contract' then (select e.execution_id from execution_contracts e where e.run_id = v_call.run_id and e.subject_id = v_call.tool_call_id order by e.created_at desc limit 1) end,
+    p->'contract');
+  perform 1 from abc_append_events(abc_contract_events(p->'events', v_contract.o_execution_id, v_contract.o_summary, v_contract.o_irreversible, v_contract.o_fact_error), p->'wanted', p->>'channel', '');
+  return next v_call;
+end
+$fn$`;
+
 export class Migration20261124100000 extends Migration {
   override async up(): Promise<void> {
     this.addSql('create index "idx_execution_contracts_run_subject" on "execution_contracts" ("run_id", "subject_id")');
@@ -118,67 +182,9 @@ $fn$`);
     // The step commit of migration step_commit_function, with its contract's part in abc_move_contract.
     this.addSql(COMMIT_STEP_V2);
 
-    this.addSql(`create or replace function "abc_open_tool_call"(p jsonb) returns setof "tool_calls" language plpgsql as $fn$
-declare
-  v_call tool_calls;
-  v_run runs;
-  c jsonb := p->'call';
-  k jsonb := p->'contract';
-begin
-  insert into idempotency_keys (scope, key, request_hash, expires_at, response)
-  values ('tool_call', c->>'idempotency_key', p->>'hash', now() + ((p->>'ttl_ms')::bigint * interval '1 millisecond'), jsonb_build_object('tool_call_id', c->>'tool_call_id'))
-  on conflict (scope, key) do update set request_hash = excluded.request_hash, response = excluded.response, created_at = now(), expires_at = excluded.expires_at
-  where idempotency_keys.expires_at <= now();
-  if not found then
-    return; -- a live claim: the caller answers with its call
-  end if;
-  select * into v_run from runs r where r.run_id = c->>'run_id';
-  if not found or v_run.status in (select jsonb_array_elements_text(p->'ended')) then
-    raise exception using errcode = 'ABC01', message = 'abc_open_tool_call: the run is not active';
-  end if;
-  -- Seed 004 resume alignment: an irreversible action whose key already completed is the caller's to refuse.
-  if exists (select 1 from execution_contracts o where o.idempotency_key = c->>'idempotency_key' and o.session_id = v_run.session_id and o.status = 'completed' and o.irreversible) then
-    raise exception using errcode = 'ABC01', message = 'abc_open_tool_call: an irreversible action with this key completed';
-  end if;
-  insert into tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms, traceparent, version, started_at, deadline_at)
-  values (c->>'tool_call_id', c->>'run_id', c->>'tool_name', c->>'kind', c->>'status', c->'args', c->>'idempotency_key', (c->>'timeout_ms')::int, c->>'traceparent',
-          1 + (c->>'hops')::int, case when (c->>'started')::boolean then now() end, now() + ((c->>'deadline_ms')::int * interval '1 millisecond'))
-  returning * into v_call;
-  insert into execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key,
-                                   timeout_seconds, created_at, entered_at, version)
-  values (k->>'execution_id', v_run.tenant_id, v_run.session_id, v_run.run_id, c->>'tool_call_id', 'tool_call', k->>'action_summary', k->>'status',
-          (k->>'irreversible')::boolean, c->>'idempotency_key', (k->>'timeout_seconds')::int, (k->>'created_at')::timestamptz, (k->>'at')::timestamptz,
-          1 + jsonb_array_length(k->'hops'));
-  insert into execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts)
-  select k->>'execution_id', h.n - 1, h.from_status, h.to_status, h.trigger, h.actor, h.actor_category, h.ts
-  from jsonb_to_recordset(k->'hops') as h(n int, from_status text, to_status text, trigger text, actor text, actor_category text, ts timestamptz);
-  perform 1 from abc_append_events(p->'events', p->'wanted', p->>'channel', '');
-  return next v_call;
-end
-$fn$`);
+    this.addSql(OPEN_TOOL_CALL_V1);
 
-    this.addSql(`create or replace function "abc_move_tool_call"(p jsonb) returns setof "tool_calls" language plpgsql as $fn$
-declare
-  v_call tool_calls;
-  v_contract record;
-begin
-  update tool_calls t set status = p->>'to', version = t.version + 1,
-    result = case when p ? 'result' then p->'result' else t.result end,
-    error = coalesce(p->'error', t.error),
-    started_at = case when (p->>'started')::boolean then now() else t.started_at end,
-    completed_at = case when (p->>'completed')::boolean then now() else t.completed_at end
-  where t.tool_call_id = p->>'tool_call_id' and t.status = p->>'from'
-  returning * into v_call;
-  if not found then
-    raise exception using errcode = 'ABC01', message = 'abc_move_tool_call: the call is not ' || (p->>'from');
-  end if;
-  select * into v_contract from abc_move_contract(
-    case when p ? 'contract' then (select e.execution_id from execution_contracts e where e.run_id = v_call.run_id and e.subject_id = v_call.tool_call_id order by e.created_at desc limit 1) end,
-    p->'contract');
-  perform 1 from abc_append_events(abc_contract_events(p->'events', v_contract.o_execution_id, v_contract.o_summary, v_contract.o_irreversible, v_contract.o_fact_error), p->'wanted', p->>'channel', '');
-  return next v_call;
-end
-$fn$`);
+    this.addSql(MOVE_TOOL_CALL_V1);
   }
 
   override async down(): Promise<void> {

@@ -24,8 +24,8 @@ const COMPLETE_RUN_V2 = edit(
   ['  return to_jsonb(v_run);', "  return to_jsonb(v_run) || jsonb_build_object('appended', coalesce(v_events, '[]'));"],
 );
 
-/** `sql` with each `[from, to]` replaced, each `from` found exactly once. */
-function edit(sql: string, ...changes: [string, string][]): string {
+/** `sql` with each `[from, to]` replaced, each `from` found exactly once (migration tool_call_events uses it too). */
+export function edit(sql: string, ...changes: [string, string][]): string {
   for (const [from, to] of changes) {
     if (sql.split(from).length !== 2) throw new Error(`migration run_commit_events: "${from}" is not in the definition once`);
     sql = sql.replace(from, () => to);

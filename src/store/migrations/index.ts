@@ -24,6 +24,7 @@ import { Migration20261124150000 } from './Migration20261124150000_run_commit_ev
 import { Migration20261124160000 } from './Migration20261124160000_memory_search_global.js';
 import { Migration20261125100000 } from './Migration20261125100000_move_guard.js';
 import { Migration20261125123743 } from './Migration20261125123743_irreversible_done_index.js';
+import { Migration20261125150000 } from './Migration20261125150000_tool_call_events.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -51,4 +52,5 @@ export const migrations = [
   { name: 'Migration20261124160000_memory_search_global', class: Migration20261124160000 },
   { name: 'Migration20261125100000_move_guard', class: Migration20261125100000 },
   { name: 'Migration20261125123743_irreversible_done_index', class: Migration20261125123743 },
+  { name: 'Migration20261125150000_tool_call_events', class: Migration20261125150000 },
 ];
