@@ -23,7 +23,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { ensureDatabase } from '../src/store/database.js';
-import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
+import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, settle, startAbc, startChild, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
 import { ABC_COMMITS, FLOOR_COMMITS, lastContract, recordsFloor } from './records-floor.js';
@@ -275,12 +275,17 @@ export async function durable(): Promise<void> {
     }
     // Both floors copy the contract ABC completed last, not each other's copies.
     const template = await lastContract(db.url);
+    // Each side starts with nothing left of the last one's load (autovacuum, dirty pages).
+    await settle(db.url);
     floor = await floorSide(db.url, template, admin);
+    await settle(db.url);
     pathFloor = await pathFloorSide(db.url, template, admin);
+    await settle(db.url);
     for (const name of ['bench_dbos', 'bench_langgraph']) await ensureDatabase(databaseOn(db.url, 'postgres'), name);
     const dbos = await dbosSide(databaseOn(db.url, 'bench_dbos'), work, admin);
     sides.push(dbos.side);
     await dbos.stop();
+    await settle(databaseOn(db.url, 'bench_dbos'));
     const { lg, saver } = await langGraph(databaseOn(db.url, 'bench_langgraph'));
     try {
       sides.push(await langGraphSide(lg, saver, work, admin));

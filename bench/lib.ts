@@ -5,6 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import pg from 'pg';
 import { createLogger } from '../src/runtime/log.js';
 import { ensureDatabase } from '../src/store/database.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/store/embedded-pg.js';
@@ -80,6 +81,26 @@ export async function benchDatabase(name: string): Promise<BenchDb> {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Leaves the database at `url` as quiet as a fresh one before the next side
+ * of a comparison: VACUUM (ANALYZE) takes the work autovacuum would otherwise
+ * start in the middle of it, CHECKPOINT writes out the last load's pages, and
+ * any autovacuum worker still running is waited for.
+ */
+export async function settle(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('VACUUM (ANALYZE)');
+    await client.query('CHECKPOINT');
+    while ((await client.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'")).rows[0]!.n > 0) {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await client.end();
+  }
 }
 
 export interface AbcProcess {

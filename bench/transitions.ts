@@ -7,7 +7,8 @@
 //   from the committed rows;
 // - run moves: IM runs started and finished (each run is created, runs, ends).
 // The baseline is PostgreSQL itself: single-row UPDATE commits of a state
-// column, at the same concurrency, on the same cluster.
+// column, at the same concurrency, on the same cluster; and the same commits
+// each with a NOTIFY, as ABC's commits of events have.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { benchDatabase, fmt, loadCalls, record, startAbc } from './lib.js';
@@ -37,6 +38,18 @@ export async function transitions(): Promise<void> {
       const body = (await res.json()) as { status: string };
       if (body.status !== 'succeeded') throw new Error(`echo answered ${JSON.stringify(body)}`);
     };
+    // The floor, first, while ABC is idle (the loads below leave PostgreSQL work behind them,
+    // autovacuum among it): a state column moved by single-row UPDATE commits, after a warm-up.
+    await sql.query('CREATE TABLE bench_states (id int PRIMARY KEY, state int NOT NULL)');
+    await sql.query('INSERT INTO bench_states SELECT g, 0 FROM generate_series(1, 1000) g');
+    await loadCalls(CALLS, CONCURRENCY, (i) => sql.query('UPDATE bench_states SET state = state + 1 WHERE id = $1', [(i % 1000) + 1]));
+    const raw = await loadCalls(CALLS * 2, CONCURRENCY, (i) => sql.query('UPDATE bench_states SET state = state + 1 WHERE id = $1', [(i % 1000) + 1]));
+    // The same commits, each with a NOTIFY, as every commit of ABC's events has: PostgreSQL
+    // serialises notifying commits on one lock, so they share no WAL flush.
+    const notified = await loadCalls(CALLS * 2, CONCURRENCY, (i) =>
+      sql.query("WITH u AS (UPDATE bench_states SET state = state + 1 WHERE id = $1 RETURNING id) SELECT pg_notify('bench_states', id::text) FROM u", [(i % 1000) + 1]),
+    );
+
     await loadCalls(100, 4, call); // warm-up
     // The tool-call machine's moves (each bumps the row's version) and seed 004's recorded transitions of its execution contract.
     const toolMoves = `SELECT (SELECT coalesce(sum(version), 0) FROM tool_calls) + (SELECT count(*) FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.action_type = 'tool_call') AS n`;
@@ -63,15 +76,11 @@ export async function transitions(): Promise<void> {
     const seconds = (performance.now() - t) / 1000;
     const runRate = ((await count(runMoves)) - before) / seconds;
 
-    // The floor: a state column moved by single-row UPDATE commits.
-    await sql.query('CREATE TABLE bench_states (id int PRIMARY KEY, state int NOT NULL)');
-    await sql.query('INSERT INTO bench_states SELECT g, 0 FROM generate_series(1, 1000) g');
-    const raw = await loadCalls(CALLS * 2, CONCURRENCY, (i) => sql.query('UPDATE bench_states SET state = state + 1 WHERE id = $1', [(i % 1000) + 1]));
-
     console.log(`\n## durable state transitions per second (concurrency ${CONCURRENCY})`);
     console.log('| what | transitions/s | vs raw UPDATE commits |');
     console.log('|---|---|---|');
     console.log(`| raw single-row UPDATE commits (baseline) | ${fmt(raw.rps, 0)} | 1.00 |`);
+    console.log(`| the same, each with a NOTIFY | ${fmt(notified.rps, 0)} | ${fmt(notified.rps / raw.rps)} |`);
     console.log(`| tool calls of one run, 16 at once (${fmt(perCall, 1)} recorded moves each) | ${fmt(toolRate, 0)} | ${fmt(toolRate / raw.rps)} |`);
     console.log(`| tool calls of 16 runs, one at a time each | ${fmt(spreadRate, 0)} | ${fmt(spreadRate / raw.rps)} |`);
     console.log(`| run moves (IM runs: created, done) | ${fmt(runRate, 0)} | ${fmt(runRate / raw.rps)} |`);
@@ -79,6 +88,7 @@ export async function transitions(): Promise<void> {
     record({ bench: 'transitions', name: 'tool call transitions per second, 16 runs', value: spreadRate, unit: 'transitions/s', ratio: spreadRate / raw.rps, against: 'raw single-row UPDATE commits', goal: '>= 3,000' });
     record({ bench: 'transitions', name: 'run transitions per second', value: runRate, unit: 'transitions/s', ratio: runRate / raw.rps, against: 'raw single-row UPDATE commits' });
     record({ bench: 'transitions', name: 'raw single-row UPDATE commits per second', value: raw.rps, unit: 'commits/s' });
+    record({ bench: 'transitions', name: 'single-row UPDATE commits with a NOTIFY per second', value: notified.rps, unit: 'commits/s', ratio: notified.rps / raw.rps, against: 'raw single-row UPDATE commits' });
   } finally {
     for (const r of runs) r.close();
     await sql.end();
