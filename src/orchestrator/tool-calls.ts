@@ -152,7 +152,7 @@ export class ToolCalls {
     const verdict = decide(this.#opts.policy.forTenant(run.tenantId), { tool: tool.name, args: req.args, agentId: run.rootAgentId, permissionLevel: tool.permissionLevel, tenantId: run.tenantId, action: 'tool_call' });
     // An allowed server call opens, is dispatched and starts in one statement, and runs at once.
     const traceparent = traceparentOf() ?? null;
-    const opened = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#open(run, tool, req, key, hash, verdict, traceparent) : undefined;
+    const opened = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#open(em, run, tool, req, key, hash, verdict, traceparent) : undefined;
     if (opened) return this.outcome((await this.#runInSpan(opened, tool, run, traceparent)) ?? (await this.get(opened.toolCallId)));
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
@@ -169,6 +169,7 @@ export class ToolCalls {
    * nothing (see openCall), and the call goes the transactional way.
    */
   async #open(
+    em: EntityManager,
     run: RunRow,
     tool: ToolRow,
     req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
@@ -198,7 +199,7 @@ export class ToolCalls {
         { trigger: 'start' },
       ],
     };
-    return (await this.#opts.bus.deliver(run, (origin) => openCall(this.#em(), opening, origin)))?.call;
+    return (await this.#opts.bus.deliver(run, (origin) => openCall(em, opening, origin)))?.call;
   }
 
   /** A tool the run may not call is refused before any call exists, and the refusal recorded on the run. */

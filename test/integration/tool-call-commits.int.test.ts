@@ -149,4 +149,3 @@ describe('a tool call in one statement each', () => {
     expect(await em().execute("SELECT status, error_message FROM execution_contracts WHERE subject_id = 'tc_tcc_fact'")).toEqual([{ status: 'failed', error_message: 'it broke' }]);
   });
 });
-
