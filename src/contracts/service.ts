@@ -186,7 +186,11 @@ export class ContractService {
     });
   }
 
-  /** Creates the ticket with its first event, and its queue job unless this core runs it, in one statement; or finds the idempotent original. */
+  /**
+   * Creates the ticket with its first event, claimed by this core that runs
+   * it or by its admission, whose job is added after the commit
+   * (ContractQueue.admit), in one statement; or finds the idempotent original.
+   */
   async #admit(
     tenantId: string,
     contract: ContractVersion,
@@ -221,9 +225,10 @@ export class ContractService {
       },
       {
         event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } },
-        ...(runsHere ? { start: this.opts.engine.claimNow(ticket) } : { job: (column: string) => this.opts.engine.queue.jobFor(column) }),
+        ...(runsHere ? { start: this.opts.engine.claimNow(ticket) } : { claim: this.opts.engine.queue.admission(ticket) }),
       },
     );
+    if (inserted && !runsHere) this.opts.engine.queue.admit(ticket);
     if (inserted) return { ...inserted, created: true };
     const existing = await ticketByIdempotencyKey(em, tenantId, contract.contract_id, correlation.idempotency_key);
     if (existing!.request_hash !== hash) {

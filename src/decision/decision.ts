@@ -42,6 +42,10 @@ export class Decision {
   // (assemblies by the tenant that asked: a tenant cannot later take an id and version it sees).
   readonly #assemblies = new Map<string, AssemblyDef>();
   readonly #plans = new Map<string, FrozenPlanDoc>();
+  /** The assembly each tenant's intent resolves to, until a version is stored anywhere (forgetResolved). */
+  readonly #resolved = new Map<string, AssemblyDef>();
+  /** Bumped by forgetResolved: a read that began before it is not kept. */
+  #generation = 0;
 
   constructor(
     readonly em: () => EntityManager,
@@ -84,7 +88,10 @@ export class Decision {
       throw error;
     }
     const seen = await this.get(tenantId, def.assembly_id, def.version);
-    if (!seen && (await insertAssembly(this.em(), tenantId, def))) return def;
+    if (!seen && (await insertAssembly(this.em(), tenantId, def))) {
+      this.forgetResolved();
+      return def;
+    }
     // Seen already, or another core stored it first.
     const existing = seen ?? (await this.get(tenantId, def.assembly_id, def.version));
     if (existing && canonicalJson(existing) === canonicalJson(def)) return existing;
@@ -112,7 +119,12 @@ export class Decision {
 
   /** The assembly for an intent: a pinned version, else the highest version; the tenant's own win over the platform's. */
   async resolve(tenantId: string, intent: string, version?: string): Promise<AssemblyDef> {
+    const key = `${tenantId}|${intent}|${version ?? ''}`;
+    const cached = this.#resolved.get(key);
+    if (cached) return cached;
+    const generation = this.#generation;
     const found = await latestAssembly<AssemblyDef>(this.em(), tenantId, intent, version);
+    if (found && generation === this.#generation) this.#resolved.set(key, found);
     if (!found) {
       throw new AbcError('FAILED_PRECONDITION', {
         code: 'NO_ASSEMBLY',
@@ -122,6 +134,15 @@ export class Decision {
       });
     }
     return found;
+  }
+
+  /**
+   * Drops what intents resolved to: a version was stored (here, or on any
+   * core: ASSEMBLIES_CHANNEL), or the listener reconnected and may have missed that.
+   */
+  forgetResolved(): void {
+    this.#generation++;
+    this.#resolved.clear();
   }
 
   /** Compiles and stores a frozen plan. */

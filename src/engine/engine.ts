@@ -40,7 +40,7 @@ import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanA
 import { firstSteps, syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
-import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
+import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type AnnounceTicket, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 export interface EngineOptions {
   orm: Orm;
@@ -101,6 +101,8 @@ export class ContractEngine {
    * for the queue's, and their packaging drops their queue job.
    */
   readonly #now = new Map<string, Promise<unknown>>();
+  /** Announces a ticket's change after a commit on its own (see announcing). */
+  readonly #announce: AnnounceTicket = (ticket) => this.opts.bus.announceTicket(ticket);
 
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
@@ -398,6 +400,7 @@ export class ContractEngine {
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
     const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
     const committing = transitionTicket(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
+      announce: this.#announce,
       from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
       through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
       trace: [snapshot.event],
@@ -527,6 +530,7 @@ export class ContractEngine {
       executor: async (ctx) => this.#roleIn('STEP_EXECUTOR', row, rec, (view ??= await this.#view(row, rec, plan, steps)), ctx),
       ...(unreviewed.length && { unreviewed }),
       ...(before && { before }),
+      announce: this.#announce,
     }).finally(() => clearTimeout(due));
     if (committing) {
       this.#committing.delete(claimed);
@@ -695,6 +699,7 @@ export class ContractEngine {
     const last = reviews.at(-1)!;
     const partial = reviews.findLast((p) => p.step)?.step!.held.commits.at(-1)!.partialResult;
     return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...last.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
+      announce: this.#announce,
       trace: last.trace,
       // Settling first, each batch's hops up to the last review's own.
       ...(settle ? { from: 'STEP_EXECUTION', through: settledHops(reviews).slice(0, -1) } : { from: 'STEP_REVIEW' }),
@@ -839,6 +844,7 @@ export class ContractEngine {
     );
     const settled = batches.length ? [...settledHops(batches), { trigger: 'all_steps_done' as const }] : [];
     return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
+      announce: this.#announce,
       ...(review && { from: batches.length ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
       also: [...batches.flatMap((p) => p.also), memoryUpsert([success])],
     });
@@ -953,7 +959,7 @@ export class ContractEngine {
   }
 
   async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string; from?: LifecycleState } = {}): Promise<TicketRow> {
-    return transitionTicket(this.#em(), ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts);
+    return transitionTicket(this.#em(), ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', { ...opts, announce: this.#announce });
   }
 
   /** HALT: the execution fails with the error that stopped it. */

@@ -9,7 +9,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError } from '../domain/errors.js';
 import { commitStep, commitStepsTogether, type StepCommit, type StepHop } from '../store/step-commit.js';
-import type { StepRow } from '../store/ticket-store.js';
+import type { AnnounceTicket, StepRow } from '../store/ticket-store.js';
 import { isIllegalTransition } from '../store/transition.js';
 
 /** The end of a step: its hop and what it writes with it. */
@@ -28,6 +28,8 @@ export class StepCommitQueue {
     private readonly em: () => EntityManager,
     /** Awaited before each write: what must commit ahead of the batch's steps. */
     private readonly before?: () => Promise<unknown>,
+    /** Announces each commit after it (see announcing). */
+    private readonly announce?: AnnounceTicket,
   ) {}
 
   commit(commit: StepCommit): Promise<StepRow> {
@@ -49,7 +51,7 @@ export class StepCommitQueue {
         continue;
       }
       try {
-        const rows = group.length > 1 ? await commitStepsTogether(this.em, group.map((w) => w.commit)) : undefined;
+        const rows = group.length > 1 ? await commitStepsTogether(this.em, group.map((w) => w.commit), this.announce) : undefined;
         if (rows) {
           group.forEach((w, i) => w.resolve(rows[i]!));
           continue;
@@ -58,7 +60,7 @@ export class StepCommitQueue {
         for (const w of group) w.reject(error);
         continue;
       }
-      await Promise.all(group.map((w) => commitStep(this.em, w.commit).then(w.resolve, w.reject)));
+      await Promise.all(group.map((w) => commitStep(this.em, w.commit, this.announce).then(w.resolve, w.reject)));
     }
     this.#draining = false;
   }

@@ -17,7 +17,7 @@ import { approvedFor, type ExecRecord } from './record.js';
 import type { ExecutorData } from './roles/agent.js';
 import type { RoleRun } from './roles/index.js';
 import { toStructured } from './structured.js';
-import { type StepRow, type TicketRow } from '../store/ticket-store.js';
+import { type AnnounceTicket, type StepRow, type TicketRow } from '../store/ticket-store.js';
 import { memoryRow, type Memory } from '../store/memory.js';
 import { StepCommitQueue, StepCommits, type StepEnd } from './step-commits.js';
 import { recordsTarget, type StepCommit } from '../store/step-commit.js';
@@ -50,6 +50,8 @@ export interface BatchKit {
   executor: (ctx: StepContext) => Promise<RoleRun>;
   /** Awaited before any of the batch's steps commits: earlier records that must commit first. */
   before?: () => Promise<unknown>;
+  /** Announces a step commit after it (see announcing). */
+  announce?: AnnounceTicket;
 }
 
 type PlannedStepLike = FrozenPlanDoc['steps'][number];
@@ -160,7 +162,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
 
   const batchId = newId('batch');
   const failures: Record<string, StructuredError> = {};
-  const committer = new StepCommitQueue(k.em, k.before);
+  const committer = new StepCommitQueue(k.em, k.before, k.announce);
   for (const b of blocked) {
     failures[b.step.step_id] = b.error;
     after.set(b.step.step_id, await committer.commit({

@@ -183,6 +183,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // The contract path sends raw statements only: one shared fork serves it.
   const raw = () => rawEm(opts.orm);
   const decision = new Decision(raw, (tenantId) => capabilities.granted(raw(), tenantId));
+  // A version stored by any core may change what an intent resolves to.
+  bus.onWake('assemblies', () => decision.forgetResolved());
   const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), raw);
   const engine = new ContractEngine({
     orm: opts.orm,

@@ -5,6 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { executeOne } from './native.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
+import { ASSEMBLIES_CHANNEL } from './event-bus.js';
 
 /** Versions are MAJOR.MINOR.PATCH, so they order as integer arrays. */
 const SEMVER_ORDER = "string_to_array(version, '.')::int[]";
@@ -21,11 +22,17 @@ export interface AssemblyKey {
 const VISIBLE = `tenant_id IN (?, '${PLATFORM_TENANT}')`;
 const OWN_FIRST = `(tenant_id = '${PLATFORM_TENANT}')`;
 
-/** Inserts a tenant's assembly version (PLATFORM_TENANT for the platform's); false when it has that id and version. */
+/**
+ * Inserts a tenant's assembly version (PLATFORM_TENANT for the platform's);
+ * false when it has that id and version. A version inserted tells every core
+ * (ASSEMBLIES_CHANNEL), whose latest for its intent may have changed.
+ */
 export async function insertAssembly(em: EntityManager, tenantId: string, def: AssemblyKey): Promise<boolean> {
   const inserted = await em.execute<{ assembly_id: string }[]>(
-    `INSERT INTO assemblies (tenant_id, assembly_id, version, intent, contract_id, definition, expected_latency_ms)
-     VALUES (?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT DO NOTHING RETURNING assembly_id`,
+    `WITH i AS (
+       INSERT INTO assemblies (tenant_id, assembly_id, version, intent, contract_id, definition, expected_latency_ms)
+       VALUES (?, ?, ?, ?, ?, ?::jsonb, ?) ON CONFLICT DO NOTHING RETURNING assembly_id, tenant_id)
+     SELECT assembly_id, pg_notify('${ASSEMBLIES_CHANNEL}', tenant_id) FROM i`,
     [tenantId, def.assembly_id, def.version, def.intent, def.contract?.contract_id ?? null, JSON.stringify(def), def.expected_latency_ms ?? 0],
   );
   return inserted.length > 0;

@@ -1,7 +1,8 @@
 // Wake-ups over PostgreSQL LISTEN/NOTIFY, and committed batches handed straight
 // to this process's watchers. A notification says "look again" and how far the
 // run or session has got; a watcher reads the log from its own cursor, unless a
-// local batch follows with no gap what it has.
+// local batch follows with no gap what it has. The batches this process
+// delivers are announced to the others after their commit (notifier.ts).
 import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
@@ -10,6 +11,7 @@ import { backoffDelay, type RetryPolicy } from '../domain/backoff.js';
 import { OUTAGE_RETRY } from './outage.js';
 import { EVENTS_CHANNEL, type StoredEvent } from './event-log.js';
 import { newId } from '../runtime/new-id.js';
+import { Notifier } from './notifier.js';
 
 /** A position from a notification; absent from notifications of older cores. */
 const positionOf = (text: string | undefined): number | undefined => (text && /^\d+$/.test(text) ? Number(text) : undefined);
@@ -27,6 +29,8 @@ export const TICKETS_CHANNEL = 'abc_tickets';
 export const TICKET_ENDED_CHANNEL = 'abc_ticket_ended';
 /** A new policy was stored over the API: every core reloads it (wake key `policy`). */
 export const POLICY_CHANNEL = 'abc_policy';
+/** Payload: the tenant that stored a new assembly version (wake key `assemblies`). */
+export const ASSEMBLIES_CHANNEL = 'abc_assemblies';
 
 /** The listener's application_name, so operators (and tests) can find its backend. */
 export const LISTENER_APPLICATION = 'abc-listener';
@@ -42,6 +46,7 @@ export class EventBus {
   readonly #cancels = new EventEmitter();
   readonly #states = new EventEmitter();
   readonly #ends = new EventEmitter();
+  readonly #notifier: Notifier;
   /** Names this process in the notifications of the batches it delivers itself. */
   readonly origin = newId('bus');
   #client: pg.Client | undefined;
@@ -53,6 +58,7 @@ export class EventBus {
     this.#url = url;
     this.#log = log;
     this.#retry = retry;
+    this.#notifier = new Notifier(this.#log);
     this.#wakes.setMaxListeners(0);
     this.#batches.setMaxListeners(0);
     this.#cancels.setMaxListeners(0);
@@ -86,7 +92,8 @@ export class EventBus {
     client.on('notification', (n) => this.#dispatch(n.channel, n.payload ?? ''));
     try {
       await client.connect();
-      await client.query(`LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${TICKET_ENDED_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}`);
+      // Its own commits (announcements) have nothing to make durable.
+      await client.query(`SET synchronous_commit = off; LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${TICKET_ENDED_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}; LISTEN ${ASSEMBLIES_CHANNEL}`);
       return client;
     } catch (error) {
       await client.end().catch(() => {});
@@ -135,6 +142,7 @@ export class EventBus {
   #setClient(client: pg.Client | undefined): void {
     const was = this.#client !== undefined;
     this.#client = client;
+    this.#notifier.attach(client);
     if (was === (client !== undefined)) return;
     this.#states.emit('state', client !== undefined);
     // Anything may have been committed while we were away: everyone looks again.
@@ -167,6 +175,10 @@ export class EventBus {
       this.#wakes.emit('policy');
       return;
     }
+    if (channel === ASSEMBLIES_CHANNEL) {
+      this.#wakes.emit('assemblies');
+      return;
+    }
     if (channel === CANCEL_CHANNEL) {
       this.#cancels.emit(payload, payload);
       return;
@@ -179,10 +191,10 @@ export class EventBus {
   }
 
   /**
-   * Hands a batch of one run's events, just committed by this process, to its
-   * watchers here, then wakes its waiters (WakeWatch) as the notification this
-   * process passes over would have: a watcher the batch has reached passes
-   * the wake-up over.
+   * Hands a batch of one run's events, just committed by this process with no
+   * notification, to its watchers here, then wakes its waiters (WakeWatch) as
+   * a notification would have: a watcher the batch has reached passes the
+   * wake-up over. Then announces the batch to the other processes.
    */
   publish(events: StoredEvent[]): void {
     const first = events[0];
@@ -192,13 +204,24 @@ export class EventBus {
     this.#batches.emit(`session:${first.sessionId}`, events);
     this.#wakes.emit(`run:${first.runId}`, last.seq);
     this.#wakes.emit(`session:${first.sessionId}`, last.sessionSeq);
+    this.#announce(first.sessionId, first.runId, `${last.id} ${last.sessionSeq ?? ''} ${last.seq}`);
+  }
+
+  /** A notification of a run's events, as abc_append_events sends one: `session run last-id session-head run-seq origin`. */
+  #announce(sessionId: string, runId: string, positions: string): void {
+    this.#notifier.announce(EVENTS_CHANNEL, `${sessionId} ${runId} ${positions} ${this.origin}`, runId);
+  }
+
+  /** Announces, after its commit, that a ticket's execution row changed (a TICKETS_CHANNEL notification). */
+  announceTicket(ticket: string): void {
+    this.#notifier.announce(TICKETS_CHANNEL, ticket);
   }
 
   /**
-   * Runs `write`, a commit of `run`'s events that names this bus's origin in
-   * its notification, and publishes the events it answers with. A write that
-   * fails may have committed all the same: the run's and its session's
-   * watchers here read the log (reread).
+   * Runs `write`, a commit of `run`'s events that sends no notification (it is
+   * given this bus's origin), and publishes the events it answers with. A
+   * write that fails may have committed all the same: the run's and its
+   * session's watchers here and elsewhere read the log.
    */
   async deliver<T extends { events: StoredEvent[] }>(run: { runId: string; sessionId: string }, write: (origin: string) => Promise<T | undefined>): Promise<T | undefined> {
     let written: T | undefined;
@@ -206,6 +229,7 @@ export class EventBus {
       written = await write(this.origin);
     } catch (error) {
       this.reread(run.runId, run.sessionId);
+      this.#announce(run.sessionId, run.runId, '  ');
       throw error;
     }
     if (written) this.publish(written.events);
@@ -257,6 +281,7 @@ export class EventBus {
   }
 
   async close(): Promise<void> {
+    await this.#notifier.drain(1000);
     this.#closed = true;
     this.#sleep?.abort();
     await this.#client?.end().catch(() => {});

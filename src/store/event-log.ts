@@ -9,6 +9,13 @@ import { prepared, type Queryable } from './native.js';
 
 export const EVENTS_CHANNEL = 'abc_events';
 
+/**
+ * The channel a commit of events notifies in its statement: none for a writer
+ * with an origin (an event bus's), which announces the commit after it
+ * (EventBus.publish), so the commit holds no NOTIFY lock.
+ */
+export const channelFor = (origin: string): string | null => (origin ? null : EVENTS_CHANNEL);
+
 export interface NewEvent {
   type: string;
   payload?: Record<string, unknown>;
@@ -93,15 +100,15 @@ const APPEND_MANY = 'SELECT id, event_id, session_id, seq, session_seq FROM abc_
 /**
  * Appends the events of several runs in one statement: inside the caller's
  * transaction `db`, or atomically on its own (a pool). A run may appear once.
- * Its notifications name `origin`, so the process that delivers the batch
- * itself can pass over them. Returns the committed events by run; a run
+ * With an `origin` (an event bus's), it notifies no one: the caller publishes
+ * the events after the commit (channelFor). Returns the committed events by run; a run
  * missing from the answer had ended (with `onlyIfActive`) or does not exist.
  */
 export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promise<Map<string, StoredEvent[]>> {
   const { input, wanted } = appendArgs(parts);
   const json = JSON.stringify(input);
   const started = performance.now();
-  const rows = await query<Pick<EventRow, 'id' | 'event_id' | 'session_id' | 'seq' | 'session_seq'>>(db, APPEND_MANY, [json, JSON.stringify(wanted), EVENTS_CHANNEL, origin]);
+  const rows = await query<Pick<EventRow, 'id' | 'event_id' | 'session_id' | 'seq' | 'session_seq'>>(db, APPEND_MANY, [json, JSON.stringify(wanted), channelFor(origin), origin]);
   metrics.eventAppend.observe((performance.now() - started) / 1000);
   metrics.eventBatch.observe(input.length);
   // The append answers only what it assigned; the rest is what was sent, its payloads as JSON gives them

@@ -10,7 +10,7 @@ import type { Logger } from '../runtime/log.js';
 import { moveContract } from './execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
-import { appendArgs, appendEvents, eventsOf, EVENTS_CHANNEL, type EventRow, type NewEvent, type StoredEvent } from './event-log.js';
+import { appendArgs, appendEvents, channelFor, eventsOf, type EventRow, type NewEvent, type StoredEvent } from './event-log.js';
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
 import { executeGuarded, executeOne } from './native.js';
@@ -190,7 +190,7 @@ export async function startRun(em: EntityManager, run: NewRun, content: string, 
     message: { message_id: newId('msg'), content },
     events: input,
     wanted,
-    channel: EVENTS_CHANNEL,
+    channel: channelFor(origin),
     origin,
   };
   const started = await oneCall<{ run: RawRun; first_id: string; events: EventRow[] }>(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
@@ -204,8 +204,8 @@ export async function startRun(em: EntityManager, run: NewRun, content: string, 
  * assistant's message, the run-ended NOTIFY and the run's last events. The run
  * as written and the events appended; undefined when nothing was written (the
  * run is paused, has ended, or has a parent whose contract mirrors it). With
- * `origin` (an event bus's), the notification tells that bus's process it
- * wrote the events: it hands them to its watchers itself.
+ * `origin` (an event bus's), the statement notifies no one: that bus's
+ * process hands the events to its watchers and announces them (channelFor).
  */
 export async function completeRun(
   em: EntityManager,
@@ -225,7 +225,7 @@ export async function completeRun(
     ended_channel: RUN_ENDED_CHANNEL,
     events: input,
     wanted,
-    channel: EVENTS_CHANNEL,
+    channel: channelFor(origin),
     origin,
   };
   const ended = await oneCall<RawRun & { appended: EventRow[] }>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);

@@ -15,7 +15,7 @@ import { TICKETS_CHANNEL } from './event-bus.js';
 import { moveFacts, moveTime, summariseOutcome } from './execution-contracts.js';
 import { storeMemoryRows, type MemoryRow } from './memory.js';
 import { executeGuarded } from './native.js';
-import { contractActor, STEP_TO_CONTRACT, stepTransitionEvent, transitionStep, type StepRow, type TicketEventInput } from './ticket-store.js';
+import { announcing, contractActor, STEP_TO_CONTRACT, stepTransitionEvent, transitionStep, type AnnounceTicket, type StepRow, type TicketEventInput } from './ticket-store.js';
 
 export interface StepHop {
   trigger: StepTrigger;
@@ -44,10 +44,15 @@ export interface StepCommit {
 /** The execution contract's state while its step is in a state. */
 const CONTRACT_STATE_OF: Partial<Record<StepState, ExecutionState>> = { PENDING: 'pending', RUNNING: 'running' };
 
-/** Commits the hops; the step row as written. Throws what transitionStep throws for a move the machine refuses. */
-export async function commitStep(em: () => EntityManager, c: StepCommit): Promise<StepRow> {
+/**
+ * Commits the hops; the step row as written. Throws what transitionStep
+ * throws for a move the machine refuses. With `announce`, a commit in one
+ * statement announces itself after it (see announcing).
+ */
+export async function commitStep(em: () => EntityManager, c: StepCommit, announce?: AnnounceTicket): Promise<StepRow> {
   const call = c.also ? undefined : callOf(c);
-  const written = call && (await executeGuarded<StepRow>(em(), 'SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(call)]));
+  const db = em();
+  const written = call && (await announcing(db, c.ticket, announce, (announced) => executeGuarded<StepRow>(db, 'SELECT * FROM abc_commit_step(?::jsonb)', [JSON.stringify(quiet(call, announced))])));
   if (written) return written[0]!;
   return em().transactional(async (tx) => {
     await c.also?.(tx);
@@ -71,10 +76,14 @@ export async function commitStep(em: () => EntityManager, c: StepCommit): Promis
  * written, in order. Undefined, with nothing written, when one of them cannot
  * go by abc_commit_step or its row is in another state: each then commits alone.
  */
-export async function commitStepsTogether(em: () => EntityManager, commits: StepCommit[]): Promise<StepRow[] | undefined> {
+export async function commitStepsTogether(em: () => EntityManager, commits: StepCommit[], announce?: AnnounceTicket): Promise<StepRow[] | undefined> {
   const calls = commits.map((c) => (c.also ? undefined : callOf(c)));
   if (calls.some((c) => !c)) return undefined;
-  const written = await executeGuarded<StepRow>(em(), 'SELECT * FROM abc_commit_steps(?::jsonb)', [JSON.stringify(calls)]);
+  const db = em();
+  const tickets = [...new Set(commits.map((c) => c.ticket))];
+  const written = await announcing(db, tickets[0]!, announce && (() => tickets.forEach((t) => announce(t))), (announced) =>
+    executeGuarded<StepRow>(db, 'SELECT * FROM abc_commit_steps(?::jsonb)', [JSON.stringify(calls.map((c) => quiet(c!, announced)))]),
+  );
   return written && commits.map((c) => written.find((r) => r.step_id === c.stepId)!);
 }
 
@@ -130,6 +139,9 @@ function walk(c: StepCommit) {
   }
   return { events, hops, state, contract, message };
 }
+
+/** A call of an `announced` commit: it notifies no one. */
+const quiet = (call: Record<string, unknown>, announced: boolean) => (announced ? { ...call, channel: null } : call);
 
 /** abc_commit_step's argument, its events numbered after `ahead` others; undefined when walk() refuses the hops. */
 function callOf(c: StepCommit, ahead = 0): Record<string, unknown> | undefined {

@@ -1,9 +1,12 @@
 // The contract job queue (graphile-worker, in PostgreSQL) and the claims
-// workers hold on tickets. A job is added in the ticket's own transaction,
-// except for a sync ticket its submitting core runs at once: that one is
-// created claimed, and its claim is its way back. A claim that lapses (its
-// worker stopped renewing it) is swept: the worker's queue locks are released
-// and the ticket gets a job if it has none, so a live worker resumes it.
+// workers hold on tickets. A ticket is created claimed: by the submitting core
+// that runs a sync one at once, or by its admission (admit), which adds the
+// jobs of the tickets admitted meanwhile in one statement after their commits.
+// Adding a job NOTIFYs, and PostgreSQL makes notifying commits wait for each
+// other; a ticket's commit that adds none shares its WAL flush with others.
+// A claim that lapses (its worker stopped renewing it, or its core died before
+// the job was added) is swept: the worker's queue locks are released and the
+// ticket gets a job if it has none, so a live worker resumes it.
 import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -34,10 +37,26 @@ export async function queueStats(em: EntityManager): Promise<{ depth: number; ol
   return { depth: row?.depth ?? 0, oldestSeconds: row?.oldest ?? 0 };
 }
 
+/** Adds the jobs of admitted tickets still claimed by their admission, and drops those claims. */
+const ADD_ADMITTED = {
+  name: 'abc_add_admitted',
+  text: `WITH mine AS (
+    UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL
+    WHERE ticket IN (SELECT jsonb_array_elements_text($1::jsonb)) AND lease_owner = 'admitted-' || ticket
+    RETURNING ticket)
+  SELECT count(graphile_worker.add_job($2, json_build_object('ticket', mine.ticket), job_key := mine.ticket)) AS n FROM mine`,
+};
+
+/** The pause before admitted tickets whose jobs failed to be added are tried again. */
+const ADMIT_RETRY_MS = 200;
+
 export class ContractQueue {
   #runner: Runner | undefined;
   #pool: pg.Pool | undefined;
   #closed = false;
+  /** Tickets admitted and committed, whose jobs are not added yet. */
+  #admitted = new Set<string>();
+  #adding: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
   readonly #log: Logger;
 
@@ -86,6 +105,38 @@ export class ContractQueue {
       sql: `graphile_worker.add_job(?, json_build_object('ticket', ${ticket}), job_key := ${ticket}, run_at := coalesce(?::timestamptz, now()))`,
       params: [EXECUTE_TASK, runAt?.toISOString() ?? null],
     };
+  }
+
+  /** The claim an admitted ticket is created with, until its job is added (admit) or the claim lapses (recover). */
+  admission(ticket: string): { owner: string; ms: number } {
+    return { owner: `admitted-${ticket}`, ms: this.opts.leaseMs };
+  }
+
+  /**
+   * Adds the job of a ticket created with its admission's claim, once that
+   * commit is done: with the others admitted meanwhile, in one statement that
+   * also drops their claims. A ticket whose claim is gone (a cancel ended it,
+   * or the claim lapsed and recover() gave it a job) gets none here.
+   */
+  admit(ticket: string): void {
+    this.#admitted.add(ticket);
+    this.#adding ??= this.#addAdmitted().finally(() => (this.#adding = undefined));
+  }
+
+  async #addAdmitted(): Promise<void> {
+    while (this.#admitted.size && this.#pool) {
+      const tickets = [...this.#admitted];
+      this.#admitted.clear();
+      try {
+        await this.#pool.query({ ...ADD_ADMITTED, values: [JSON.stringify(tickets), EXECUTE_TASK] });
+      } catch (error) {
+        // Tried again while the process lives; after a crash, the claims lapse and recover() adds the jobs.
+        this.#log.warn({ err: error, tickets: tickets.length }, 'could not add the jobs of admitted tickets; retrying');
+        for (const t of tickets) this.#admitted.add(t);
+        if (this.#closed) return;
+        await new Promise((r) => setTimeout(r, ADMIT_RETRY_MS));
+      }
+    }
   }
 
   /** Takes (or takes over) the claim on a ticket, inside `tx`. */
@@ -143,6 +194,8 @@ export class ContractQueue {
 
   async close(): Promise<void> {
     void this.stopWorkers();
+    // The jobs of tickets already admitted go out first; any that cannot, recover() adds once their claims lapse.
+    await this.#adding;
     await this.#pool?.end().catch(() => {});
   }
 }

@@ -147,7 +147,7 @@ export const appendTicketEvent = (tx: EntityManager, ticket: string, type: strin
  * Throws illegal_transition (store/transition.ts) for a move the table does not allow.
  */
 export async function transitionTicket(tx: EntityManager, ticket: string, trigger: LifecycleTrigger, patch: TicketPatch = {}, actor = 'engine', opts: MoveTicketOptions = {}): Promise<TicketRow> {
-  const moved = await moveTicket(tx, ticket, trigger, patch, actor, opts);
+  const moved = await announcing(tx, ticket, opts.announce, (announced) => moveTicket(tx, ticket, trigger, patch, actor, opts, announced));
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
   return moved;
 }
@@ -164,6 +164,26 @@ export function transitionTicketFrom(tx: EntityManager, ticket: string, from: Li
  */
 export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number };
 
+/** Announces, after its commit, that a ticket's execution row changed (EventBus.announceTicket). */
+export type AnnounceTicket = (ticket: string) => void;
+
+/**
+ * Runs `write`, a statement on `em` that changes `ticket`, and announces the
+ * change after it, its statement notifying no one (`announce` is then given
+ * to it), when `em` commits each statement on its own; inside a transaction,
+ * whose commit comes later, the statement notifies. A write that fails may
+ * have committed all the same: it is announced too, since a wake-up that finds
+ * nothing new costs only a read.
+ */
+export async function announcing<T>(em: EntityManager, ticket: string, announce: AnnounceTicket | undefined, write: (announce: boolean) => Promise<T>): Promise<T> {
+  if (!announce || em.isInTransaction()) return write(false);
+  try {
+    return await write(true);
+  } finally {
+    announce(ticket);
+  }
+}
+
 interface MoveTicketOptions {
   reason?: string;
   trace?: TicketEventInput[];
@@ -176,6 +196,8 @@ interface MoveTicketOptions {
   calls?: { sql: string; params: unknown[] }[];
   /** Records written ahead of the move's own hop (the last; each hop of `through` has its own). */
   first?: RecordsFirst;
+  /** Announces the move after its commit, a move on its own (see announcing); the end of the lifecycle still notifies in it. */
+  announce?: AnnounceTicket;
 }
 
 async function moveTicket(
@@ -185,6 +207,7 @@ async function moveTicket(
   patch: TicketPatch,
   actor: string,
   opts: MoveTicketOptions & { onlyFrom?: LifecycleState },
+  announced = false,
 ): Promise<TicketRow | undefined> {
   // Each hop's records written first, its trace, then seed 002's STATE_TRANSITION event for it; the move's statement appends them all.
   const steps: NonNullable<MoveTicketOptions['through']> = [...(opts.through ?? []), { trigger, trace: opts.trace, reason: opts.reason, first: opts.first }];
@@ -243,8 +266,8 @@ async function moveTicket(
       },
       ...(opts.also ?? []),
     ],
-    notify: { channel: TICKETS_CHANNEL, payload: 'ticket' },
-    // A waiter for the end reads the ticket only then.
+    ...(!announced && { notify: { channel: TICKETS_CHANNEL, payload: 'ticket' } }),
+    // A waiter for the end reads the ticket only then: this notification goes in the commit, which not even a crash can part it from.
     notifyOnEnd: { channel: TICKET_ENDED_CHANNEL, payload: 'ticket' },
     returning: true,
     oneStatement: true,
@@ -410,44 +433,44 @@ export type NewTicket = Pick<TicketRow, 'ticket' | 'tenant_id' | 'contract_id' |
 };
 
 /**
- * Creates a ticket in INIT, in one statement with its queue job (`job`: the
- * enqueue as an expression over the new ticket's id column) and its first
- * event when given; undefined when its idempotency key is taken, and then
- * nothing is written.
+ * Creates a ticket in INIT (or started, for `start`), claimed when given a
+ * claim, in one statement with its first event when given; undefined when
+ * its idempotency key is taken, and then nothing is written.
  */
 export async function insertTicket(
   em: EntityManager,
   t: NewTicket,
   also: {
-    job?: (ticket: string) => { sql: string; params: unknown[] };
     event?: TicketEventInput;
     /** The claim of a worker that runs the ticket at once: it is created started (INIT → start, recorded) and leased. */
     start?: { owner: string; ms: number };
+    /** A claim the ticket is created with, in INIT (ContractQueue.admission). */
+    claim?: { owner: string; ms: number };
   } = {},
 ): Promise<TicketRow | undefined> {
-  const job = also.job?.('t.ticket');
   const start = also.start && startEvent();
   const events = [...(also.event ? [also.event] : []), ...(start ? [start] : [])];
   const state: LifecycleState = start ? start.payload.to : 'INIT';
-  const [row] = await em.execute<(TicketRow & { notified?: unknown; queued?: unknown })[]>(
+  const lease = also.start ?? also.claim;
+  // No one can watch a ticket before its id is answered: its creation notifies no one.
+  const [row] = await em.execute<TicketRow[]>(
     `WITH t AS (
        INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
          status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq, lease_owner, lease_expires_at, started_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, now() + (? || ' milliseconds')::interval, ?,
          ?, now() + (?::text || ' milliseconds')::interval, CASE WHEN ? THEN now() END)
        ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *
-     )${job ? `, job AS (SELECT ${job.sql} FROM t)` : ''}${events.length ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, e.n, ?, e.type, e.payload FROM t, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb))' : ''}
-     SELECT t.*${job ? ', (SELECT count(*) FROM job) AS queued' : ''}${events.length ? `, pg_notify('${TICKETS_CHANNEL}', t.ticket) AS notified` : ''} FROM t`,
+     )${events.length ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, e.n, ?, e.type, e.payload FROM t, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb))' : ''}
+     SELECT t.* FROM t`,
     [
       t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode,
       statusOf(state), PHASE_OF[state], state, t.trace_id, t.traceparent, t.expected_latency_ms, t.retention_ms, events.length,
-      also.start?.owner ?? null, also.start?.ms ?? null, Boolean(also.start),
-      ...(job?.params ?? []), ...(events.length ? [Date.now(), JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e })))] : []),
+      lease?.owner ?? null, lease?.ms ?? null, Boolean(also.start),
+      ...(events.length ? [Date.now(), JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e })))] : []),
     ],
   );
   if (!row) return undefined;
-  const { notified: _n, queued: _q, ...ticket } = row;
-  return ticket as TicketRow;
+  return row;
 }
 
 /** A fresh ticket's start, as the table moves it and as seed 002 records it. */

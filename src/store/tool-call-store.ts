@@ -7,7 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
-import { eventsOf, type EventRow, type StoredEvent } from './event-log.js';
+import { channelFor, eventsOf, type EventRow, type StoredEvent } from './event-log.js';
 import { executeGuarded } from './native.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
@@ -175,15 +175,17 @@ export interface CallCommit {
 /**
  * Opens a call through its first hops in one statement (abc_open_tool_call);
  * undefined when it wrote nothing. `origin` (an event bus's) names the process
- * that hands the events to its watchers itself, as for completeRun.
+ * that hands the events to its watchers and announces them, as for completeRun:
+ * the statement then notifies no one, whatever channel `arg` names.
  */
-export const openCallRow = (em: EntityManager, arg: unknown, origin: string) => oneCall(em, 'SELECT abc_open_tool_call(?::jsonb, ?) AS r', arg, origin);
+export const openCallRow = (em: EntityManager, arg: Record<string, unknown>, origin: string) => oneCall(em, 'SELECT abc_open_tool_call(?::jsonb, ?) AS r', arg, origin);
 
 /** Moves a call by a hop in one statement (abc_move_tool_call); as openCallRow. */
-export const moveCallRow = (em: EntityManager, arg: unknown, origin: string) => oneCall(em, 'SELECT abc_move_tool_call(?::jsonb, ?) AS r', arg, origin);
+export const moveCallRow = (em: EntityManager, arg: Record<string, unknown>, origin: string) => oneCall(em, 'SELECT abc_move_tool_call(?::jsonb, ?) AS r', arg, origin);
 
-async function oneCall(em: EntityManager, sql: string, arg: unknown, origin: string): Promise<CallCommit | undefined> {
-  const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [JSON.stringify(arg), origin]))?.[0]?.r;
+async function oneCall(em: EntityManager, sql: string, arg: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
+  const call = JSON.stringify({ ...arg, channel: channelFor(origin) });
+  const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [call, origin]))?.[0]?.r;
   return r ? { call: toCall(r), events: eventsOf(r.appended) } : undefined;
 }
 

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorMessage } from '../support/error-message.js';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { failure, unary, withKey } from '../support/grpc.js';
+import { insertAssembly, type AssemblyKey } from '../../src/store/assembly-store.js';
 import { assemblyMessage, importSamplePortfolios, pollUntilDone, referenceAssembly, request } from '../support/contracts.js';
 
 let s: TestStack;
@@ -117,6 +118,17 @@ describe('frozen plans', () => {
 
     const unknown = await failure(unary(decision.replan.bind(decision), { planId: first.planId, scope: 'REPLAN_SCOPE_LOCAL', failedStepId: 'nope', error: undefined } as never, withKey(s.key)));
     expect(unknown.code).toBe(status.INVALID_ARGUMENT);
+  });
+
+  it('plans with a version another core stored as soon as that core tells this one', async () => {
+    const plan = async () => (await unary(decision.plan.bind(decision), planRequest() as never, withKey(s.key))).plan!.assemblyVersion;
+    const before = await plan();
+    const [row] = await s.orm.em.fork().execute<{ tenant_id: string }[]>("SELECT tenant_id FROM assemblies WHERE assembly_id = 'analyze_portfolio' AND version = ?", [before]);
+    const next = referenceAssembly() as AssemblyKey;
+    next.version = '1.0.2';
+    // Written as another core's register writes it: not through this core's decision plane.
+    expect(await insertAssembly(s.orm.em.fork(), row!.tenant_id, next)).toBe(true);
+    await expect.poll(plan).toBe('1.0.2');
   });
 });
 

@@ -1,6 +1,6 @@
 // Contract executions held in the queue (no worker in the serving core): sync
-// timeouts, the read-only poll, cancel, a long poll woken by progress, and the
-// sweep that queues a ticket whose claim lapsed.
+// timeouts, the read-only poll, cancel, a long poll woken by progress, an async
+// ticket's admission, and the sweep that queues a ticket whose claim lapsed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCore } from '../../src/main/core.js';
 import { readOnlyPool } from '../../src/store/read-only.js';
@@ -22,10 +22,16 @@ afterAll(async () => s?.close());
 const submit = (body: unknown) => s.http('/v1/contracts:submit', { method: 'POST', json: body });
 const valid = (kind: 'submit-response' | 'poll-response' | 'error', doc: unknown) => expect(registry.validateResponse(contract, kind, doc)).toEqual({ ok: true });
 
+/** The claim on a ticket: its admission's until its job is added, a worker's, or none. */
+const claim = async (ticket: string) => (await s.orm.em.fork().execute<{ lease_owner: string | null }[]>('SELECT lease_owner FROM tickets WHERE ticket = ?', [ticket]))[0]!.lease_owner;
+
+/** An async ticket, once its admission has added its job. */
 async function queued(patch: Record<string, unknown> = {}): Promise<string> {
   const res = await submit(request(patch));
   expect(res.status).toBe(202);
-  return (await res.json()).task.ticket;
+  const ticket = (await res.json()).task.ticket;
+  await expect.poll(() => claim(ticket)).toBeNull();
+  return ticket;
 }
 
 /** Everything a poll could possibly write. */
@@ -155,7 +161,7 @@ describe('long poll', () => {
   });
 });
 
-describe('the recovery sweep of lapsed claims', () => {
+describe('admission, and the recovery sweep of lapsed claims', () => {
   const queue = () => new ContractQueue({ orm: s.orm, log: testLogger(), concurrency: 0, leaseMs: 1000, pollIntervalMs: 1000 });
   const job = async (ticket: string) =>
     (await s.orm.em.fork().execute<{ due: boolean; later: boolean; locked: boolean }[]>(
@@ -171,7 +177,45 @@ describe('the recovery sweep of lapsed claims', () => {
       state ? [state, ticket] : [ticket],
     );
   };
-  const claim = async (ticket: string) => (await s.orm.em.fork().execute<{ lease_owner: string | null }[]>('SELECT lease_owner FROM tickets WHERE ticket = ?', [ticket]))[0]!.lease_owner;
+  const revision = async (ticket: string) => (await s.orm.em.fork().execute<{ revision: number }[]>('SELECT revision FROM graphile_worker._private_jobs WHERE key = ?', [ticket]))[0]?.revision;
+
+  it('adds an admitted ticket’s job after its commit, due now, and frees its admission’s claim', async () => {
+    const res = await submit(request());
+    const ticket = (await res.json()).task.ticket;
+    await expect.poll(() => job(ticket)).toEqual({ due: true, later: false, locked: false });
+    expect(await claim(ticket)).toBeNull();
+    const [created] = await s.orm.em.fork().execute<{ lifecycle_state: string }[]>('SELECT lifecycle_state FROM tickets WHERE ticket = ?', [ticket]);
+    expect(created!.lifecycle_state).toBe('INIT');
+  });
+
+  it('leaves a ticket whose core died before adding its job to the sweep, which a late admission does not repeat', async () => {
+    const ticket = await queued();
+    // As a core that died after the ticket's commit leaves it: claimed by its admission, the claim lapsed, no job.
+    await dropJob(ticket);
+    await s.orm.em.fork().execute("UPDATE tickets SET lease_owner = 'admitted-' || ticket, lease_expires_at = now() - interval '1 second' WHERE ticket = ?", [ticket]);
+    expect(await queue().recover()).toBeGreaterThanOrEqual(1);
+    expect(await job(ticket)).toEqual({ due: true, later: false, locked: false });
+    expect(await claim(ticket)).toBeNull();
+    expect(await revision(ticket)).toBe(0);
+    // A core that was only slow admits it after all: its claim is gone, so it adds nothing.
+    const late = queue();
+    await late.start(async () => {});
+    late.admit(ticket);
+    await late.close();
+    expect(await revision(ticket)).toBe(0);
+  });
+
+  it('adds no job for an admitted ticket a cancel ended first', async () => {
+    const ticket = await queued();
+    await dropJob(ticket);
+    await s.orm.em.fork().execute("UPDATE tickets SET lease_owner = 'admitted-' || ticket, lease_expires_at = now() + interval '1 minute' WHERE ticket = ?", [ticket]);
+    expect((await s.http(`/v1/tickets/${ticket}:cancel`, { method: 'POST', json: {} })).status).toBe(200);
+    const late = queue();
+    await late.start(async () => {});
+    late.admit(ticket);
+    await late.close();
+    expect(await job(ticket)).toBeUndefined();
+  });
 
   it('queues a ticket whose claim lapsed with no job, due now, and frees the claim', async () => {
     const ticket = await queued();

@@ -4,7 +4,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventAppender } from '../../src/store/event-appender.js';
-import { EventBus } from '../../src/store/event-bus.js';
+import { EventBus, LISTENER_APPLICATION } from '../../src/store/event-bus.js';
 import { appendEvents, EVENTS_CHANNEL, readEvents, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
 import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
@@ -120,6 +120,12 @@ describe('the shared append', () => {
   });
 });
 
+/** The backends of this database's event bus listeners. */
+async function listenerPids(): Promise<number[]> {
+  const rows = await orm.em.fork().execute<{ pid: number }[]>('SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = ?', [LISTENER_APPLICATION]);
+  return rows.map((r) => r.pid);
+}
+
 describe('watching', () => {
   let bus: EventBus;
   beforeAll(async () => {
@@ -190,16 +196,16 @@ describe('watching', () => {
     const notified: string[] = [];
     const listener = new pg.Client({ connectionString: store.db.url });
     await listener.connect();
-    listener.on('notification', (m) => notified.push(m.payload!));
+    const senders = new Set<number>();
+    listener.on('notification', (m) => (notified.push(m.payload!), senders.add(m.processId)));
     await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
     const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
-    const started = (await startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }, { type: 'run_started' }], bus.origin))!;
+    const started = (await bus.deliver(run, (origin) => startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }, { type: 'run_started' }], origin)))!;
     const { db, reads } = counted();
     const controller = new AbortController();
     const watch = watchEvents(() => db, bus, { filter: { sessionId }, cursor: String(BigInt(started.firstId) - 1n), known: started.events, signal: controller.signal });
     const seen = [(await watch.next()).value, (await watch.next()).value];
-    const ended = (await completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], bus.origin))!;
-    bus.publish(ended.events);
+    const ended = (await bus.deliver(run, (origin) => completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], origin)))!;
     seen.push((await watch.next()).value);
     controller.abort();
     await watch.return(undefined);
@@ -207,11 +213,15 @@ describe('watching', () => {
     // What the watch was handed is what the log holds, field by field.
     expect(seen).toEqual(await readEvents(orm.em.fork(), { sessionId }, '0', 10));
     expect(reads()).toBe(0);
-    // Both notifications name this process, whose bus passes them over.
+    // Both notifications name this process, whose bus passes them over, and its listener sent them after the commits.
     const ours = () => notified.filter((p) => p.startsWith(`${sessionId} `));
     await expect.poll(() => ours().length).toBe(2);
     await listener.end();
-    expect(ours().map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
+    expect(ours()).toEqual([
+      `${sessionId} ${run.runId} ${started.events[1]!.id} 2 2 ${bus.origin}`,
+      `${sessionId} ${run.runId} ${ended.events[0]!.id} 3 3 ${bus.origin}`,
+    ]);
+    expect([...senders]).toEqual(await listenerPids());
   });
 
   it('takes a tool call’s two commits from memory, with no read, and wakes a waiter on its run', async () => {
@@ -275,5 +285,50 @@ describe('watching', () => {
     expect((await next).value).toMatchObject({ type: 'run_done', runId: run.runId });
     controller.abort();
     await watch.return(undefined);
+  });
+});
+
+describe('announcing after the commit', () => {
+  let bus: EventBus;
+  let listener: pg.Client;
+  const notified: { payload: string; from: number }[] = [];
+  beforeAll(async () => {
+    bus = await EventBus.start(store.db.url, testLogger());
+    listener = new pg.Client({ connectionString: store.db.url });
+    await listener.connect();
+    listener.on('notification', (m) => notified.push({ payload: m.payload!, from: m.processId }));
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+  });
+  afterAll(async () => {
+    await listener.end();
+    await bus.close();
+  });
+
+  const batch = (runId: string, seq: number): StoredEvent[] => [{ id: String(seq), eventId: `evt_${runId}_${seq}`, runId, sessionId: `sess_of_${runId}`, seq, sessionSeq: seq, ts: 1, type: 'delta', payload: {} }];
+  const of = (runId: string) => notified.filter((m) => m.payload.includes(` ${runId} `)).map((m) => m.payload);
+
+  it('sends what waits together, the latest position of each run standing for the ones before it', async () => {
+    const [a, b] = [`run_ann_${++n}`, `run_ann_${++n}`];
+    // The first goes out at once; the rest wait for it, and go out as one statement.
+    bus.publish(batch(a, 1));
+    bus.publish(batch(a, 2));
+    bus.publish(batch(b, 1));
+    bus.publish(batch(a, 3));
+    await expect.poll(() => of(a).length + of(b).length).toBe(3);
+    expect(of(a)).toEqual([`sess_of_${a} ${a} 1 1 1 ${bus.origin}`, `sess_of_${a} ${a} 3 3 3 ${bus.origin}`]);
+    expect(of(b)).toEqual([`sess_of_${b} ${b} 1 1 1 ${bus.origin}`]);
+  });
+
+  it('keeps what it could not send for its next connection', async () => {
+    const runId = `run_ann_${++n}`;
+    // The watching bus has closed: the one listener is this bus's.
+    const [before] = await listenerPids();
+    await orm.em.fork().execute('SELECT pg_terminate_backend(?)', [before]);
+    bus.publish(batch(runId, 7));
+    await expect.poll(() => of(runId), { timeout: 15_000 }).toEqual([`sess_of_${runId} ${runId} 7 7 7 ${bus.origin}`]);
+    // Sent by the listener's next connection.
+    const sender = notified.find((m) => m.payload.includes(` ${runId} `))!.from;
+    expect(sender).not.toBe(before);
+    expect(await listenerPids()).toEqual([sender]);
   });
 });

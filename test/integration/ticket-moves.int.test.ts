@@ -94,23 +94,19 @@ it('moves only from the state named, in one statement, with a claim; a ticket in
   expect((await em().execute<{ lease_owner: string | null }[]>("SELECT lease_owner FROM tickets WHERE ticket = 'tkt_mv_running'"))[0]!.lease_owner).toBeNull();
 });
 
-it('creates a ticket with its queue job and its first event in one statement, and writes nothing under a taken key', async () => {
-  // A job of this test's own: the expression the queue gives (contracts-queue.int.test proves graphile's).
-  await em().execute('CREATE TABLE test_jobs (ticket text); CREATE FUNCTION test_job(t text) RETURNS int LANGUAGE sql AS $$ INSERT INTO test_jobs VALUES (t) RETURNING 1 $$');
-  const job = (ticket: string) => ({ sql: `test_job(${ticket})`, params: [] });
+it('creates a ticket claimed by its admission with its first event in one statement, and writes nothing under a taken key', async () => {
   const ticket = (id: string) => ({
     ticket: id, tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: `req-${id}`, session_id: 'sess-moves', idempotency_key: 'taken-once',
     request_hash: 'h', request: { a: 1 }, mode: 'sync', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
   });
   const calls: string[] = [];
-  const created = await insertTicket(counted(calls), ticket('tkt_mv_new'), { job, event: { type: 'ticket_created', payload: { request_id: 'req-tkt_mv_new' } } });
+  const claim = { owner: 'admitted-tkt_mv_new', ms: 60_000 };
+  const created = await insertTicket(counted(calls), ticket('tkt_mv_new'), { claim, event: { type: 'ticket_created', payload: { request_id: 'req-tkt_mv_new' } } });
   expect(calls).toHaveLength(1);
-  expect(created).toMatchObject({ ticket: 'tkt_mv_new', lifecycle_state: 'INIT', status: 'QUEUED', event_seq: 1, request: { a: 1 } });
-  expect(created).not.toHaveProperty('queued');
+  expect(created).toMatchObject({ ticket: 'tkt_mv_new', lifecycle_state: 'INIT', status: 'QUEUED', event_seq: 1, request: { a: 1 }, lease_owner: 'admitted-tkt_mv_new', started_at: null });
   expect(await events('tkt_mv_new')).toEqual([{ seq: 1, type: 'ticket_created', payload: { request_id: 'req-tkt_mv_new' } }]);
-  expect(await insertTicket(em(), ticket('tkt_mv_again'), { job, event: { type: 'ticket_created', payload: {} } })).toBeUndefined();
+  expect(await insertTicket(em(), ticket('tkt_mv_again'), { claim, event: { type: 'ticket_created', payload: {} } })).toBeUndefined();
   expect(await events('tkt_mv_again')).toEqual([]);
-  expect(await em().execute('SELECT ticket FROM test_jobs')).toEqual([{ ticket: 'tkt_mv_new' }]);
 });
 
 it('creates a ticket started and claimed by the worker that runs it at once, its start moved by the table and recorded, in one statement', async () => {

@@ -3,9 +3,9 @@ import { Migration } from '@mikro-orm/migrations';
 // The event log's one append (store/event-log.ts) as a PL/pgSQL function:
 // each connection plans its statement once, inside a transaction as well as
 // on its own; planned on every call, the statement cost twice as much.
-export class Migration20261124030000 extends Migration {
-  override async up(): Promise<void> {
-    this.addSql(`create or replace function "abc_append_events"(p_input jsonb, p_wanted jsonb, p_channel text, p_origin text) returns setof "events" language plpgsql as $fn$
+
+/** The function's first definition (migration announce_after_commit changes it). */
+export const APPEND_EVENTS_V1 = `create or replace function "abc_append_events"(p_input jsonb, p_wanted jsonb, p_channel text, p_origin text) returns setof "events" language plpgsql as $fn$
 begin
   return query
   with input as (
@@ -34,7 +34,11 @@ begin
   )
   select added.* from added, (select count(*) from notified) n;
 end
-$fn$`);
+$fn$`;
+
+export class Migration20261124030000 extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(APPEND_EVENTS_V1);
   }
 
   override async down(): Promise<void> {

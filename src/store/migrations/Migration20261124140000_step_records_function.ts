@@ -8,6 +8,26 @@ import { COMMIT_STEP_V2 } from './Migration20261124100000_tool_call_commit_funct
 // move appends them ahead of its own in its statement (a batch's last step
 // with its review). A row in another state than the moves start from aborts
 // the statement (SQLSTATE ABC01) with nothing written.
+/** abc_commit_step as this migration defines it (migration announce_after_commit changes it). */
+export const COMMIT_STEP_V3 = `create or replace function "abc_commit_step"(p jsonb) returns setof "ticket_steps" language plpgsql as $fn$
+declare
+  v_events jsonb := abc_step_records(p);
+  v_base bigint;
+  v_count int := jsonb_array_length(p->'events');
+begin
+  update tickets t set event_seq = t.event_seq + v_count,
+    partial_result = case when p ? 'partial_result' then (p->>'partial_result')::json else t.partial_result end,
+    updated_at = case when p ? 'partial_result' then now() else t.updated_at end
+  where t.ticket = p->>'ticket'
+  returning t.event_seq - v_count into v_base;
+  insert into ticket_events (ticket, seq, ts, type, payload)
+  select p->>'ticket', v_base + e.n, (p->>'ts')::bigint, e.type, e.payload
+  from jsonb_to_recordset(v_events) as e(n int, type text, payload jsonb);
+  perform pg_notify(p->>'channel', p->>'ticket');
+  return query select * from ticket_steps s where s.ticket = p->>'ticket' and s.step_id = p->>'step_id';
+end
+$fn$`;
+
 export class Migration20261124140000 extends Migration {
   override async up(): Promise<void> {
     this.addSql(`create or replace function "abc_step_records"(p jsonb) returns jsonb language plpgsql as $fn$
@@ -36,24 +56,7 @@ begin
 end
 $fn$`);
 
-    this.addSql(`create or replace function "abc_commit_step"(p jsonb) returns setof "ticket_steps" language plpgsql as $fn$
-declare
-  v_events jsonb := abc_step_records(p);
-  v_base bigint;
-  v_count int := jsonb_array_length(p->'events');
-begin
-  update tickets t set event_seq = t.event_seq + v_count,
-    partial_result = case when p ? 'partial_result' then (p->>'partial_result')::json else t.partial_result end,
-    updated_at = case when p ? 'partial_result' then now() else t.updated_at end
-  where t.ticket = p->>'ticket'
-  returning t.event_seq - v_count into v_base;
-  insert into ticket_events (ticket, seq, ts, type, payload)
-  select p->>'ticket', v_base + e.n, (p->>'ts')::bigint, e.type, e.payload
-  from jsonb_to_recordset(v_events) as e(n int, type text, payload jsonb);
-  perform pg_notify(p->>'channel', p->>'ticket');
-  return query select * from ticket_steps s where s.ticket = p->>'ticket' and s.step_id = p->>'step_id';
-end
-$fn$`);
+    this.addSql(COMMIT_STEP_V3);
   }
 
   override async down(): Promise<void> {
