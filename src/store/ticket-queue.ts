@@ -11,7 +11,7 @@ import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
-import { lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
+import { addAdmittedJobs, admissionOwner, lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
 import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
@@ -36,16 +36,6 @@ export async function queueStats(em: EntityManager): Promise<{ depth: number; ol
   );
   return { depth: row?.depth ?? 0, oldestSeconds: row?.oldest ?? 0 };
 }
-
-/** Adds the jobs of admitted tickets still claimed by their admission, and drops those claims. */
-const ADD_ADMITTED = {
-  name: 'abc_add_admitted',
-  text: `WITH mine AS (
-    UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL
-    WHERE ticket IN (SELECT jsonb_array_elements_text($1::jsonb)) AND lease_owner = 'admitted-' || ticket
-    RETURNING ticket)
-  SELECT count(graphile_worker.add_job($2, json_build_object('ticket', mine.ticket), job_key := mine.ticket)) AS n FROM mine`,
-};
 
 /** The pause before admitted tickets whose jobs failed to be added are tried again. */
 const ADMIT_RETRY_MS = 200;
@@ -109,7 +99,7 @@ export class ContractQueue {
 
   /** The claim an admitted ticket is created with, until its job is added (admit) or the claim lapses (recover). */
   admission(ticket: string): { owner: string; ms: number } {
-    return { owner: `admitted-${ticket}`, ms: this.opts.leaseMs };
+    return { owner: admissionOwner(ticket), ms: this.opts.leaseMs };
   }
 
   /**
@@ -128,7 +118,7 @@ export class ContractQueue {
       const tickets = [...this.#admitted];
       this.#admitted.clear();
       try {
-        await this.#pool.query({ ...ADD_ADMITTED, values: [JSON.stringify(tickets), EXECUTE_TASK] });
+        await addAdmittedJobs(this.#pool, tickets, EXECUTE_TASK);
       } catch (error) {
         // Tried again while the process lives; after a crash, the claims lapse and recover() adds the jobs.
         this.#log.warn({ err: error, tickets: tickets.length }, 'could not add the jobs of admitted tickets; retrying');

@@ -20,7 +20,7 @@ import { transition } from '../domain/machine.js';
 import { illegalTransition, writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKET_ENDED_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
-import { executeOne } from './native.js';
+import { executeOne, prepared, type Queryable } from './native.js';
 
 /** A timestamp column as read: a Date through the ORM, text from its pool (native.ts); read it with `new Date(…)`. */
 export type Timestamp = Date | string;
@@ -535,6 +535,25 @@ export async function releaseTicketLeases(em: EntityManager, tickets: string[], 
     `UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))${workerId ? ' AND lease_owner = ?' : ''}`,
     workerId ? [JSON.stringify(tickets), workerId] : [JSON.stringify(tickets)],
   );
+}
+
+/** The owner of an async ticket's claim from its creation until its job is added (ContractQueue.admit). */
+export const admissionOwner = (ticket: string) => `admitted-${ticket}`;
+
+/**
+ * Adds a `task` job for each of `tickets` still claimed by its admission,
+ * and drops those claims, in one statement: a ticket whose claim is gone
+ * (a cancel ended it, or the recovery sweep gave it a job) gets none.
+ */
+export async function addAdmittedJobs(pool: Queryable, tickets: string[], task: string): Promise<void> {
+  await pool.query({
+    ...prepared(`WITH mine AS (
+      UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL
+      WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb)) AND lease_owner = 'admitted-' || ticket
+      RETURNING ticket)
+    SELECT count(graphile_worker.add_job(?, json_build_object('ticket', mine.ticket), job_key := mine.ticket)) AS n FROM mine`),
+    values: [JSON.stringify(tickets), task],
+  });
 }
 
 /** Locks up to 100 unfinished tickets whose claim lapsed (SKIP LOCKED). */
