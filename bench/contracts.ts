@@ -43,7 +43,8 @@ export async function contracts(): Promise<void> {
 
     // 1. The floor of a durable submit through a gateway (HTTP -> gRPC -> one INSERT
     //    committed), while ABC is idle; then ABC's submits per second (async: the
-    //    ticket and its job commit, then the answer). ABC's workers start on the
+    //    ticket commits claimed by its admission, then the answer; its job is
+    //    added right after, with the others admitted meanwhile). ABC's workers start on the
     //    contracts at once and run on after the burst, so the floor goes first.
     const submitFloor = (await loadCalls(SUBMITS, CONCURRENCY, () => floor.get('grpc', 'submit', randomUUID()))).rps;
     const tickets: string[] = [];
@@ -80,7 +81,7 @@ export async function contracts(): Promise<void> {
     async.sort((a, b) => a - b);
 
     console.log('\n## contracts (analyze_portfolio through gateway → gRPC → core → queue worker)');
-    console.log(`submits/s at concurrency ${CONCURRENCY} (async, ticket + job committed): ${fmt(submitsPerSec, 0)}  floor (HTTP + gRPC + one INSERT committed): ${fmt(submitFloor, 0)}/s`);
+    console.log(`submits/s at concurrency ${CONCURRENCY} (async, ticket committed, its job added after): ${fmt(submitsPerSec, 0)}  floor (HTTP + gRPC + one INSERT committed): ${fmt(submitFloor, 0)}/s`);
     console.log(`polls/s at concurrency ${CONCURRENCY}: ${fmt(pollRate / 2, 0)}  raw SELECT/s: ${fmt(rawRate / 2, 0)}  ratio: ${fmt(pollRate / rawRate, 3)}x`);
     console.log(`  floors: HTTP + SELECT ${fmt(httpRate / 2, 0)}/s (${fmt(httpRate / rawRate, 3)}x raw), HTTP + gRPC + SELECT ${fmt(grpcRate / 2, 0)}/s (${fmt(grpcRate / rawRate, 3)}x raw); ABC is ${fmt(pollRate / grpcRate, 3)}x the gRPC floor`);
     console.log(`submit-to-done sync:  p50 ${fmt(percentile(sync, 50), 1)} ms  p99 ${fmt(percentile(sync, 99), 1)} ms`);
