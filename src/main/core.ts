@@ -15,6 +15,7 @@ import { LlmProxy } from '../orchestrator/llm-proxy.js';
 import { PolicyStore } from '../orchestrator/policy-store.js';
 import { ToolCalls } from '../orchestrator/tool-calls.js';
 import { Presence } from '../store/presence.js';
+import { ToolCatalog } from '../store/tool-catalog.js';
 import { bootTools } from '../orchestrator/tool-registry.js';
 import { unauthenticated } from '../domain/errors.js';
 import { RunTokens } from '../access/run-tokens.js';
@@ -141,6 +142,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // Every kind of tool ABC can call; a new kind (MCP, A2A) is one more adapter here.
   const toolKinds = new ToolKinds([...opts.toolKinds, ...opts.packs.flatMap((p) => p.toolKinds ?? [])]);
   const presence = new Presence(opts.orm, coreId, opts.presenceTtlMs);
+  // A tool written by any core has every core read the tools again.
+  const tools = new ToolCatalog(() => rawEm(opts.orm));
+  bus.onWake('tools', () => tools.forget());
   const toolCalls = new ToolCalls({
     orm: opts.orm,
     bus,
@@ -148,6 +152,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     policy,
     presence,
     kinds: toolKinds,
+    tools,
     approvalTimeoutMs: opts.approvalTimeoutMs,
     idempotencyTtlMs: opts.idempotencyTtlMs,
     toolTimeoutMs: opts.toolTimeoutMs,
@@ -179,7 +184,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
         }),
       }
     : undefined;
-  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), connectorSecrets);
+  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), connectorSecrets, tools);
   // The contract path sends raw statements only: one shared fork serves it.
   const raw = () => rawEm(opts.orm);
   const decision = new Decision(raw, (tenantId) => capabilities.granted(raw(), tenantId));
@@ -278,8 +283,9 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
         if (tickers.length === 0) {
           const sealed = await sealLegacyTokens(opts.orm.em.fork(), secrets);
           if (sealed) log.info({ agents: sealed }, 'sealed agent tokens stored in plaintext');
-          const tools = await bootTools(opts.orm.em.fork(), toolKinds, opts.toolsFile, opts.toolTimeoutMs);
-          log.info({ tools }, 'tools registered');
+          const registered = await bootTools(opts.orm.em.fork(), toolKinds, opts.toolsFile, opts.toolTimeoutMs);
+          tools.forget();
+          log.info({ tools: registered }, 'tools registered');
           await contracts.boot();
           await migratePacks(opts.orm, opts.packs);
           let assemblies = 0;

@@ -28,6 +28,7 @@ import { findRun, transitionRun, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
+import type { ToolCatalog } from '../store/tool-catalog.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
 import { moveCall, openCall, type OpenCall } from './tool-call-commits.js';
@@ -80,6 +81,8 @@ export interface ToolCallsOptions {
   presence: Presence;
   /** Every kind of tool this core can call. */
   kinds: ToolKinds;
+  /** The tools each tenant sees, as this core last read them. */
+  tools: ToolCatalog;
   approvalTimeoutMs: number;
   idempotencyTtlMs: number;
   /** A call's timeout when neither it nor its tool says (TOOL_TIMEOUT_MS). */
@@ -127,6 +130,11 @@ export class ToolCalls {
     return this.#opts.kinds;
   }
 
+  /** The tools each tenant sees: registering one over the API has this core read them again at once. */
+  get tools(): ToolCatalog {
+    return this.#opts.tools;
+  }
+
   /**
    * Creates a call, checks policy and answers: a server tool runs now
    * (succeeded or failed), an approval leaves it pending, a block fails it.
@@ -141,7 +149,7 @@ export class ToolCalls {
     const em = this.#em();
     const run = await findRun(em, req.runId);
     if (!run || !seesRun(principal, run)) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
-    const tool = await getTool(em, run.tenantId, req.toolName);
+    const tool = await this.#opts.tools.get(run.tenantId, req.toolName);
     await this.#gate(run, tool.name);
     const problem = schemaProblem(tool.inputSchema, req.args);
     if (problem) throw invalidRequest(`args do not match ${tool.name}'s input schema: ${problem.message}`, problem.field ? `args.${problem.field}` : 'args');

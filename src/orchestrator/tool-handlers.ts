@@ -99,6 +99,7 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
         endpoint: t.endpoint || null,
         metadata: t.metadata ?? null,
       });
+      calls.tools.forget();
       return { tool: toToolMessage(tool) };
     },
     async listTools(_req, ctx) {

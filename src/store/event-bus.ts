@@ -31,6 +31,8 @@ export const TICKET_ENDED_CHANNEL = 'abc_ticket_ended';
 export const POLICY_CHANNEL = 'abc_policy';
 /** Payload: the tenant that stored a new assembly version (wake key `assemblies`). */
 export const ASSEMBLIES_CHANNEL = 'abc_assemblies';
+/** Payload: the tenant that wrote a tool (wake key `tools`). */
+export const TOOLS_CHANNEL = 'abc_tools';
 
 /** The listener's application_name, so operators (and tests) can find its backend. */
 export const LISTENER_APPLICATION = 'abc-listener';
@@ -93,7 +95,7 @@ export class EventBus {
     try {
       await client.connect();
       // Its own commits (announcements) have nothing to make durable.
-      await client.query(`SET synchronous_commit = off; LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${TICKET_ENDED_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}; LISTEN ${ASSEMBLIES_CHANNEL}`);
+      await client.query(`SET synchronous_commit = off; LISTEN ${EVENTS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}; LISTEN ${TICKETS_CHANNEL}; LISTEN ${TICKET_ENDED_CHANNEL}; LISTEN ${RUN_ENDED_CHANNEL}; LISTEN ${POLICY_CHANNEL}; LISTEN ${ASSEMBLIES_CHANNEL}; LISTEN ${TOOLS_CHANNEL}`);
       return client;
     } catch (error) {
       await client.end().catch(() => {});
@@ -177,6 +179,10 @@ export class EventBus {
     }
     if (channel === ASSEMBLIES_CHANNEL) {
       this.#wakes.emit('assemblies');
+      return;
+    }
+    if (channel === TOOLS_CHANNEL) {
+      this.#wakes.emit('tools');
       return;
     }
     if (channel === CANCEL_CHANNEL) {

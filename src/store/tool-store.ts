@@ -5,6 +5,7 @@ import { notFound } from '../domain/errors.js';
 import type { PermissionLevel } from '../domain/policy.js';
 import type { ToolKind, ToolRow } from '../domain/tool.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
+import { TOOLS_CHANNEL } from './event-bus.js';
 
 export type { ToolKind, ToolRow };
 
@@ -39,15 +40,21 @@ const toTool = (r: RawTool): ToolRow => ({
   metadata: r.metadata,
 });
 
-/** Creates or replaces a tool of `tenantId` (PLATFORM_TENANT for the platform's). */
+/**
+ * Creates or replaces a tool of `tenantId` (PLATFORM_TENANT for the
+ * platform's), and tells every core (TOOLS_CHANNEL), whose ToolCatalog then
+ * reads the tools again.
+ */
 export async function writeTool(em: EntityManager, tenantId: string, tool: ToolRow): Promise<ToolRow> {
   const [row] = await em.execute<RawTool[]>(
-    `INSERT INTO tools (tenant_id, tool_name, kind, version, description, input_schema, output_schema, timeout_ms, permission_level, side_effect, endpoint, metadata)
-     VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?::jsonb)
-     ON CONFLICT (tenant_id, tool_name) DO UPDATE SET kind = EXCLUDED.kind, version = EXCLUDED.version, description = EXCLUDED.description,
-       input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, timeout_ms = EXCLUDED.timeout_ms,
-       permission_level = EXCLUDED.permission_level, side_effect = EXCLUDED.side_effect, endpoint = EXCLUDED.endpoint, metadata = EXCLUDED.metadata
-     RETURNING *`,
+    `WITH w AS (
+       INSERT INTO tools (tenant_id, tool_name, kind, version, description, input_schema, output_schema, timeout_ms, permission_level, side_effect, endpoint, metadata)
+       VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?::jsonb)
+       ON CONFLICT (tenant_id, tool_name) DO UPDATE SET kind = EXCLUDED.kind, version = EXCLUDED.version, description = EXCLUDED.description,
+         input_schema = EXCLUDED.input_schema, output_schema = EXCLUDED.output_schema, timeout_ms = EXCLUDED.timeout_ms,
+         permission_level = EXCLUDED.permission_level, side_effect = EXCLUDED.side_effect, endpoint = EXCLUDED.endpoint, metadata = EXCLUDED.metadata
+       RETURNING *)
+     SELECT w.*, pg_notify('${TOOLS_CHANNEL}', w.tenant_id) AS notified FROM w`,
     [
       tenantId, tool.name, tool.kind, tool.version, tool.description, json(tool.inputSchema), json(tool.outputSchema), tool.timeoutMs,
       tool.permissionLevel, tool.sideEffect, tool.endpoint, json(tool.metadata),

@@ -5,6 +5,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { writeTool } from '../../src/store/tool-store.js';
 import { readEvents } from '../../src/store/event-log.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
@@ -179,6 +180,22 @@ describe('allowed server tools', () => {
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'args.amount' } });
     expect(await types(run.runId, ['tool_call_created'])).toEqual([]);
+    run.release();
+    run.ws.close();
+  });
+
+  it('checks args against a tool as another core last wrote it, as soon as that core tells this one', async () => {
+    const tool = { name: 'schema.moves', kind: 'http', endpoint: webhookUrl, input_schema: { type: 'object', required: ['n'], properties: { n: { type: 'number' } } } };
+    expect((await s.http('/v1/tools/register', { method: 'POST', json: tool })).status).toBe(200);
+    const run = await liveRun();
+    const call = () => invoke(run.token, 'schema.moves', { run_id: run.runId, args: { n: 'one' } });
+    expect((await call()).status).toBe(400);
+    // Written as another core's registry writes it: not through this core's API.
+    await writeTool(s.orm.em.fork(), 'default', {
+      name: 'schema.moves', kind: 'http', version: '1.0.1', description: null, inputSchema: { type: 'object', required: ['n'], properties: { n: { type: 'string' } } },
+      outputSchema: null, timeoutMs: 2000, permissionLevel: 'PUBLIC', sideEffect: false, endpoint: webhookUrl, metadata: null,
+    });
+    await expect.poll(async () => (await call()).body.status).toBe('succeeded');
     run.release();
     run.ws.close();
   });
