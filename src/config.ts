@@ -33,6 +33,8 @@ export interface Config {
   /** No byte from the LLM router for this long is a timeout. */
   llmTimeoutMs: number;
   toolTimeoutMs: number;
+  /** How long an allowed server call of a tool without side effects may run before its start is committed alone (ABC_TOOL_START_DEFER_MS). */
+  toolStartDeferMs: number;
   approvalTimeoutMs: number;
   agentHeartbeatIntervalMs: number;
   agentUnhealthyAfterMs: number;
@@ -162,6 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     llmFallbacks: read('LLM_FALLBACKS', {}, parseFallbacks),
     llmTimeoutMs: ms('LLM_TIMEOUT_MS', 60_000),
     toolTimeoutMs: ms('TOOL_TIMEOUT_MS', 60_000),
+    toolStartDeferMs: read('ABC_TOOL_START_DEFER_MS', 50, parseMsOrZero),
     approvalTimeoutMs: ms('APPROVAL_TIMEOUT_MS', 600_000),
     agentHeartbeatIntervalMs: ms('AGENT_HEARTBEAT_INTERVAL_MS', 30_000),
     agentUnhealthyAfterMs: ms('AGENT_UNHEALTHY_AFTER_MS', 90_000),
@@ -245,6 +248,7 @@ export function coreSettings(config: Config) {
     metricsAddr: config.metricsAddr,
     grpcReflection: config.grpcReflection,
     toolTimeoutMs: config.toolTimeoutMs,
+    toolStartDeferMs: config.toolStartDeferMs,
     approvalTimeoutMs: config.approvalTimeoutMs,
     idempotencyTtlMs: config.idempotencyTtlMs,
     timerSweepMs: config.timerSweepMs,

@@ -156,6 +156,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     approvalTimeoutMs: opts.approvalTimeoutMs,
     idempotencyTtlMs: opts.idempotencyTtlMs,
     toolTimeoutMs: opts.toolTimeoutMs,
+    toolStartDeferMs: opts.toolStartDeferMs,
     secrets: connectorSecrets,
     gate: (run, tool) => workflowAgent.refusal(run, tool),
     // A contract step's approval is its ticket's human request: the engine continues or rejects it.

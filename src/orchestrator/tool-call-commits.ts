@@ -16,7 +16,7 @@ import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../
 import { newId } from '../runtime/new-id.js';
 import { EVENTS_CHANNEL, appendArgs, type NewEvent } from '../store/event-log.js';
 import { moveFacts, moveTime, summariseOutcome } from '../store/execution-contracts.js';
-import { moveCallRow, openCallRow, type CallCommit } from '../store/tool-call-store.js';
+import { moveCallRow, openAndMoveRow, openCallRow, type CallCommit } from '../store/tool-call-store.js';
 import { movesOf } from './tool-contracts.js';
 
 /** A hop of a call, with the events logged before its `tool_call_state`. */
@@ -94,6 +94,17 @@ export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
     wanted,
     channel: EVENTS_CHANNEL,
   };
+}
+
+/**
+ * Opens a call through its hops to RUNNING and ends it by `end` in one
+ * statement and one commit: a call of a tool without side effects that ran
+ * before either was written. Undefined when nothing was written, as openCall.
+ */
+export async function openAndEndCall(em: EntityManager, c: OpenCall, end: Pick<MoveCall, 'hop' | 'patch'>, origin: string): Promise<CallCommit | undefined> {
+  const open = openCallArg(c);
+  const move = moveCallArg({ toolCallId: c.toolCallId, runId: c.runId, from: 'RUNNING', ...end });
+  return open && move && openAndMoveRow(em, open, move, origin);
 }
 
 /** Moves a call by one hop in one statement: as openCall. */

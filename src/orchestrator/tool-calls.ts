@@ -31,7 +31,7 @@ import { getTool, type ToolRow } from '../store/tool-store.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
-import { moveCall, openCall, type OpenCall } from './tool-call-commits.js';
+import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
 import {
   answerIdempotencyKey,
   APPROVALS,
@@ -87,12 +87,21 @@ export interface ToolCallsOptions {
   idempotencyTtlMs: number;
   /** A call's timeout when neither it nor its tool says (TOOL_TIMEOUT_MS). */
   toolTimeoutMs: number;
+  /** How long an allowed call of a tool without side effects may run before its open commits alone (ABC_TOOL_START_DEFER_MS). */
+  toolStartDeferMs: number;
   /** Connector credentials, resolved in the calling run's tenant. */
   secrets: Secrets;
   /** Decides the approval of a contract's plan step (the engine continues or rejects its ticket). */
   decideStep?: (ticket: string, decision: 'approve' | 'reject', decidedBy: string, reason: string) => Promise<void>;
   /** Refuses a tool its run may not call beyond the policy (a workflow phase's tools): the reason, or null. */
   gate?: (run: RunRow, tool: string) => Promise<string | null>;
+}
+
+/** How a call's tool run ends it: the hop, what it writes and its event. */
+interface CallEnd {
+  trigger: ToolCallTrigger;
+  patch: { result?: unknown; error?: { code: string; message: string } };
+  events: NewEvent[];
 }
 
 /** An approval an agent's tool call waits on. */
@@ -160,8 +169,8 @@ export class ToolCalls {
     const verdict = decide(this.#opts.policy.forTenant(run.tenantId), { tool: tool.name, args: req.args, agentId: run.rootAgentId, permissionLevel: tool.permissionLevel, tenantId: run.tenantId, action: 'tool_call' });
     // An allowed server call opens, is dispatched and starts in one statement, and runs at once.
     const traceparent = traceparentOf() ?? null;
-    const opened = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#open(em, run, tool, req, key, hash, verdict, traceparent) : undefined;
-    if (opened) return this.outcome((await this.#runInSpan(opened, tool, run, traceparent)) ?? (await this.get(opened.toolCallId)));
+    const ran = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#openAndRun(em, run, tool, req, key, hash, verdict, traceparent) : undefined;
+    if (ran) return this.outcome(ran);
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
       if (existing) return { call: existing, fresh: false };
@@ -172,11 +181,16 @@ export class ToolCalls {
   }
 
   /**
-   * The hops #create and #execute make for an allowed server call, to RUNNING,
-   * in one statement with the key's claim; undefined when that statement wrote
-   * nothing (see openCall), and the call goes the transactional way.
+   * Runs an allowed server call: opened through the hops #create and #execute
+   * make, to RUNNING, in one statement with the key's claim, then run and
+   * ended. The call as its end left it; undefined when the open wrote nothing
+   * (see openCall), and the call goes the transactional way. A tool without
+   * side effects runs first: when it ends within toolStartDeferMs, its open
+   * and its end commit together; a crash before then leaves no trace, and the
+   * caller's retry runs it again, which only such a tool may. Otherwise its
+   * open commits while it runs.
    */
-  async #open(
+  async #openAndRun(
     em: EntityManager,
     run: RunRow,
     tool: ToolRow,
@@ -186,6 +200,35 @@ export class ToolCalls {
     verdict: ScopedVerdict,
     traceparent: string | null,
   ): Promise<ToolCallRow | undefined> {
+    const opening = this.#opening(tool, req, key, hash, verdict, traceparent);
+    const open = async () => (await this.#opts.bus.deliver(run, (origin) => openCall(em, opening, origin)))?.call;
+    if (tool.sideEffect || this.#opts.toolStartDeferMs <= 0) {
+      const opened = await open();
+      return opened && ((await this.#runInSpan(opened, tool, run, traceparent)) ?? (await this.get(opened.toolCallId)));
+    }
+    return this.#inSpan(opening.toolCallId, opening.runId, tool, run, traceparent, async (span) => {
+      const running = this.#callTool(opening.toolCallId, opening.runId, opening.args, opening.timeoutMs, run, tool, span);
+      let timer: NodeJS.Timeout | undefined;
+      const early = await Promise.race([running, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), this.#opts.toolStartDeferMs)))]);
+      clearTimeout(timer);
+      if (early) {
+        const both = await this.#opts.bus.deliver(run, (origin) => openAndEndCall(em, opening, { hop: { trigger: early.trigger, events: early.events }, patch: early.patch }, origin));
+        return both && this.#counted(both.call);
+      }
+      const opened = await open();
+      return opened && ((await this.#end(opened.toolCallId, run, opened, await running)) ?? (await this.get(opened.toolCallId)));
+    });
+  }
+
+  /** An allowed server call's open through its first hops, to RUNNING. */
+  #opening(
+    tool: ToolRow,
+    req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
+    key: string,
+    hash: string,
+    verdict: ScopedVerdict,
+    traceparent: string | null,
+  ): OpenCall {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
     const opening: OpenCall = {
@@ -207,7 +250,7 @@ export class ToolCalls {
         { trigger: 'start' },
       ],
     };
-    return (await this.#opts.bus.deliver(run, (origin) => openCall(em, opening, origin)))?.call;
+    return opening;
   }
 
   /** A tool the run may not call is refused before any call exists, and the refusal recorded on the run. */
@@ -441,7 +484,13 @@ export class ToolCalls {
 
   /** Runs a started call in the run's trace: under the invoking call, or (after an approval) on its own. The call as its end wrote it. */
   #runInSpan(started: ToolCallRow, definition: ToolRow, run: CallRun, traceparent: string | null): Promise<ToolCallRow | undefined> {
-    const toolCallId = started.toolCallId;
+    return this.#inSpan(started.toolCallId, started.runId, definition, run, traceparent, async (span) =>
+      this.#end(started.toolCallId, run, started, await this.#callTool(started.toolCallId, started.runId, started.args, started.timeoutMs ?? definition.timeoutMs, run, definition, span)),
+    );
+  }
+
+  /** `fn` in a span of the call's execution, in the run's trace. */
+  #inSpan<T>(toolCallId: string, runId: string, definition: ToolRow, run: CallRun, traceparent: string | null, fn: (span: Span) => Promise<T>): Promise<T> {
     return inSpan(`execute_tool ${definition.name}`, {
       parent: contextInTrace(run.traceId, traceparent),
       attributes: {
@@ -450,34 +499,37 @@ export class ToolCalls {
         'gen_ai.tool.call.id': toolCallId,
         'gen_ai.tool.type': 'extension',
         'abc.tool.kind': definition.kind,
-        'abc.run.id': started.runId,
+        'abc.run.id': runId,
       },
-    }, (span) => this.#run(toolCallId, run, started, definition, span));
+    }, fn);
   }
 
-  /** Runs a claimed call's tool and records its outcome (a deadline that fired first stands). */
-  async #run(toolCallId: string, run: CallRun, started: ToolCallRow, definition: ToolRow, span: Span): Promise<ToolCallRow | undefined> {
-    let trigger: ToolCallTrigger = 'succeed';
-    let patch: { result?: unknown; error?: { code: string; message: string } } = {};
+  /** Runs a call's tool: the hop that ends the call, with its event and what it writes. Never throws. */
+  async #callTool(toolCallId: string, runId: string, args: Record<string, unknown>, timeoutMs: number, run: CallRun, definition: ToolRow, span: Span): Promise<CallEnd> {
     try {
-      patch.result = await runServerTool(this.kinds, {
+      const result = await runServerTool(this.kinds, {
         tool: definition,
-        args: started.args,
+        args,
         toolCallId,
-        runId: started.runId,
-        timeoutMs: started.timeoutMs ?? definition.timeoutMs,
+        runId,
+        timeoutMs,
         signal: new AbortController().signal,
         secret: (ref) => this.#opts.secrets.resolve(run.tenantId, ref),
         traceparent: traceparentOf(),
       });
+      return { trigger: 'succeed', patch: { result }, events: [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'succeeded', result } }] };
     } catch (error) {
       const failure = error instanceof ToolFailure ? error : new ToolFailure('tool_failed', (error as Error).message);
-      trigger = failure.code === 'tool_timeout' ? 'time_out' : 'fail';
-      patch = { error: { code: failure.code, message: failure.message } };
       failSpan(span, failure, { 'error.type': failure.code });
+      const timedOut = failure.code === 'tool_timeout';
+      const patch = { error: { code: failure.code, message: failure.message } };
+      return { trigger: timedOut ? 'time_out' : 'fail', patch, events: [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: timedOut ? 'timeout' : 'failed', ...patch } }] };
     }
-    const status = trigger === 'succeed' ? 'succeeded' : trigger === 'time_out' ? 'timeout' : 'failed';
-    const events = [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status, ...patch } }];
+  }
+
+  /** Records a started call's end (a deadline that fired first stands); the call as written. */
+  async #end(toolCallId: string, run: CallRun, started: ToolCallRow, end: CallEnd): Promise<ToolCallRow | undefined> {
+    const { trigger, patch, events } = end;
     const move = { toolCallId, runId: started.runId, from: started.status, hop: { trigger, events }, patch };
     const moved = await this.#opts.bus.deliver(run, (origin) => moveCall(this.#em(), move, origin));
     if (moved) return this.#counted(moved.call);

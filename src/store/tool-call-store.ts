@@ -183,6 +183,23 @@ export const openCallRow = (em: EntityManager, arg: Record<string, unknown>, ori
 /** Moves a call by a hop in one statement (abc_move_tool_call); as openCallRow. */
 export const moveCallRow = (em: EntityManager, arg: Record<string, unknown>, origin: string) => oneCall(em, 'SELECT abc_move_tool_call(?::jsonb, ?) AS r', arg, origin);
 
+/**
+ * Opens a call and moves it by a hop in one statement and one commit: the two
+ * functions in order, the move only when the open wrote. The call as the move
+ * wrote it and both commits' events; undefined when either wrote nothing.
+ */
+export async function openAndMoveRow(em: EntityManager, open: Record<string, unknown>, move: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
+  const channel = channelFor(origin);
+  const [row] = (await executeGuarded<{ opened: { appended: EventRow[] } | null; moved: (RawCall & { appended: EventRow[] }) | null }>(
+    em,
+    `WITH o AS (SELECT abc_open_tool_call(?::jsonb, ?) AS r)
+     SELECT o.r AS opened, CASE WHEN o.r IS NOT NULL THEN abc_move_tool_call(?::jsonb, ?) END AS moved FROM o`,
+    [JSON.stringify({ ...open, channel }), origin, JSON.stringify({ ...move, channel }), origin],
+  )) ?? [];
+  if (!row?.opened || !row.moved) return undefined;
+  return { call: toCall(row.moved), events: [...eventsOf(row.opened.appended), ...eventsOf(row.moved.appended)] };
+}
+
 async function oneCall(em: EntityManager, sql: string, arg: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
   const call = JSON.stringify({ ...arg, channel: channelFor(origin) });
   const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [call, origin]))?.[0]?.r;

@@ -184,6 +184,33 @@ describe('allowed server tools', () => {
     run.ws.close();
   });
 
+  it('commits a quick call of a tool without side effects with its end, and a slow one’s open while it runs', async () => {
+    await s.http('/v1/tools/register', { method: 'POST', json: { name: 'lookup.slow', kind: 'http', endpoint: webhookUrl, timeout_ms: 5000 } });
+    const run = await liveRun();
+    const stamps = async (id: string) =>
+      (await s.orm.em.fork().execute<{ same: boolean }[]>('SELECT started_at = completed_at AS same FROM tool_calls WHERE tool_call_id = ?', [id]))[0]!.same;
+    // One commit: the open's now() is the end's.
+    const quick = await invoke(run.token, 'echo', { run_id: run.runId, args: { n: 1 } });
+    expect(quick.body.status).toBe('succeeded');
+    expect(await stamps(quick.body.tool_call_id)).toBe(true);
+    // Past ABC_TOOL_START_DEFER_MS (50 ms), the open commits alone: the call is RUNNING while the tool runs.
+    let release!: () => void;
+    webhookBehaviour = (_args, res) => void new Promise<void>((r) => (release = r)).then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: true })));
+    const slow = invoke(run.token, 'lookup.slow', { run_id: run.runId, args: { n: 2 } });
+    await expect.poll(async () => (await s.orm.em.fork().execute<{ status: string }[]>("SELECT status FROM tool_calls WHERE run_id = ? AND tool_name = 'lookup.slow'", [run.runId]))[0]?.status).toBe('RUNNING');
+    release();
+    const ended = await slow;
+    expect(ended.body.status).toBe('succeeded');
+    expect(await stamps(ended.body.tool_call_id)).toBe(false);
+    // Both logged every hop, in the same order.
+    const hops = ['tool_call_created', 'policy_decision', 'tool_dispatched', 'tool_result'];
+    const byCall = async (id: string) => (await readEvents(s.orm.em.fork(), { runId: run.runId, types: hops }, '0', 100)).filter((e) => e.payload.tool_call_id === id).map((e) => e.type);
+    expect(await byCall(quick.body.tool_call_id)).toEqual(hops);
+    expect(await byCall(ended.body.tool_call_id)).toEqual(hops);
+    run.release();
+    run.ws.close();
+  });
+
   it('checks args against a tool as another core last wrote it, as soon as that core tells this one', async () => {
     const tool = { name: 'schema.moves', kind: 'http', endpoint: webhookUrl, input_schema: { type: 'object', required: ['n'], properties: { n: { type: 'number' } } } };
     expect((await s.http('/v1/tools/register', { method: 'POST', json: tool })).status).toBe(200);
