@@ -32,7 +32,8 @@ export interface RunRequest {
   toolCallId: string;
   runId: string;
   timeoutMs: number;
-  signal: AbortSignal;
+  /** Aborts the call (a cancel); the timeout aborts it regardless. */
+  signal?: AbortSignal;
   /** Resolves the secrets the tool's definition names, in the caller's tenant. */
   secret(ref: string): Promise<string>;
   /** The W3C traceparent the tool's request carries. */
@@ -42,7 +43,7 @@ export interface RunRequest {
 export async function runServerTool(kinds: ToolKinds, req: RunRequest): Promise<unknown> {
   const timeout = new AbortController();
   const timer = setTimeout(() => timeout.abort(), req.timeoutMs);
-  const signal = AbortSignal.any([req.signal, timeout.signal]);
+  const signal = req.signal ? AbortSignal.any([req.signal, timeout.signal]) : timeout.signal;
   let result: unknown;
   try {
     const adapter = kinds.get(req.tool.kind);

@@ -513,7 +513,6 @@ export class ToolCalls {
         toolCallId,
         runId,
         timeoutMs,
-        signal: new AbortController().signal,
         secret: (ref) => this.#opts.secrets.resolve(run.tenantId, ref),
         traceparent: traceparentOf(),
       });
