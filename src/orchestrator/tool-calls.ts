@@ -24,7 +24,7 @@ import type { Secrets } from '../access/secrets.js';
 import { requireRun, seesRun, speaksFor, type KeyPrincipal, type Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
-import { findRun, transitionRun, type RunRow } from '../store/run-store.js';
+import { findRun, transitionRun, type RunFacts, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from '../store/session-store.js';
 import { getTool, type ToolRow } from '../store/tool-store.js';
@@ -94,7 +94,7 @@ export interface ToolCallsOptions {
   /** Decides the approval of a contract's plan step (the engine continues or rejects its ticket). */
   decideStep?: (ticket: string, decision: 'approve' | 'reject', decidedBy: string, reason: string) => Promise<void>;
   /** Refuses a tool its run may not call beyond the policy (a workflow phase's tools): the reason, or null. */
-  gate?: (run: RunRow, tool: string) => Promise<string | null>;
+  gate?: (run: RunFacts, tool: string) => Promise<string | null>;
 }
 
 /** How a call's tool run ends it: the hop, what it writes and its event. */
@@ -109,11 +109,16 @@ type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash:
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
+/** How many runs' facts an invoke keeps (#runFacts). */
+const RUN_FACTS_KEPT = 10_000;
+
 
 export class ToolCalls {
   readonly #opts: ToolCallsOptions;
   readonly #log: Logger;
   readonly #executing = new InFlight();
+  /** Runs' facts by run, the oldest dropped first past RUN_FACTS_KEPT. */
+  readonly #facts = new Map<string, RunFacts>();
 
   constructor(opts: ToolCallsOptions) {
     this.#opts = opts;
@@ -156,7 +161,7 @@ export class ToolCalls {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may invoke tools only for its own run' });
     }
     const em = this.#em();
-    const run = await findRun(em, req.runId);
+    const run = await this.#runFacts(em, req.runId);
     if (!run || !seesRun(principal, run)) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
     const tool = await this.#opts.tools.get(run.tenantId, req.toolName);
     await this.#gate(run, tool.name);
@@ -192,7 +197,7 @@ export class ToolCalls {
    */
   async #openAndRun(
     em: EntityManager,
-    run: RunRow,
+    run: RunFacts,
     tool: ToolRow,
     req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
     key: string,
@@ -253,8 +258,23 @@ export class ToolCalls {
     return opening;
   }
 
+  /**
+   * A run's facts, read once: they never change. Its state does, and the
+   * statements that act on the run check it (an ended run opens no call).
+   */
+  async #runFacts(em: EntityManager, runId: string): Promise<RunFacts | undefined> {
+    const kept = this.#facts.get(runId);
+    if (kept) return kept;
+    const run = await findRun(em, runId);
+    if (!run) return undefined;
+    const facts: RunFacts = { runId, sessionId: run.sessionId, rootAgentId: run.rootAgentId, parentRunId: run.parentRunId, traceId: run.traceId, userId: run.userId, tenantId: run.tenantId };
+    this.#facts.set(runId, facts);
+    if (this.#facts.size > RUN_FACTS_KEPT) this.#facts.delete(this.#facts.keys().next().value!);
+    return facts;
+  }
+
   /** A tool the run may not call is refused before any call exists, and the refusal recorded on the run. */
-  async #gate(run: RunRow, tool: string): Promise<void> {
+  async #gate(run: RunFacts, tool: string): Promise<void> {
     const reason = await this.#opts.gate?.(run, tool);
     if (!reason) return;
     const details = { tool, rule_id: 'workflow_phase' };

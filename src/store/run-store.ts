@@ -32,6 +32,9 @@ export interface RunRow {
   tenantId: string;
 }
 
+/** What never changes about a run once it exists: where it belongs and whose it is. */
+export type RunFacts = Pick<RunRow, 'runId' | 'sessionId' | 'rootAgentId' | 'parentRunId' | 'traceId' | 'userId' | 'tenantId'>;
+
 interface RawRun {
   run_id: string;
   session_id: string;

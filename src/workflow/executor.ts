@@ -69,7 +69,7 @@ export class WorkflowExecutor implements BuiltinAgents {
    * call of a workflow turn is refused at the tool service too, not only left
    * out of what the model sees: the run knows its phase.
    */
-  async refusal(run: RunRow, tool: string): Promise<string | null> {
+  async refusal(run: Pick<RunRow, 'rootAgentId' | 'sessionId' | 'tenantId'>, tool: string): Promise<string | null> {
     if (!this.serves(run.rootAgentId)) return null;
     const session = await readWorkflowSession(this.opts.em(), run.sessionId);
     if (!session) return null;

@@ -211,6 +211,17 @@ describe('allowed server tools', () => {
     run.ws.close();
   });
 
+  it('acts on no run that has ended, though this core already knows the run', async () => {
+    const run = await liveRun();
+    expect((await invoke(run.token, 'echo', { run_id: run.runId, args: { n: 1 } })).body.status).toBe('succeeded');
+    run.release();
+    await run.ws.next('done');
+    // An API key may still name the run; the call's own statement finds it ended.
+    const late = await invoke(s.key, 'echo', { run_id: run.runId, args: { n: 2 } });
+    expect(late.body).toMatchObject({ status: 'failed', error: { code: 'run_ended' } });
+    run.ws.close();
+  });
+
   it('checks args against a tool as another core last wrote it, as soon as that core tells this one', async () => {
     const tool = { name: 'schema.moves', kind: 'http', endpoint: webhookUrl, input_schema: { type: 'object', required: ['n'], properties: { n: { type: 'number' } } } };
     expect((await s.http('/v1/tools/register', { method: 'POST', json: tool })).status).toBe(200);
