@@ -110,7 +110,16 @@ export class ContractQueue {
    */
   admit(ticket: string): void {
     this.#admitted.add(ticket);
-    this.#adding ??= this.#addAdmitted().finally(() => (this.#adding = undefined));
+    this.#addSoon();
+  }
+
+  /** Starts adding what waits, unless that is under way; goes again for what arrived as it ended. */
+  #addSoon(): void {
+    if (this.#adding) return;
+    this.#adding = this.#addAdmitted().finally(() => {
+      this.#adding = undefined;
+      if (this.#admitted.size && this.#pool && !this.#closed) this.#addSoon();
+    });
   }
 
   async #addAdmitted(): Promise<void> {
