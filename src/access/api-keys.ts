@@ -9,7 +9,7 @@ import { ApiKey, Tenant } from '../store/entities/index.js';
 import { isUniqueViolation } from '../store/orm.js';
 import { DEFAULT_TENANT, type KeyPrincipal } from './principal.js';
 import type { Scope } from './scopes.js';
-import { TtlCache } from './ttl-cache.js';
+import { TtlCache } from '../runtime/ttl-cache.js';
 
 export type { KeyPrincipal };
 

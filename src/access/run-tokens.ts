@@ -6,7 +6,7 @@ import { findRunByTokenHash } from '../store/run-store.js';
 import type { Orm } from '../store/orm.js';
 import { CREDENTIAL_CACHE_MAX, CREDENTIAL_CACHE_TTL_MS } from './api-keys.js';
 import type { Principal } from './principal.js';
-import { TtlCache } from './ttl-cache.js';
+import { TtlCache } from '../runtime/ttl-cache.js';
 
 /** A new run token: `abcrun_` and 24 random bytes; only its hash is stored. */
 export const newRunToken = () => `abcrun_${randomBytes(24).toString('base64url')}`;

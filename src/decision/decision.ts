@@ -8,6 +8,7 @@ import { AbcError } from '../domain/errors.js';
 import { DEFAULT_TENANT } from '../access/principal.js';
 import { PLATFORM_TENANT } from '../domain/ids.js';
 import { newId } from '../runtime/new-id.js';
+import { TtlCache } from '../runtime/ttl-cache.js';
 import { insertAssembly, insertPlan, latestAssembly, planInsert, listAssemblies, readAssembly, readPlan } from '../store/assembly-store.js';
 import type { Logger } from '../runtime/log.js';
 import { Ajv } from 'ajv';
@@ -34,6 +35,10 @@ export interface PlanRequest extends PlanInput {
   assemblyVersion?: string;
 }
 
+/** How long, and for how many tenants' intents, what an intent resolves to is kept without a change heard of. */
+const RESOLVED_KEPT_MS = 5 * 60_000;
+const RESOLVED_KEPT = 10_000;
+
 /** Plans kept in memory; they are immutable, so a cached plan is never stale. */
 const PLAN_CACHE_SIZE = 2000;
 
@@ -43,9 +48,7 @@ export class Decision {
   readonly #assemblies = new Map<string, AssemblyDef>();
   readonly #plans = new Map<string, FrozenPlanDoc>();
   /** The assembly each tenant's intent resolves to, until a version is stored anywhere (forgetResolved). */
-  readonly #resolved = new Map<string, AssemblyDef>();
-  /** Bumped by forgetResolved: a read that began before it is not kept. */
-  #generation = 0;
+  readonly #resolved = new TtlCache<AssemblyDef>(RESOLVED_KEPT_MS, RESOLVED_KEPT);
 
   constructor(
     readonly em: () => EntityManager,
@@ -119,21 +122,17 @@ export class Decision {
 
   /** The assembly for an intent: a pinned version, else the highest version; the tenant's own win over the platform's. */
   async resolve(tenantId: string, intent: string, version?: string): Promise<AssemblyDef> {
-    const key = `${tenantId}|${intent}|${version ?? ''}`;
-    const cached = this.#resolved.get(key);
-    if (cached) return cached;
-    const generation = this.#generation;
-    const found = await latestAssembly<AssemblyDef>(this.em(), tenantId, intent, version);
-    if (found && generation === this.#generation) this.#resolved.set(key, found);
-    if (!found) {
+    // A failed lookup (no assembly) is not kept.
+    return this.#resolved.getOrLoad(`${tenantId}|${intent}|${version ?? ''}`, async () => {
+      const found = await latestAssembly<AssemblyDef>(this.em(), tenantId, intent, version);
+      if (found) return found;
       throw new AbcError('FAILED_PRECONDITION', {
         code: 'NO_ASSEMBLY',
         category: 'EXECUTION',
         message: `no assembly is registered for intent ${intent}${version ? ` at version ${version}` : ''}`,
         retryable: false,
       });
-    }
-    return found;
+    });
   }
 
   /**
@@ -141,7 +140,6 @@ export class Decision {
    * core: ASSEMBLIES_CHANNEL), or the listener reconnected and may have missed that.
    */
   forgetResolved(): void {
-    this.#generation++;
     this.#resolved.clear();
   }
 

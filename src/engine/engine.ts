@@ -104,6 +104,11 @@ export class ContractEngine {
   /** Announces a ticket's change after a commit on its own (see announcing). */
   readonly #announce: AnnounceTicket = (ticket) => this.opts.bus.announceTicket(ticket);
 
+  /** transitionTicket, announced after its commit when `em` commits it on its own (see announcing). */
+  #transition(...[em, ticket, trigger, patch, actor, opts]: Parameters<typeof transitionTicket>): Promise<TicketRow> {
+    return transitionTicket(em, ticket, trigger, patch, actor, { ...opts, announce: this.#announce });
+  }
+
   constructor(readonly opts: EngineOptions) {
     this.#log = opts.log.child({ component: 'engine' });
     const em = rawEm(opts.orm);
@@ -239,7 +244,7 @@ export class ContractEngine {
       const row = await getTicket(tx, ticket, true);
       if (!row || FINISHED.includes(row.lifecycle_state)) return undefined;
       await this.queue.claim(tx, ticket, workerId);
-      if (row.lifecycle_state === 'INIT') return transitionTicket(tx, ticket, 'start', {}, 'worker');
+      if (row.lifecycle_state === 'INIT') return this.#transition(tx, ticket, 'start', {}, 'worker');
       return row;
     });
   }
@@ -375,8 +380,8 @@ export class ContractEngine {
     const [generated, prepared] = await this.#em().transactional(async (tx) => {
       const plan = await this.opts.decision.freeze(body, hash, row.ticket, planMetadata(row, body), undefined, tx);
       const generated = { plan_id: plan.plan_id, engine: { ...rec } };
-      if (!critique?.output.success) return [await transitionTicket(tx, row.ticket, 'plan_generated', generated, 'engine', { trace: [decisionEvent(run)] }), undefined];
-      await transitionTicket(tx, row.ticket, 'plan_approved', generated, 'engine', { from: 'PLAN_GENERATION', through: [{ trigger: 'plan_generated', trace: [decisionEvent(run)] }], trace: [decisionEvent(critique)] });
+      if (!critique?.output.success) return [await this.#transition(tx, row.ticket, 'plan_generated', generated, 'engine', { trace: [decisionEvent(run)] }), undefined];
+      await this.#transition(tx, row.ticket, 'plan_approved', generated, 'engine', { from: 'PLAN_GENERATION', through: [{ trigger: 'plan_generated', trace: [decisionEvent(run)] }], trace: [decisionEvent(critique)] });
       return [undefined, await this.#prepareIn(tx, row, rec, plan)];
     });
     // A rejection the built-in critic already gave is acted on now, not asked for again.
@@ -399,8 +404,7 @@ export class ContractEngine {
     const planId = plan.doc.plan_id;
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
     const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
-    const committing = transitionTicket(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
-      announce: this.#announce,
+    const committing = this.#transition(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
       from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
       through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
       trace: [snapshot.event],
@@ -466,7 +470,7 @@ export class ContractEngine {
     };
     await this.#em().transactional(async (tx) => {
       const plan = await this.opts.decision.freeze(body, hash, row.ticket, { ...previous.metadata, replan: { ...replan, avoid: rec.avoid }, avoided: avoidedOf(body) }, previous.plan_id, tx);
-      await transitionTicket(tx, row.ticket, 'replanned', { plan_id: plan.plan_id, engine: { ...next } }, 'engine', {
+      await this.#transition(tx, row.ticket, 'replanned', { plan_id: plan.plan_id, engine: { ...next } }, 'engine', {
         trace: [decisionEvent(run), { type: 'PLAN_REPLACED', payload: { scope: replan.scope, from_plan_id: previous.plan_id, to_plan_id: plan.plan_id, reset_steps: reset, avoid: rec.avoid } }],
         reason: `${replan.scope} replan`,
       });
@@ -482,7 +486,7 @@ export class ContractEngine {
   async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<TicketRow> {
     const steps = await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, steps, rec));
-    return this.#with(steps, await transitionTicket(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshot.insert] }));
+    return this.#with(steps, await this.#transition(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshot.insert] }));
   }
 
   /**
@@ -647,7 +651,7 @@ export class ContractEngine {
             const message = `retry ${attempts[s.step_id]}: ${batch.failures[s.step_id]?.message ?? error.message}`.slice(0, 500);
             await transitionStep(tx, row.ticket, s.step_id, s.status === 'FAILED' ? 'retry' : 'reset', { message });
           }
-          await transitionTicket(tx, row.ticket, 'retry', { engine: { ...failed, attempts, iteration: rec.iteration + 1 } }, 'engine', { trace, reason: policy.reason });
+          await this.#transition(tx, row.ticket, 'retry', { engine: { ...failed, attempts, iteration: rec.iteration + 1 } }, 'engine', { trace, reason: policy.reason });
         });
         return;
       }
@@ -698,8 +702,7 @@ export class ContractEngine {
   async #passReview(em: EntityManager, row: TicketRow, reviews: PassedReview[], settle = false): Promise<TicketRow> {
     const last = reviews.at(-1)!;
     const partial = reviews.findLast((p) => p.step)?.step!.held.commits.at(-1)!.partialResult;
-    return transitionTicket(em, row.ticket, 'review_passed', { engine: { ...last.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
-      announce: this.#announce,
+    return this.#transition(em, row.ticket, 'review_passed', { engine: { ...last.rec }, ...(partial && { partial_result: partial }) }, 'engine', {
       trace: last.trace,
       // Settling first, each batch's hops up to the last review's own.
       ...(settle ? { from: 'STEP_EXECUTION', through: settledHops(reviews).slice(0, -1) } : { from: 'STEP_REVIEW' }),
@@ -750,7 +753,7 @@ export class ContractEngine {
         reset.push(step.step_id);
       }
       const next: ExecRecord = { ...rec, ...snapshot.record, rollback: null, batch: null, snapshot_id: snapshotId };
-      await transitionTicket(tx, row.ticket, 'restored', { engine: { ...next } }, 'engine', {
+      await this.#transition(tx, row.ticket, 'restored', { engine: { ...next } }, 'engine', {
         trace: [{ type: 'SNAPSHOT_RESTORED', payload: { snapshot_id: snapshotId, label: snapshot.label, scope, reset_steps: reset, kept_steps: kept, kept_reason: 'side effects already happened; never replayed' } }],
         reason: `${scope} rollback to ${snapshot.label}`,
       });
@@ -843,8 +846,7 @@ export class ContractEngine {
       ['success', intent],
     );
     const settled = batches.length ? [...settledHops(batches), { trigger: 'all_steps_done' as const }] : [];
-    return transitionTicket(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
-      announce: this.#announce,
+    return this.#transition(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
       ...(review && { from: batches.length ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
       also: [...batches.flatMap((p) => p.also), memoryUpsert([success])],
     });
@@ -872,7 +874,7 @@ export class ContractEngine {
   /** Cancels an unfinished execution; the worker running it stops its steps. */
   async cancel(tx: EntityManager, ticket: string): Promise<TicketRow> {
     const before = (await getTicket(tx, ticket, true))!;
-    const row = await transitionTicket(tx, ticket, 'cancel', { human_deadline: null }, 'caller');
+    const row = await this.#transition(tx, ticket, 'cancel', { human_deadline: null }, 'caller');
     await withdrawHuman(tx, before, recordOf(before));
     await skipPending(tx, ticket, 'not run: the ticket was cancelled');
     return row;
@@ -959,7 +961,7 @@ export class ContractEngine {
   }
 
   async #move(ticket: string, trigger: LifecycleTrigger, rec: ExecRecord, patch: TicketPatch = {}, opts: { trace?: TicketEventInput[]; reason?: string; from?: LifecycleState } = {}): Promise<TicketRow> {
-    return transitionTicket(this.#em(), ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', { ...opts, announce: this.#announce });
+    return this.#transition(this.#em(), ticket, trigger, { ...patch, engine: { ...rec } }, 'engine', opts);
   }
 
   /** HALT: the execution fails with the error that stopped it. */
@@ -967,7 +969,7 @@ export class ContractEngine {
     const doc = haltError(error, row.trace_id, reason);
     await this.#em().transactional(async (tx) => {
       await skipPending(tx, row.ticket);
-      await transitionTicket(tx, row.ticket, 'halt', { error: { ...doc }, engine: { ...withError(rec, error) } }, 'engine', { trace: trace.some((t) => t.type === 'ERROR_OCCURRED') ? trace : [...trace, errorEvent(error)], reason: reason ?? error.code });
+      await this.#transition(tx, row.ticket, 'halt', { error: { ...doc }, engine: { ...withError(rec, error) } }, 'engine', { trace: trace.some((t) => t.type === 'ERROR_OCCURRED') ? trace : [...trace, errorEvent(error)], reason: reason ?? error.code });
     });
   }
 
@@ -979,7 +981,7 @@ export class ContractEngine {
       const row = await getTicket(tx, ticket, true);
       if (!row || FINISHED.includes(row.lifecycle_state)) return;
       await skipPending(tx, ticket);
-      await transitionTicket(tx, ticket, 'halt', { error: errorDocument(e, row.trace_id), engine: { ...withError(recordOf(row), toStructured(thrown)) } }, 'engine', {
+      await this.#transition(tx, ticket, 'halt', { error: errorDocument(e, row.trace_id), engine: { ...withError(recordOf(row), toStructured(thrown)) } }, 'engine', {
         trace: [errorEvent(toStructured(thrown))],
         reason: e.payload.code,
       });

@@ -2,14 +2,12 @@
 // outside the plan's whitelist (VCS) is refused with COMPLIANCE; an allowed one
 // runs on its execution unit within the step's timeout.
 import { traceparentOf } from '../runtime/tracing.js';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { AbcError, ERROR_CATEGORIES, type ErrorCategory } from '../domain/errors.js';
 import type { ToolFacts } from '../domain/engine-types.js';
 import type { UnitCatalog } from '../execution/units.js';
 import type { ToolKinds } from '../execution/tool-kinds.js';
 import type { UnitContext } from '../ports/pack.js';
 import { runServerTool, ToolFailure } from '../execution/tool-runner.js';
-import { getTool, listTools } from '../store/tool-store.js';
 import type { Secrets } from '../access/secrets.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
 import { decide, verdictRecord, type PermissionLevel, type PolicySet } from '../domain/policy.js';
@@ -25,28 +23,23 @@ export class Capabilities {
     readonly units: UnitCatalog,
     readonly kinds: ToolKinds,
     readonly llmConfigured: boolean,
+    /** The tools each tenant sees, as this core last read them. */
+    readonly tools: ToolCatalog,
     /** Connector credentials for webhook tools, in the ticket's tenant. */
     readonly secrets?: Secrets,
-    /** The tools each tenant sees, as this core last read them; without it, read each time. */
-    readonly tools?: ToolCatalog,
   ) {}
 
   /** What the control plane grants a tenant: units (LLM ones only with a router) and the server tools it sees. */
-  async granted(em: EntityManager, tenantId: string): Promise<Set<string>> {
+  async granted(tenantId: string): Promise<Set<string>> {
     const granted = new Set(this.units.names(this.llmConfigured));
-    for (const tool of await (this.tools?.list(tenantId) ?? listTools(em, tenantId))) if (!this.kinds.clientSide(tool.kind)) granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
+    for (const tool of await this.tools.list(tenantId)) if (!this.kinds.clientSide(tool.kind)) granted.add(`${TOOL_CAPABILITY_PREFIX}${tool.name}`);
     return granted;
   }
 
-  /** A tool the tenant sees (NOT_FOUND when none). */
-  tool(em: EntityManager, tenantId: string, name: string): Promise<ToolRow> {
-    return this.tools?.get(tenantId, name) ?? getTool(em, tenantId, name);
-  }
-
   /** A capability's tool metadata (permission, side effect, schemas), or undefined if nothing serves it. */
-  async facts(em: EntityManager, tenantId: string, capability: string): Promise<ToolFacts | undefined> {
+  async facts(tenantId: string, capability: string): Promise<ToolFacts | undefined> {
     if (capability.startsWith(TOOL_CAPABILITY_PREFIX)) {
-      const tool = await this.tool(em, tenantId, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
+      const tool = await this.tools.get(tenantId, capability.slice(TOOL_CAPABILITY_PREFIX.length)).catch(() => undefined);
       if (!tool || this.kinds.clientSide(tool.kind)) return undefined;
       return { name: capability, permission_level: tool.permissionLevel, side_effect: tool.sideEffect, input_schema: tool.inputSchema, output_schema: tool.outputSchema };
     }
@@ -103,10 +96,10 @@ export class Pep {
     });
   }
 
-  /** Runs one step's capability; `em` reads the tool registry, and never reaches a unit. */
-  async execute(call: StepCall, ctx: UnitContext, em: () => EntityManager): Promise<unknown> {
+  /** Runs one step's capability. */
+  async execute(call: StepCall, ctx: UnitContext): Promise<unknown> {
     this.check(call.capability);
-    const tool = call.capability.startsWith(TOOL_CAPABILITY_PREFIX) ? await this.capabilities.tool(em(), call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length)) : undefined;
+    const tool = call.capability.startsWith(TOOL_CAPABILITY_PREFIX) ? await this.capabilities.tools.get(call.tenantId, call.capability.slice(TOOL_CAPABILITY_PREFIX.length)) : undefined;
     this.ask(call, ctx.input, tool?.permissionLevel ?? this.capabilities.units.meta(call.capability)?.permission_level ?? 'PUBLIC');
     // The unit's signal aborts on a cancel or at the deadline, and the step then fails at once;
     // the timer and the listener go with the step, not with the deadline.

@@ -106,7 +106,7 @@ export async function runBatch(k: BatchKit): Promise<BatchOutcome> {
   const allowed = new Map<string, PolicyDecision>();
   const factsOf = new Map<string, ToolFacts | undefined>();
   const facts = async (capability: string) => {
-    if (!factsOf.has(capability)) factsOf.set(capability, await k.capabilities.facts(k.em(), k.row.tenant_id, capability));
+    if (!factsOf.has(capability)) factsOf.set(capability, await k.capabilities.facts(k.row.tenant_id, capability));
     return factsOf.get(capability);
   };
   const blocked: { step: StepRow; error: StructuredError; policy: PolicyDecision }[] = [];
@@ -361,7 +361,7 @@ async function runWithFallback(
 ): Promise<{ value: unknown; capability: string; note?: string; failed?: StructuredError }> {
   // Approval holds for the capability and planned input the step was held for, not for a fallback or another capability an executor picked.
   const approved = (c: string) => c === step.tool_name && approvedFor(k.rec, step.id, step.input);
-  const call = (c: string) => pep.execute({ ticket: k.row.ticket, tenantId: k.row.tenant_id, stepId: step.id, capability: c, timeoutMs: step.timeout_ms, approved: approved(c) }, unit, k.em);
+  const call = (c: string) => pep.execute({ ticket: k.row.ticket, tenantId: k.row.tenant_id, stepId: step.id, capability: c, timeoutMs: step.timeout_ms, approved: approved(c) }, unit);
   const fallback = step.fallback_tool;
   try {
     return { value: await call(capability), capability };

@@ -185,10 +185,10 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
         }),
       }
     : undefined;
-  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), connectorSecrets, tools);
+  const capabilities = new Capabilities(new UnitCatalog(opts.packs), toolKinds, Boolean(llmStep), tools, connectorSecrets);
   // The contract path sends raw statements only: one shared fork serves it.
   const raw = () => rawEm(opts.orm);
-  const decision = new Decision(raw, (tenantId) => capabilities.granted(raw(), tenantId));
+  const decision = new Decision(raw, (tenantId) => capabilities.granted(tenantId));
   // A version stored by any core may change what an intent resolves to.
   bus.onWake('assemblies', () => decision.forgetResolved());
   const contracts = new ContractCatalog(ContractRegistry.load([c.contractsDir, ...opts.packs.flatMap((p) => (p.contractsDir ? [p.contractsDir] : []))]), raw);

@@ -27,8 +27,9 @@ import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun, type RunFacts, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from '../store/session-store.js';
-import { getTool, type ToolRow } from '../store/tool-store.js';
+import type { ToolRow } from '../store/tool-store.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
+import { TtlCache } from '../runtime/ttl-cache.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
 import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
@@ -109,16 +110,17 @@ type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash:
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
-/** How many runs' facts an invoke keeps (#runFacts). */
+/** How many runs' facts an invoke keeps (#runFacts), and for how long. */
 const RUN_FACTS_KEPT = 10_000;
+const RUN_FACTS_KEPT_MS = 10 * 60_000;
 
 
 export class ToolCalls {
   readonly #opts: ToolCallsOptions;
   readonly #log: Logger;
   readonly #executing = new InFlight();
-  /** Runs' facts by run, the oldest dropped first past RUN_FACTS_KEPT. */
-  readonly #facts = new Map<string, RunFacts>();
+  /** Runs' facts by run. */
+  readonly #facts = new TtlCache<RunFacts>(RUN_FACTS_KEPT_MS, RUN_FACTS_KEPT);
 
   constructor(opts: ToolCallsOptions) {
     this.#opts = opts;
@@ -174,7 +176,7 @@ export class ToolCalls {
     const verdict = decide(this.#opts.policy.forTenant(run.tenantId), { tool: tool.name, args: req.args, agentId: run.rootAgentId, permissionLevel: tool.permissionLevel, tenantId: run.tenantId, action: 'tool_call' });
     // An allowed server call opens, is dispatched and starts in one statement, and runs at once.
     const traceparent = traceparentOf() ?? null;
-    const ran = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#openAndRun(em, run, tool, req, key, hash, verdict, traceparent) : undefined;
+    const ran = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#openAndRun(em, run, tool, this.#opening(tool, req, key, hash, verdict, traceparent)) : undefined;
     if (ran) return this.outcome(ran);
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
@@ -195,17 +197,8 @@ export class ToolCalls {
    * caller's retry runs it again, which only such a tool may. Otherwise its
    * open commits while it runs.
    */
-  async #openAndRun(
-    em: EntityManager,
-    run: RunFacts,
-    tool: ToolRow,
-    req: { runId: string; args: Record<string, unknown>; timeoutMs?: number },
-    key: string,
-    hash: string,
-    verdict: ScopedVerdict,
-    traceparent: string | null,
-  ): Promise<ToolCallRow | undefined> {
-    const opening = this.#opening(tool, req, key, hash, verdict, traceparent);
+  async #openAndRun(em: EntityManager, run: RunFacts, tool: ToolRow, opening: OpenCall): Promise<ToolCallRow | undefined> {
+    const traceparent = opening.traceparent;
     const open = async () => (await this.#opts.bus.deliver(run, (origin) => openCall(em, opening, origin)))?.call;
     if (tool.sideEffect || this.#opts.toolStartDeferMs <= 0) {
       const opened = await open();
@@ -236,7 +229,7 @@ export class ToolCalls {
   ): OpenCall {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
-    const opening: OpenCall = {
+    return {
       toolCallId: id,
       runId: req.runId,
       toolName: tool.name,
@@ -255,7 +248,6 @@ export class ToolCalls {
         { trigger: 'start' },
       ],
     };
-    return opening;
   }
 
   /**
@@ -264,12 +256,12 @@ export class ToolCalls {
    */
   async #runFacts(em: EntityManager, runId: string): Promise<RunFacts | undefined> {
     const kept = this.#facts.get(runId);
-    if (kept) return kept;
+    if (kept) return kept.value;
+    // A run that does not exist is not kept: any id may be asked for.
     const run = await findRun(em, runId);
     if (!run) return undefined;
     const facts: RunFacts = { runId, sessionId: run.sessionId, rootAgentId: run.rootAgentId, parentRunId: run.parentRunId, traceId: run.traceId, userId: run.userId, tenantId: run.tenantId };
     this.#facts.set(runId, facts);
-    if (this.#facts.size > RUN_FACTS_KEPT) this.#facts.delete(this.#facts.keys().next().value!);
     return facts;
   }
 
@@ -400,7 +392,7 @@ export class ToolCalls {
       if (row.status !== 'RUNNING') {
         throw new AbcError('FAILED_PRECONDITION', { code: 'tool_call_finished', message: `tool call ${res.toolCallId} is ${row.status}, not waiting for a result` });
       }
-      const tool = await getTool(tx, row.tenant_id, row.tool_name);
+      const tool = await this.#opts.tools.get(row.tenant_id, row.tool_name);
       const problem = res.ok ? schemaProblem(tool.outputSchema, res.result) : null;
       const error = !res.ok
         ? { code: 'tool_failed', message: res.errorMessage || 'the client reported a failure' }
@@ -498,7 +490,7 @@ export class ToolCalls {
         throw error;
       });
     if (!started) return;
-    const definition = tool ?? (await getTool(this.#em(), run.tenantId, started.toolName));
+    const definition = tool ?? (await this.#opts.tools.get(run.tenantId, started.toolName));
     await this.#runInSpan(started, definition, run, traceparent);
   }
 

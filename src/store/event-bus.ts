@@ -210,12 +210,17 @@ export class EventBus {
     this.#batches.emit(`session:${first.sessionId}`, events);
     this.#wakes.emit(`run:${first.runId}`, last.seq);
     this.#wakes.emit(`session:${first.sessionId}`, last.sessionSeq);
-    this.#announce(first.sessionId, first.runId, `${last.id} ${last.sessionSeq ?? ''} ${last.seq}`);
+    this.#announce(first, last);
   }
 
-  /** A notification of a run's events, as abc_append_events sends one: `session run last-id session-head run-seq origin`. */
-  #announce(sessionId: string, runId: string, positions: string): void {
-    this.#notifier.announce(EVENTS_CHANNEL, `${sessionId} ${runId} ${positions} ${this.origin}`, runId);
+  /**
+   * A notification of a run's events, as abc_append_events sends one:
+   * `session run last-id session-head run-seq origin`; without `last`, with
+   * no positions (watchers elsewhere read the log).
+   */
+  #announce(run: { runId: string; sessionId: string }, last?: StoredEvent): void {
+    const positions = last ? `${last.id} ${last.sessionSeq ?? ''} ${last.seq}` : '  ';
+    this.#notifier.announce(EVENTS_CHANNEL, `${run.sessionId} ${run.runId} ${positions} ${this.origin}`, run.runId);
   }
 
   /** Announces, after its commit, that a ticket's execution row changed (a TICKETS_CHANNEL notification). */
@@ -235,7 +240,7 @@ export class EventBus {
       written = await write(this.origin);
     } catch (error) {
       this.reread(run.runId, run.sessionId);
-      this.#announce(run.sessionId, run.runId, '  ');
+      this.#announce(run);
       throw error;
     }
     if (written) this.publish(written.events);

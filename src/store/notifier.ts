@@ -43,11 +43,6 @@ export class Notifier {
     this.#kick();
   }
 
-  /** How many announcements wait to be sent. */
-  get waiting(): number {
-    return this.#waiting.size;
-  }
-
   /** Resolves when nothing waits, or after `ms`. */
   async drain(ms: number): Promise<void> {
     const until = Date.now() + ms;

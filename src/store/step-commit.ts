@@ -80,8 +80,8 @@ export async function commitStepsTogether(em: () => EntityManager, commits: Step
   const calls = commits.map((c) => (c.also ? undefined : callOf(c)));
   if (calls.some((c) => !c)) return undefined;
   const db = em();
-  const tickets = [...new Set(commits.map((c) => c.ticket))];
-  const written = await announcing(db, tickets[0]!, announce && (() => tickets.forEach((t) => announce(t))), (announced) =>
+  // One batch's steps: one ticket's.
+  const written = await announcing(db, commits[0]!.ticket, announce, (announced) =>
     executeGuarded<StepRow>(db, 'SELECT * FROM abc_commit_steps(?::jsonb)', [JSON.stringify(calls.map((c) => quiet(c!, announced)))]),
   );
   return written && commits.map((c) => written.find((r) => r.step_id === c.stepId)!);

@@ -127,7 +127,7 @@ export class ContractQueue {
       const tickets = [...this.#admitted];
       this.#admitted.clear();
       try {
-        await addAdmittedJobs(this.#pool, tickets, EXECUTE_TASK);
+        await addAdmittedJobs(this.#pool, tickets, (column) => this.jobFor(column));
       } catch (error) {
         // Tried again while the process lives; after a crash, the claims lapse and recover() adds the jobs.
         this.#log.warn({ err: error, tickets: tickets.length }, 'could not add the jobs of admitted tickets; retrying');

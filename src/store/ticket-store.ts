@@ -537,22 +537,25 @@ export async function releaseTicketLeases(em: EntityManager, tickets: string[], 
   );
 }
 
-/** The owner of an async ticket's claim from its creation until its job is added (ContractQueue.admit). */
-export const admissionOwner = (ticket: string) => `admitted-${ticket}`;
+/** The prefix of an async ticket's claim from its creation until its job is added (ContractQueue.admit). */
+const ADMITTED = 'admitted-';
+export const admissionOwner = (ticket: string) => `${ADMITTED}${ticket}`;
 
 /**
- * Adds a `task` job for each of `tickets` still claimed by its admission,
- * and drops those claims, in one statement: a ticket whose claim is gone
- * (a cancel ended it, or the recovery sweep gave it a job) gets none.
+ * Adds a job (`job`: the enqueue as an expression over a ticket id column)
+ * for each of `tickets` still claimed by its admission, and drops those
+ * claims, in one statement: a ticket whose claim is gone (a cancel ended it,
+ * or the recovery sweep gave it a job) gets none.
  */
-export async function addAdmittedJobs(pool: Queryable, tickets: string[], task: string): Promise<void> {
+export async function addAdmittedJobs(pool: Queryable, tickets: string[], job: (ticket: string) => { sql: string; params: unknown[] }): Promise<void> {
+  const add = job('mine.ticket');
   await pool.query({
     ...prepared(`WITH mine AS (
       UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL
-      WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb)) AND lease_owner = 'admitted-' || ticket
+      WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb)) AND lease_owner = '${ADMITTED}' || ticket
       RETURNING ticket)
-    SELECT count(graphile_worker.add_job(?, json_build_object('ticket', mine.ticket), job_key := mine.ticket)) AS n FROM mine`),
-    values: [JSON.stringify(tickets), task],
+    SELECT count(${add.sql}) AS n FROM mine`),
+    values: [JSON.stringify(tickets), ...add.params],
   });
 }
 

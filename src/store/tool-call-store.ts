@@ -189,22 +189,23 @@ export const moveCallRow = (em: EntityManager, arg: Record<string, unknown>, ori
  * wrote it and both commits' events; undefined when either wrote nothing.
  */
 export async function openAndMoveRow(em: EntityManager, open: Record<string, unknown>, move: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
-  const channel = channelFor(origin);
-  const [row] = (await executeGuarded<{ opened: { appended: EventRow[] } | null; moved: (RawCall & { appended: EventRow[] }) | null }>(
+  const [row] = (await executeGuarded<{ opened: EventRow[] | null; moved: (RawCall & { appended: EventRow[] }) | null }>(
     em,
     `WITH o AS (SELECT abc_open_tool_call(?::jsonb, ?) AS r)
-     SELECT o.r AS opened, CASE WHEN o.r IS NOT NULL THEN abc_move_tool_call(?::jsonb, ?) END AS moved FROM o`,
-    [JSON.stringify({ ...open, channel }), origin, JSON.stringify({ ...move, channel }), origin],
+     SELECT o.r->'appended' AS opened, CASE WHEN o.r IS NOT NULL THEN abc_move_tool_call(?::jsonb, ?) END AS moved FROM o`,
+    [argOf(open, origin), origin, argOf(move, origin), origin],
   )) ?? [];
   if (!row?.opened || !row.moved) return undefined;
-  return { call: toCall(row.moved), events: [...eventsOf(row.opened.appended), ...eventsOf(row.moved.appended)] };
+  return { call: toCall(row.moved), events: [...eventsOf(row.opened), ...eventsOf(row.moved.appended)] };
 }
 
 async function oneCall(em: EntityManager, sql: string, arg: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
-  const call = JSON.stringify({ ...arg, channel: channelFor(origin) });
-  const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [call, origin]))?.[0]?.r;
+  const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [argOf(arg, origin), origin]))?.[0]?.r;
   return r ? { call: toCall(r), events: eventsOf(r.appended) } : undefined;
 }
+
+/** A commit function's argument, with the channel its writer's origin calls for (channelFor). */
+const argOf = (arg: Record<string, unknown>, origin: string) => JSON.stringify({ ...arg, channel: channelFor(origin) });
 
 export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {
   const [row] = await em.execute<RawCall[]>('SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);

@@ -1,17 +1,20 @@
 // What each tenant sees of the tools table, read once and kept until a tool
 // is written on any core (TOOLS_CHANNEL, which writeTool notifies) or the
 // listener reconnects and may have missed that: the calls and plans that look
-// tools up by name read no row each.
+// tools up by name read no row each. A tenant's tools are read again after
+// TOOLS_KEPT_MS all the same.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../domain/errors.js';
+import { TtlCache } from '../runtime/ttl-cache.js';
 import { listTools, type ToolRow } from './tool-store.js';
+
+const TOOLS_KEPT_MS = 5 * 60_000;
+const TENANTS_KEPT = 10_000;
 
 export class ToolCatalog {
   readonly #em: () => EntityManager;
   /** tenant -> its visible tools by name. */
-  readonly #byTenant = new Map<string, Map<string, ToolRow>>();
-  /** Bumped by forget(): a read that began before it is not kept. */
-  #generation = 0;
+  readonly #byTenant = new TtlCache<Map<string, ToolRow>>(TOOLS_KEPT_MS, TENANTS_KEPT);
 
   constructor(em: () => EntityManager) {
     this.#em = em;
@@ -31,16 +34,10 @@ export class ToolCatalog {
 
   /** Drops what was read: a tool was written here or on another core, or the listener reconnected. */
   forget(): void {
-    this.#generation++;
     this.#byTenant.clear();
   }
 
-  async #of(tenantId: string): Promise<Map<string, ToolRow>> {
-    const kept = this.#byTenant.get(tenantId);
-    if (kept) return kept;
-    const generation = this.#generation;
-    const tools = new Map((await listTools(this.#em(), tenantId)).map((t) => [t.name, t]));
-    if (generation === this.#generation) this.#byTenant.set(tenantId, tools);
-    return tools;
+  #of(tenantId: string): Promise<Map<string, ToolRow>> {
+    return this.#byTenant.getOrLoad(tenantId, async () => new Map((await listTools(this.#em(), tenantId)).map((t) => [t.name, t])));
   }
 }

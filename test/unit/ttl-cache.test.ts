@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { TtlCache } from '../../src/access/ttl-cache.js';
+import { TtlCache } from '../../src/runtime/ttl-cache.js';
 
-describe('credential cache', () => {
+describe('the lookup cache', () => {
   afterEach(() => vi.useRealTimers());
 
   it('keeps an entry, a cached null included, until its TTL passes', () => {
@@ -44,5 +44,20 @@ describe('credential cache', () => {
     expect(cache.get('other')).toBeUndefined();
     expect(await cache.getOrLoad('other', async () => null)).toBeNull();
     expect(cache.get('other')).toEqual(expect.objectContaining({ value: null }));
+  });
+
+  it('clears its entries, and keeps nothing a lookup begun before the clear finds', async () => {
+    const cache = new TtlCache<string>(60_000, 10);
+    cache.set('a', 'old');
+    let finish!: (v: string) => void;
+    const stale = cache.getOrLoad('b', () => new Promise<string>((r) => (finish = r)));
+    cache.clear();
+    expect(cache.get('a')).toBeUndefined();
+    // A lookup after the clear does not share the one before it.
+    const fresh = cache.getOrLoad('b', async () => 'new');
+    finish('stale');
+    expect(await stale).toBe('stale');
+    expect(await fresh).toBe('new');
+    expect(cache.get('b')?.value).toBe('new');
   });
 });

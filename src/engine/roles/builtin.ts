@@ -98,7 +98,7 @@ export class PlanCritic extends Builtin {
       for (const capability of [step.tool_name, ...(step.fallback_tool ? [step.fallback_tool] : [])]) {
         if (!whitelist.has(capability)) violations.push({ step_id: step.id, capability, problem: 'outside the capability whitelist', repairable: false });
       }
-      const facts = await this.deps.capabilities.facts(this.deps.em(), ctx.tenant_id, step.tool_name);
+      const facts = await this.deps.capabilities.facts(ctx.tenant_id, step.tool_name);
       if (!facts) {
         violations.push({ step_id: step.id, capability: step.tool_name, problem: 'no tool or execution unit serves it', repairable });
         continue;
@@ -161,7 +161,7 @@ export class Reviewer extends Builtin {
       ]);
     }
     const planned = ctx.current_plan!.steps.find((s) => s.id === step.step_id)!;
-    const schema = planned.output_schema ?? (await this.deps.capabilities.facts(this.deps.em(), ctx.tenant_id, planned.tool_name))?.output_schema ?? null;
+    const schema = planned.output_schema ?? (await this.deps.capabilities.facts(ctx.tenant_id, planned.tool_name))?.output_schema ?? null;
     const problem = schemaProblem(schema, step.tool_output);
     if (!problem) return this.ok({ valid: true });
     return this.failed([

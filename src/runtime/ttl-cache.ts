@@ -1,11 +1,14 @@
-// A bounded cache of credential lookups: entries expire after `ttlMs`, and when
-// full the oldest goes first, so a flood of random credentials cannot grow memory.
-// Callers that miss on one key together share one lookup.
+// A bounded cache of lookups (credentials, catalogs): entries expire after
+// `ttlMs`, and when full the oldest goes first, so a flood of random keys cannot
+// grow memory. Callers that miss on one key together share one lookup. clear()
+// drops everything, lookups under way included: what they find predates it.
 
 export class TtlCache<V> {
   readonly #entries = new Map<string, { value: V; until: number }>();
   /** Lookups under way, by key; a failed one is not cached. */
   readonly #loading = new Map<string, Promise<V>>();
+  /** Bumped by clear(): a lookup that began before it is not kept. */
+  #generation = 0;
 
   constructor(
     readonly ttlMs: number,
@@ -25,6 +28,13 @@ export class TtlCache<V> {
     this.#entries.delete(key);
   }
 
+  /** Drops every entry, and the lookups under way: they began before what clears the cache. */
+  clear(): void {
+    this.#generation++;
+    this.#entries.clear();
+    this.#loading.clear();
+  }
+
   set(key: string, value: V): void {
     if (this.#entries.size >= this.max) this.#entries.delete(this.#entries.keys().next().value!);
     this.#entries.set(key, { value, until: Date.now() + this.ttlMs });
@@ -36,10 +46,11 @@ export class TtlCache<V> {
     if (hit) return Promise.resolve(hit.value);
     let loading = this.#loading.get(key);
     if (!loading) {
-      loading = load()
-        .then((value) => (this.set(key, value), value))
-        .finally(() => this.#loading.delete(key));
-      this.#loading.set(key, loading);
+      const generation = this.#generation;
+      const started: Promise<V> = load()
+        .then((value) => (generation === this.#generation && this.set(key, value), value))
+        .finally(() => this.#loading.get(key) === started && this.#loading.delete(key));
+      this.#loading.set(key, (loading = started));
     }
     return loading;
   }
