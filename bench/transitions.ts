@@ -50,7 +50,8 @@ export async function transitions(): Promise<void> {
       sql.query("WITH u AS (UPDATE bench_states SET state = state + 1 WHERE id = $1 RETURNING id) SELECT pg_notify('bench_states', id::text) FROM u", [(i % 1000) + 1]),
     );
 
-    await loadCalls(100, 4, call); // warm-up
+    // A warm-up as the baseline's: as many calls, at the same concurrency (new connections and JIT settle first).
+    await loadCalls(CALLS, CONCURRENCY, (i) => call(i + 1_000_000));
     // The tool-call machine's moves (each bumps the row's version) and seed 004's recorded transitions of its execution contract.
     const toolMoves = `SELECT (SELECT coalesce(sum(version), 0) FROM tool_calls) + (SELECT count(*) FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.action_type = 'tool_call') AS n`;
     const rateOf = async (load: () => Promise<unknown>) => {

@@ -4,10 +4,9 @@
 // tool-contracts.ts; then one statement (abc_open_tool_call or
 // abc_move_tool_call, migration tool_call_commit_functions) writes the call,
 // the contract with a transition record per hop (and the fact of a terminal
-// one) and the run's events. A row in another state than the hops start from
+// one) and the run's events, in the next of the committer's shared commits. A row in another state than the hops start from
 // makes that statement write nothing: the caller then takes the move-by-move
 // path in a transaction, which decides and fails as it always has.
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
@@ -16,7 +15,8 @@ import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../
 import { newId } from '../runtime/new-id.js';
 import { EVENTS_CHANNEL, appendArgs, type NewEvent } from '../store/event-log.js';
 import { moveFacts, moveTime, summariseOutcome } from '../store/execution-contracts.js';
-import { moveCallRow, openAndMoveRow, openCallRow, type CallCommit } from '../store/tool-call-store.js';
+import type { CallCommitter } from '../store/call-committer.js';
+import type { CallCommit } from '../store/tool-call-store.js';
 import { movesOf } from './tool-contracts.js';
 
 /** A hop of a call, with the events logged before its `tool_call_state`. */
@@ -60,11 +60,11 @@ const CONTRACT_STATE_OF: Partial<Record<ToolCallState, ExecutionState>> = { CREA
  * Opens a call through `hops` in one statement, with the key's claim: the row
  * as written and the events appended, or undefined when nothing was written (a
  * live claim of the key, a run that ended, an irreversible action of the key
- * that completed). `origin` is as for openCallRow.
+ * that completed).
  */
-export async function openCall(em: EntityManager, c: OpenCall, origin: string): Promise<CallCommit | undefined> {
-  const arg = openCallArg(c);
-  return arg && openCallRow(em, arg, origin);
+export async function openCall(committer: CallCommitter, c: OpenCall): Promise<CallCommit | undefined> {
+  const open = openCallArg(c);
+  return open && committer.commit({ open });
 }
 
 /** abc_open_tool_call's argument for `c`; undefined for hops the machines refuse. */
@@ -101,16 +101,16 @@ export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
  * statement and one commit: a call of a tool without side effects that ran
  * before either was written. Undefined when nothing was written, as openCall.
  */
-export async function openAndEndCall(em: EntityManager, c: OpenCall, end: Pick<MoveCall, 'hop' | 'patch'>, origin: string): Promise<CallCommit | undefined> {
+export async function openAndEndCall(committer: CallCommitter, c: OpenCall, end: Pick<MoveCall, 'hop' | 'patch'>): Promise<CallCommit | undefined> {
   const open = openCallArg(c);
   const move = moveCallArg({ toolCallId: c.toolCallId, runId: c.runId, from: 'RUNNING', ...end });
-  return open && move && openAndMoveRow(em, open, move, origin);
+  return open && move && committer.commit({ open, move });
 }
 
 /** Moves a call by one hop in one statement: as openCall. */
-export async function moveCall(em: EntityManager, m: MoveCall, origin: string): Promise<CallCommit | undefined> {
-  const arg = moveCallArg(m);
-  return arg && moveCallRow(em, arg, origin);
+export async function moveCall(committer: CallCommitter, m: MoveCall): Promise<CallCommit | undefined> {
+  const move = moveCallArg(m);
+  return move && committer.commit({ move });
 }
 
 /** abc_move_tool_call's argument for `m`; undefined for a hop the machines refuse. */

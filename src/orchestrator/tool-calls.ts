@@ -33,6 +33,8 @@ import { TtlCache } from '../runtime/ttl-cache.js';
 import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
 import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
+import { CallCommitter } from '../store/call-committer.js';
+import { poolOf } from '../store/native.js';
 import {
   answerIdempotencyKey,
   APPROVALS,
@@ -121,9 +123,12 @@ export class ToolCalls {
   readonly #executing = new InFlight();
   /** Runs' facts by run. */
   readonly #facts = new TtlCache<RunFacts>(RUN_FACTS_KEPT_MS, RUN_FACTS_KEPT);
+  /** The one-statement commits of calls, shared by concurrent calls. */
+  readonly #committer: CallCommitter;
 
   constructor(opts: ToolCallsOptions) {
     this.#opts = opts;
+    this.#committer = new CallCommitter(poolOf(opts.orm), opts.bus.origin);
     this.#log = opts.log.child({ component: 'tool-calls' });
   }
 
@@ -176,7 +181,7 @@ export class ToolCalls {
     const verdict = decide(this.#opts.policy.forTenant(run.tenantId), { tool: tool.name, args: req.args, agentId: run.rootAgentId, permissionLevel: tool.permissionLevel, tenantId: run.tenantId, action: 'tool_call' });
     // An allowed server call opens, is dispatched and starts in one statement, and runs at once.
     const traceparent = traceparentOf() ?? null;
-    const ran = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#openAndRun(em, run, tool, this.#opening(tool, req, key, hash, verdict, traceparent)) : undefined;
+    const ran = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#openAndRun(run, tool, this.#opening(tool, req, key, hash, verdict, traceparent)) : undefined;
     if (ran) return this.outcome(ran);
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
@@ -197,9 +202,9 @@ export class ToolCalls {
    * caller's retry runs it again, which only such a tool may. Otherwise its
    * open commits while it runs.
    */
-  async #openAndRun(em: EntityManager, run: RunFacts, tool: ToolRow, opening: OpenCall): Promise<ToolCallRow | undefined> {
+  async #openAndRun(run: RunFacts, tool: ToolRow, opening: OpenCall): Promise<ToolCallRow | undefined> {
     const traceparent = opening.traceparent;
-    const open = async () => (await this.#opts.bus.deliver(run, (origin) => openCall(em, opening, origin)))?.call;
+    const open = async () => (await this.#opts.bus.deliver(run, () => openCall(this.#committer, opening)))?.call;
     if (tool.sideEffect || this.#opts.toolStartDeferMs <= 0) {
       const opened = await open();
       return opened && ((await this.#runInSpan(opened, tool, run, traceparent)) ?? (await this.get(opened.toolCallId)));
@@ -210,7 +215,7 @@ export class ToolCalls {
       const early = await Promise.race([running, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), this.#opts.toolStartDeferMs)))]);
       clearTimeout(timer);
       if (early) {
-        const both = await this.#opts.bus.deliver(run, (origin) => openAndEndCall(em, opening, { hop: { trigger: early.trigger, events: early.events }, patch: early.patch }, origin));
+        const both = await this.#opts.bus.deliver(run, () => openAndEndCall(this.#committer, opening, { hop: { trigger: early.trigger, events: early.events }, patch: early.patch }));
         return both && this.#counted(both.call);
       }
       const opened = await open();
@@ -542,7 +547,7 @@ export class ToolCalls {
   async #end(toolCallId: string, run: CallRun, started: ToolCallRow, end: CallEnd): Promise<ToolCallRow | undefined> {
     const { trigger, patch, events } = end;
     const move = { toolCallId, runId: started.runId, from: started.status, hop: { trigger, events }, patch };
-    const moved = await this.#opts.bus.deliver(run, (origin) => moveCall(this.#em(), move, origin));
+    const moved = await this.#opts.bus.deliver(run, () => moveCall(this.#committer, move));
     if (moved) return this.#counted(moved.call);
     return this.#em()
       .transactional((tx) => this.#transition(tx, toolCallId, trigger, events, { ...patch, completed: true }))

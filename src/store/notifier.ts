@@ -49,9 +49,11 @@ export class Notifier {
     while (this.#waiting.size && Date.now() < until) await (this.#sending ?? new Promise((r) => setTimeout(r, 10)));
   }
 
+  /** Sends soon: after this turn of the event loop, so that what its other callbacks announce goes in the same statement. */
   #kick(): void {
-    if (this.#sending || !this.#client || !this.#waiting.size) return;
-    this.#sending = this.#send(this.#client).finally(() => {
+    const client = this.#client;
+    if (this.#sending || !client || !this.#waiting.size) return;
+    this.#sending = new Promise((resolve) => setImmediate(resolve)).then(() => this.#send(client)).finally(() => {
       this.#sending = undefined;
       this.#kick();
     });

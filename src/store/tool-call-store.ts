@@ -7,8 +7,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
-import { channelFor, eventsOf, type EventRow, type StoredEvent } from './event-log.js';
-import { executeGuarded } from './native.js';
+import type { StoredEvent } from './event-log.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
 export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
@@ -171,41 +170,6 @@ export interface CallCommit {
   call: ToolCallRow;
   events: StoredEvent[];
 }
-
-/**
- * Opens a call through its first hops in one statement (abc_open_tool_call);
- * undefined when it wrote nothing. `origin` (an event bus's) names the process
- * that hands the events to its watchers and announces them, as for completeRun:
- * the statement then notifies no one, whatever channel `arg` names.
- */
-export const openCallRow = (em: EntityManager, arg: Record<string, unknown>, origin: string) => oneCall(em, 'SELECT abc_open_tool_call(?::jsonb, ?) AS r', arg, origin);
-
-/** Moves a call by a hop in one statement (abc_move_tool_call); as openCallRow. */
-export const moveCallRow = (em: EntityManager, arg: Record<string, unknown>, origin: string) => oneCall(em, 'SELECT abc_move_tool_call(?::jsonb, ?) AS r', arg, origin);
-
-/**
- * Opens a call and moves it by a hop in one statement and one commit: the two
- * functions in order, the move only when the open wrote. The call as the move
- * wrote it and both commits' events; undefined when either wrote nothing.
- */
-export async function openAndMoveRow(em: EntityManager, open: Record<string, unknown>, move: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
-  const [row] = (await executeGuarded<{ opened: EventRow[] | null; moved: (RawCall & { appended: EventRow[] }) | null }>(
-    em,
-    `WITH o AS (SELECT abc_open_tool_call(?::jsonb, ?) AS r)
-     SELECT o.r->'appended' AS opened, CASE WHEN o.r IS NOT NULL THEN abc_move_tool_call(?::jsonb, ?) END AS moved FROM o`,
-    [argOf(open, origin), origin, argOf(move, origin), origin],
-  )) ?? [];
-  if (!row?.opened || !row.moved) return undefined;
-  return { call: toCall(row.moved), events: [...eventsOf(row.opened), ...eventsOf(row.moved.appended)] };
-}
-
-async function oneCall(em: EntityManager, sql: string, arg: Record<string, unknown>, origin: string): Promise<CallCommit | undefined> {
-  const r = (await executeGuarded<{ r: (RawCall & { appended: EventRow[] }) | null }>(em, sql, [argOf(arg, origin), origin]))?.[0]?.r;
-  return r ? { call: toCall(r), events: eventsOf(r.appended) } : undefined;
-}
-
-/** A commit function's argument, with the channel its writer's origin calls for (channelFor). */
-const argOf = (arg: Record<string, unknown>, origin: string) => JSON.stringify({ ...arg, channel: channelFor(origin) });
 
 export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {
   const [row] = await em.execute<RawCall[]>('SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);

@@ -4,11 +4,15 @@
 // them write nothing, for the caller to take the move-by-move path. The
 // records themselves are compared with that path's in test/e2e/tools.
 import { describe, expect, it } from 'vitest';
-import { moveCall, moveCallArg, openCall, openCallArg, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
+import { moveCall, moveCallArg, openAndEndCall, openCall, openCallArg, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
 import { readEvents } from '../../src/store/event-log.js';
+import { CallCommitter } from '../../src/store/call-committer.js';
+import { nativePool, poolOf } from '../../src/store/native.js';
 import { countedDatabase } from '../support/db.js';
 
-const { em, counted } = countedDatabase();
+const { em, counted, orm } = countedDatabase();
+/** Commits on the ORM's pool, notifying (no origin); a `counted` EntityManager notes their statements. */
+const committer = () => new CallCommitter(poolOf(orm()), '');
 let n = 0;
 
 async function newRun(status = 'RUNNING'): Promise<{ runId: string; sessionId: string }> {
@@ -37,8 +41,10 @@ describe('a tool call in one statement each', () => {
   it('opens a call through its hops with its key, its contract and its events, and ends it', async () => {
     const { runId } = await newRun();
     const calls: string[] = [];
-    const opened = await openCall(counted(calls), opening(runId, 'tc_tcc_open'), '');
-    expect(calls).toEqual(['SELECT abc_open_tool_call($1::jsonb, $2) AS r']);
+    counted(calls);
+    const opened = await openCall(committer(), opening(runId, 'tc_tcc_open'));
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toContain('abc_open_tool_call(');
     expect(opened!.call).toMatchObject({ toolCallId: 'tc_tcc_open', status: 'RUNNING', startedAt: expect.any(Date), deadlineAt: expect.any(Date) });
     expect(await written(runId, 'tc_tcc_open')).toEqual({
       calls: [{ status: 'RUNNING', version: 4 }],
@@ -48,14 +54,59 @@ describe('a tool call in one statement each', () => {
     });
 
     calls.length = 0;
-    const ended = await moveCall(counted(calls), { toolCallId: 'tc_tcc_open', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } }, '');
-    expect(calls).toEqual(['SELECT abc_move_tool_call($1::jsonb, $2) AS r']);
+    const ended = await moveCall(committer(), { toolCallId: 'tc_tcc_open', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } });
+    expect(calls).toHaveLength(1);
     expect(ended!.call).toMatchObject({ status: 'SUCCEEDED', result: { n: 1 }, completedAt: expect.any(Date) });
     const after = await written(runId, 'tc_tcc_open');
     expect(after.contracts).toEqual([{ status: 'completed', version: 3 }]);
     expect(after.events.slice(5)).toEqual(['tool_call_state', 'execution_state']);
     const [fact] = await em().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM memory WHERE key LIKE 'execution_fact:%' AND value->>'action_summary' = 'echo' AND scope_id = ?", [`sess_tcc_${n}`]);
     expect(fact!.n).toBe(1);
+  });
+
+  it('commits calls that arrive together in one statement, in order, with gap-free seqs', async () => {
+    const { runId } = await newRun();
+    const calls: string[] = [];
+    counted(calls);
+    const shared = committer();
+    // Sixteen opens of one run at once, the last under the first one's key: it finds the key claimed.
+    const opened = await Promise.all(Array.from({ length: 16 }, (_, i) => openCall(shared, opening(runId, `tc_tcc_many_${i}`, `${runId}:echo:${i % 15}`))));
+    expect(calls).toHaveLength(1);
+    expect(opened.slice(0, 15).map((o) => o?.call.status)).toEqual(Array(15).fill('RUNNING'));
+    expect(opened[15]).toBeUndefined();
+    const seqs = opened.slice(0, 15).flatMap((o) => o!.events.map((e) => e.seq));
+    expect(seqs).toEqual(Array.from({ length: 75 }, (_, i) => i + 1));
+    // Their ends, and an open with its end, together again.
+    calls.length = 0;
+    const ended = await Promise.all([
+      ...opened.slice(0, 15).map((o) => moveCall(shared, { toolCallId: o!.call.toolCallId, runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } })),
+      openAndEndCall(shared, opening(runId, 'tc_tcc_both', `${runId}:echo:both`), { hop: { trigger: 'succeed' }, patch: { result: 2 } }),
+    ]);
+    expect(calls).toHaveLength(1);
+    expect(ended.map((e) => e?.call.status)).toEqual(Array(16).fill('SUCCEEDED'));
+    expect(ended[15]!.events.map((e) => e.type)).toEqual(['tool_call_created', 'tool_call_state', 'tool_call_state', 'tool_call_state', 'execution_state', 'tool_call_state', 'execution_state']);
+    const [run] = await em().execute<{ last_seq: number }[]>('SELECT last_seq FROM runs WHERE run_id = ?', [runId]);
+    expect(run!.last_seq).toBe(75 + 30 + 7);
+  });
+
+  it('tries a refused statement again one commit at a time: a move the row refuses fails no other', async () => {
+    const { runId } = await newRun();
+    const shared = committer();
+    await openCall(shared, opening(runId, 'tc_tcc_done', `${runId}:echo:done`));
+    await moveCall(shared, { toolCallId: 'tc_tcc_done', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } });
+    const calls: string[] = [];
+    counted(calls);
+    const [first, refused, last] = await Promise.all([
+      openCall(shared, opening(runId, 'tc_tcc_before', `${runId}:echo:before`)),
+      // The call is no longer RUNNING: abc_move_tool_call refuses (ABC01), and the statement rolls back.
+      moveCall(shared, { toolCallId: 'tc_tcc_done', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 2 } }),
+      openCall(shared, opening(runId, 'tc_tcc_after', `${runId}:echo:after`)),
+    ]);
+    expect(calls).toHaveLength(4);
+    expect(first?.call.status).toBe('RUNNING');
+    expect(refused).toBeUndefined();
+    expect(last?.call.status).toBe('RUNNING');
+    expect((await written(runId, 'tc_tcc_done')).calls).toEqual([{ status: 'SUCCEEDED', version: 5 }]);
   });
 
   it('keeps the one-argument functions for cores of the previous version: the row as written, none when nothing was', async () => {
@@ -72,16 +123,16 @@ describe('a tool call in one statement each', () => {
 
   it('writes nothing under a live key: the caller answers with the first call', async () => {
     const { runId } = await newRun();
-    await openCall(em(), opening(runId, 'tc_tcc_first'), '');
+    await openCall(committer(), opening(runId, 'tc_tcc_first'));
     const before = await written(runId, 'tc_tcc_second');
-    expect(await openCall(em(), opening(runId, 'tc_tcc_second'), '')).toBeUndefined();
+    expect(await openCall(committer(), opening(runId, 'tc_tcc_second'))).toBeUndefined();
     expect(await written(runId, 'tc_tcc_second')).toEqual(before);
     expect(before.keys).toEqual([{ response: { tool_call_id: 'tc_tcc_first' } }]);
   });
 
   it('writes nothing, not even the key, for a run that ended', async () => {
     const { runId } = await newRun('CANCELLED');
-    expect(await openCall(em(), opening(runId, 'tc_tcc_ended'), '')).toBeUndefined();
+    expect(await openCall(committer(), opening(runId, 'tc_tcc_ended'))).toBeUndefined();
     expect(await written(runId, 'tc_tcc_ended')).toEqual({ calls: [], contracts: [], keys: [], events: [] });
   });
 
@@ -91,55 +142,63 @@ describe('a tool call in one statement each', () => {
       "INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key) VALUES ('exe_tcc_done', 'default', ?, ?, 'tc_tcc_before', 'tool_call', 'echo', 'completed', true, 'send-once')",
       [sessionId, runId],
     );
-    expect(await openCall(em(), opening(runId, 'tc_tcc_again', 'send-once'), '')).toBeUndefined();
+    expect(await openCall(committer(), opening(runId, 'tc_tcc_again', 'send-once'))).toBeUndefined();
     expect((await written(runId, 'tc_tcc_again')).calls).toEqual([]);
     expect(await em().execute("SELECT 1 FROM idempotency_keys WHERE key = 'send-once'")).toEqual([]);
   });
 
   it("checks a key's completed irreversible action without reading the session's other contracts", async () => {
     const { runId, sessionId } = await newRun();
-    const read = await em().transactional(async (tx) => {
+    // One transaction on a client of its own, which the committer's statements run in.
+    const client = await (await nativePool(orm())).connect();
+    let read: number;
+    try {
+      await client.query('BEGIN');
+      const inTx = new CallCommitter(client, '');
       // The contract rows this transaction has read so far.
       const readSoFar = async () => {
-        const [row] = await tx.execute<{ n: string }[]>("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname = 'execution_contracts'");
-        return Number(row!.n);
+        const { rows } = await client.query<{ n: string }>("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname = 'execution_contracts'");
+        return Number(rows[0]!.n);
       };
       // PL/pgSQL settles on one generic plan per connection, made while the table was young.
-      await tx.execute('SET LOCAL plan_cache_mode = force_generic_plan');
-      await openCall(tx, opening(runId, 'tc_tcc_young', 'a-first-key'), '');
-      await tx.execute(
+      await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
+      await openCall(inTx, opening(runId, 'tc_tcc_young', 'a-first-key'));
+      await client.query(
         `INSERT INTO execution_contracts (execution_id, tenant_id, session_id, run_id, subject_id, action_type, action_summary, status, irreversible, idempotency_key)
-         SELECT 'exe_tcc_many_' || g, 'default', ?, ?, 'tc_tcc_many_' || g, 'tool_call', 'echo', CASE WHEN g % 2 = 0 THEN 'completed' ELSE 'running' END, g % 3 = 0, 'key-' || g
+         SELECT 'exe_tcc_many_' || g, 'default', $1, $2, 'tc_tcc_many_' || g, 'tool_call', 'echo', CASE WHEN g % 2 = 0 THEN 'completed' ELSE 'running' END, g % 3 = 0, 'key-' || g
          FROM generate_series(1, 2000) g`,
         [sessionId, runId],
       );
       const before = await readSoFar();
-      expect((await openCall(tx, opening(runId, 'tc_tcc_many_new', 'a-new-key'), ''))?.call).toMatchObject({ status: 'RUNNING' });
-      return (await readSoFar()) - before;
-    });
+      expect((await openCall(inTx, opening(runId, 'tc_tcc_many_new', 'a-new-key')))?.call).toMatchObject({ status: 'RUNNING' });
+      read = (await readSoFar()) - before;
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
     // abc_open_tool_call reads no contract to open a call under a new key: its check finds nothing in the index.
     expect(read).toBe(0);
     // A key whose irreversible action completed in the session still refuses.
-    expect(await openCall(em(), opening(runId, 'tc_tcc_many_done', 'key-6'), '')).toBeUndefined();
+    expect(await openCall(committer(), opening(runId, 'tc_tcc_many_done', 'key-6'))).toBeUndefined();
   });
 
   it('writes nothing for a call in another state than the hop starts from', async () => {
     const { runId } = await newRun();
-    await openCall(em(), opening(runId, 'tc_tcc_late'), '');
+    await openCall(committer(), opening(runId, 'tc_tcc_late'));
     // The deadline sweeper timed it out first.
     await em().execute("UPDATE tool_calls SET status = 'TIMEOUT' WHERE tool_call_id = 'tc_tcc_late'");
     const before = await written(runId, 'tc_tcc_late');
-    expect(await moveCall(em(), { toolCallId: 'tc_tcc_late', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } }, '')).toBeUndefined();
+    expect(await moveCall(committer(), { toolCallId: 'tc_tcc_late', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } })).toBeUndefined();
     expect(await written(runId, 'tc_tcc_late')).toEqual(before);
   });
 
   it('keeps the move when its fact cannot be written, and says why on the execution_state event', async () => {
     const { runId } = await newRun();
-    await openCall(em(), opening(runId, 'tc_tcc_fact'), '');
+    await openCall(committer(), opening(runId, 'tc_tcc_fact'));
     await em().execute(`CREATE FUNCTION refuse_fact() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'memory is down'; END $$`);
     await em().execute('CREATE TRIGGER refuse_fact BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_fact()');
     try {
-      const ended = await moveCall(em(), { toolCallId: 'tc_tcc_fact', runId, from: 'RUNNING', hop: { trigger: 'fail' }, patch: { error: { code: 'tool_failed', message: 'it broke' } } }, '');
+      const ended = await moveCall(committer(), { toolCallId: 'tc_tcc_fact', runId, from: 'RUNNING', hop: { trigger: 'fail' }, patch: { error: { code: 'tool_failed', message: 'it broke' } } });
       expect(ended!.call).toMatchObject({ status: 'FAILED', error: { code: 'tool_failed', message: 'it broke' } });
     } finally {
       await em().execute('DROP TRIGGER refuse_fact ON memory; DROP FUNCTION refuse_fact()');

@@ -88,7 +88,7 @@ export async function statementCounter(orm: Orm): Promise<(calls: string[]) => E
  * after them: forks of its ORM (`em`), and forks whose statements are counted
  * into `calls` (`counted`, see statementCounter).
  */
-export function countedDatabase(): { em(): EntityManager; counted(calls: string[]): EntityManager } {
+export function countedDatabase(): { em(): EntityManager; counted(calls: string[]): EntityManager; orm(): Orm } {
   let store: Awaited<ReturnType<typeof migratedOrm>> | undefined;
   let counter: ((calls: string[]) => EntityManager) | undefined;
   beforeAll(async () => {
@@ -96,5 +96,5 @@ export function countedDatabase(): { em(): EntityManager; counted(calls: string[
     counter = await statementCounter(store.orm);
   });
   afterAll(async () => store?.close());
-  return { em: () => store!.orm.em.fork(), counted: (calls) => counter!(calls) };
+  return { em: () => store!.orm.em.fork(), counted: (calls) => counter!(calls), orm: () => store!.orm };
 }
