@@ -3,9 +3,9 @@
 // run queue up and go out together in the next, one commit for all. A call
 // alone waits for nothing; sixteen at once cost one commit per round, and the
 // calls of one run no longer wait behind each other's flush for the run's row.
+import { fulfilled, GroupCommit, oneByOne, type Outcome } from '../runtime/group-commit.js';
 import { channelFor, eventsOf, type EventRow } from './event-log.js';
-import type { Queryable } from './native.js';
-import { prepared } from './native.js';
+import { isGuardRefusal, prepared, refusedByServer, type Queryable } from './native.js';
 import { toCall, type CallCommit, type RawCall } from './tool-call-store.js';
 
 /** A call's commit: its open, its move, or its open and then its move (the move only when the open wrote). */
@@ -14,16 +14,8 @@ export interface CallWrite {
   move?: Record<string, unknown>;
 }
 
-/** The most commits one statement carries; the rest wait for the next. */
-const MAX_BATCH = 64;
-
 type Written = RawCall & { appended: EventRow[] };
-
-interface Waiting {
-  write: CallWrite;
-  resolve(commit: CallCommit | undefined): void;
-  reject(error: unknown): void;
-}
+type Row = { opened: Written | null; moved: Written | null };
 
 // Each element's open, then its move, in order: the lateral subquery keeps its
 // volatile call per row, and the move is computed as that row is projected.
@@ -35,19 +27,12 @@ const BATCH = prepared(
    ORDER BY b.i`,
 );
 
-/** Whether PostgreSQL answered `error` (a SQLSTATE): the statement's transaction rolled back, and nothing of it committed. */
-const refusedByServer = (error: unknown): boolean => /^[0-9A-Z]{5}$/.test(String((error as { code?: unknown })?.code ?? ''));
-
-/** Whether the statement refused with SQLSTATE ABC01: a row was not in the state its write expects. */
-const isGuardRefusal = (error: unknown): boolean => (error as { code?: string })?.code === 'ABC01';
-
 export class CallCommitter {
   readonly #pool: Queryable;
   readonly #origin: string;
-  #waiting: Waiting[] = [];
-  #running = false;
+  readonly #group = new GroupCommit<CallWrite, CallCommit | undefined>((writes) => this.#commit(writes));
 
-  /** `origin` names the process whose bus hands the events to its watchers (see channelFor); the statements notify no one. */
+  /** `origin` names the process whose bus hands the events to its watchers (see channelFor); the statements then notify no one. */
   constructor(pool: Queryable, origin: string) {
     this.#pool = pool;
     this.#origin = origin;
@@ -63,40 +48,38 @@ export class CallCommitter {
   commit(write: CallWrite): Promise<CallCommit | undefined> {
     const channel = channelFor(this.#origin);
     const quiet = (arg: Record<string, unknown> | undefined) => arg && { ...arg, channel };
-    return new Promise((resolve, reject) => {
-      this.#waiting.push({ write: { open: quiet(write.open), move: quiet(write.move) }, resolve, reject });
-      if (!this.#running) {
-        this.#running = true;
-        queueMicrotask(() => void this.#run());
-      }
-    });
+    return this.#group.add({ open: quiet(write.open), move: quiet(write.move) });
   }
 
-  async #run(): Promise<void> {
-    while (this.#waiting.length) {
-      const group = this.#waiting.splice(0, MAX_BATCH);
-      await this.#commit(group);
-    }
-    this.#running = false;
-  }
-
-  async #commit(group: Waiting[]): Promise<void> {
-    let rows: { opened: Written | null; moved: Written | null }[];
+  /** A group in one statement; when the database refuses it, each alone, so one refused commit fails no other. */
+  async #commit(writes: CallWrite[]): Promise<Outcome<CallCommit | undefined>[]> {
+    if (writes.length === 1) return oneByOne(writes, (w) => this.#alone(w));
     try {
-      rows = (await this.#pool.query<{ opened: Written | null; moved: Written | null }>({ ...BATCH, values: [this.#origin, JSON.stringify(group.map((w) => w.write)), this.#origin] })).rows;
+      return fulfilled(await this.#statement(writes));
     } catch (error) {
-      if (group.length > 1 && refusedByServer(error)) {
-        for (const one of group) await this.#commit([one]);
-      } else if (isGuardRefusal(error)) group[0]!.resolve(undefined);
-      else for (const one of group) one.reject(error);
-      return;
+      if (refusedByServer(error)) return oneByOne(writes, (w) => this.#alone(w));
+      throw error;
     }
-    group.forEach((one, i) => one.resolve(commitOf(one.write, rows[i]!)));
+  }
+
+  /** One commit in its own statement: undefined when the row refused it (ABC01). */
+  async #alone(write: CallWrite): Promise<CallCommit | undefined> {
+    try {
+      return (await this.#statement([write]))[0];
+    } catch (error) {
+      if (isGuardRefusal(error)) return undefined;
+      throw error;
+    }
+  }
+
+  async #statement(writes: CallWrite[]): Promise<(CallCommit | undefined)[]> {
+    const { rows } = await this.#pool.query<Row>({ ...BATCH, values: [this.#origin, JSON.stringify(writes), this.#origin] });
+    return writes.map((w, i) => commitOf(w, rows[i]!));
   }
 }
 
 /** What a row of the statement says of its commit. */
-function commitOf(write: CallWrite, row: { opened: Written | null; moved: Written | null }): CallCommit | undefined {
+function commitOf(write: CallWrite, row: Row): CallCommit | undefined {
   if (write.open && !row.opened) return undefined;
   if (write.move && !row.moved) return undefined;
   const last = (row.moved ?? row.opened)!;

@@ -62,6 +62,9 @@ export async function executeOne<R>(em: EntityManager, sql: string, params: unkn
   return ((await poolOfEm(em)).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
 }
 
+/** Whether PostgreSQL answered `error` with a SQLSTATE: the statement's own transaction rolled back, and nothing of it committed. */
+export const refusedByServer = (error: unknown): boolean => /^[0-9A-Z]{5}$/.test(String((error as { code?: unknown })?.code ?? ''));
+
 /** Whether a statement refused with SQLSTATE ABC01: a row was not in the state its write expects, and nothing was written. */
 export const isGuardRefusal = (error: unknown): boolean => (error as { code?: string }).code === 'ABC01';
 
