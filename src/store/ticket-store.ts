@@ -453,14 +453,16 @@ export async function insertTicket(
   const state: LifecycleState = start ? start.payload.to : 'INIT';
   const lease = also.start ?? also.claim;
   // No one can watch a ticket before its id is answered: its creation notifies no one.
-  const [row] = await em.execute<TicketRow[]>(
+  // A prepared statement on its own (executeOne): each parameter is typed where it stands.
+  const [row] = await executeOne<TicketRow>(
+    em,
     `WITH t AS (
        INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
          status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq, lease_owner, lease_expires_at, started_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, now() + (? || ' milliseconds')::interval, ?,
-         ?, now() + (?::text || ' milliseconds')::interval, CASE WHEN ? THEN now() END)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, now() + ?::bigint * interval '1 millisecond', ?,
+         ?, now() + ?::bigint * interval '1 millisecond', CASE WHEN ?::boolean THEN now() END)
        ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *
-     )${events.length ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, e.n, ?, e.type, e.payload FROM t, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb))' : ''}
+     )${events.length ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, e.n, ?::bigint, e.type, e.payload FROM t, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb))' : ''}
      SELECT t.* FROM t`,
     [
       t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode,
