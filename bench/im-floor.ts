@@ -5,9 +5,9 @@
 // delta committed before the client sees it, the answer committed with the
 // run's end), with none of ABC's work: no auth, no sessions or transcripts, no
 // policy, no event log with cursors and notifications, no presence, no logs.
-// As in ABC, the deltas of every run share their commits, and the frames a
-// connection has ready together travel in one gRPC message and one socket
-// write. Prints its URL.
+// As in ABC, the deltas of every run share their commits, the deltas that
+// queue behind their run's commit go out as one, and the frames a connection
+// has ready together travel in one gRPC message and one socket write. Prints its URL.
 // Arguments: a database URL and the agent's URL.
 import type { ClientDuplexStream, ServerDuplexStream } from '@grpc/grpc-js';
 import websocket from '@fastify/websocket';
@@ -68,20 +68,31 @@ function connect(call: ServerDuplexStream<Buffer, Buffer>): void {
     send({ type: 'run_started', run_id: runId });
     const res = await request(`${agentUrl}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ run_id: runId, input_message: frame.message }) });
     let seq = 0;
-    let sent = Promise.resolve();
     let answer = '';
+    // As in ABC, the deltas that queue behind the run's commit in flight go out as one.
+    let queued = '';
+    let flushing: Promise<void> | undefined;
+    const flush = async () => {
+      while (queued) {
+        const text = queued;
+        queued = '';
+        await commitDelta(runId, ++seq, text);
+        send({ type: 'delta', run_id: runId, text });
+      }
+      flushing = undefined;
+    };
     const parser = createParser({
       onEvent: (event) => {
         if (event.event !== 'delta') return;
         const { text } = JSON.parse(event.data) as { text: string };
         answer += text;
-        const committed = commitDelta(runId, ++seq, text);
-        sent = sent.then(() => committed).then(() => void send({ type: 'delta', run_id: runId, text }));
+        queued += text;
+        flushing ??= flush();
       },
     });
     const decoder = new TextDecoder();
     for await (const chunk of res.body) parser.feed(decoder.decode(chunk as Buffer, { stream: true }));
-    await sent;
+    await flushing;
     await pool.query({
       name: 'end',
       text: "WITH r AS (UPDATE floor_runs SET status = 'DONE' WHERE run_id = $1 RETURNING run_id) INSERT INTO floor_messages SELECT run_id, 'assistant', $2 FROM r",

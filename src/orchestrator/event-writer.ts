@@ -1,9 +1,16 @@
 // A run's stream events in order: while one of its batches is being committed,
 // new events queue up and go out together in its next one. The appender shares
 // each commit among every run streaming in this process.
+//
+// Deltas that queue up together are stored as one: a quiet stream commits each
+// delta as it comes, a fast one commits (and delivers) what arrived during the
+// last commit as one delta, with the same text in the same order.
 import { newId } from '../runtime/new-id.js';
 import type { EventAppender } from '../store/event-appender.js';
 import type { NewEvent } from '../store/event-log.js';
+
+/** The most text one coalesced delta carries; a longer run of deltas makes several. */
+export const MAX_COALESCED_TEXT = 16 * 1024;
 
 export class EventWriter {
   readonly #appender: EventAppender;
@@ -22,7 +29,9 @@ export class EventWriter {
 
   push(event: NewEvent): void {
     if (this.#failure) throw this.#failure;
-    this.#pending.push({ ts: Date.now(), eventId: newId('evt'), ...event });
+    const last = this.#pending.at(-1);
+    if (last && joinable(last, event)) last.payload = { text: `${last.payload!.text}${event.payload!.text}` };
+    else this.#pending.push({ ts: Date.now(), eventId: newId('evt'), ...event });
     this.#flushing ??= this.#drain();
   }
 
@@ -48,3 +57,13 @@ export class EventWriter {
     }
   }
 }
+
+/** Whether `next`, a delta, may be stored as the end of `last`, a delta still waiting. */
+function joinable(last: NewEvent, next: NewEvent): boolean {
+  if (last.type !== 'agent_stream_delta' || next.type !== 'agent_stream_delta') return false;
+  const a = last.payload?.text;
+  const b = next.payload?.text;
+  return typeof a === 'string' && typeof b === 'string' && a.length + b.length <= MAX_COALESCED_TEXT && isTextOnly(last.payload!) && isTextOnly(next.payload!);
+}
+
+const isTextOnly = (payload: Record<string, unknown>) => Object.keys(payload).length === 1;

@@ -14,7 +14,8 @@ const SESSION = 'sess_http_1';
 beforeAll(async () => {
   s = await startTestStack();
   agent = await startFakeAgent(async (_inv, res) => {
-    for (let i = 0; i < 10; i++) sse(res, 'delta', { text: `w${i} ` });
+    // A state after each delta: the deltas are stored one each (deltas that queue up together are joined).
+    for (let i = 0; i < 10; i++) sse(res, 'delta', { text: `w${i} ` }), sse(res, 'state', { state: 'writing', detail: { word: i } });
     sse(res, 'state', { state: 'thinking', detail: { step: 'summing up' } });
     sse(res, 'done', { usage: { tokens: 10 }, final_message: 'all done' });
     res.end();
@@ -68,11 +69,11 @@ describe('agents over HTTP', () => {
 
 describe('replay and live events', () => {
   it('replays with types, limit and cursor (§9.3)', async () => {
-    const first = await (await s.http(`/v1/runs/${runId}/events?types=agent_stream_delta,agent_state&limit=4`)).json();
+    const first = await (await s.http(`/v1/runs/${runId}/events?types=agent_stream_delta&limit=4`)).json();
     expect(first.events.map((e: { payload: { text: string } }) => e.payload.text)).toEqual(['w0 ', 'w1 ', 'w2 ', 'w3 ']);
     expect(first.has_more).toBe(true);
     const rest = await (await s.http(`/v1/runs/${runId}/events?types=agent_stream_delta,agent_state&limit=100&cursor=${first.next_cursor}`)).json();
-    expect(rest.events.map((e: { type: string }) => e.type)).toEqual([...Array(6).fill('agent_stream_delta'), 'agent_state']);
+    expect(rest.events.map((e: { type: string }) => e.type)).toEqual(['agent_state', ...Array(6).fill(['agent_stream_delta', 'agent_state']).flat(), 'agent_state']);
     expect(rest.has_more).toBe(false);
     expect(rest.events[0]).toMatchObject({ run_id: runId, session_id: SESSION, seq: expect.any(Number), ts: expect.any(Number), event_id: expect.stringMatching(/^evt_/) });
   });
@@ -122,7 +123,7 @@ describe('replay and live events', () => {
     const res1 = await s.http(`/v1/runs/${runId}/events/stream`, { signal: c1.signal });
     expect(res1.headers.get('content-type')).toBe('text/event-stream');
     const part1 = await readSse(res1, 5, c1);
-    expect(part1.map((e) => e.event)).toEqual(['user_input', 'run_started', 'agent_invoke_started', 'agent_stream_delta', 'agent_stream_delta']);
+    expect(part1.map((e) => e.event)).toEqual(['user_input', 'run_started', 'agent_invoke_started', 'agent_stream_delta', 'agent_state']);
 
     const c2 = new AbortController();
     const res2 = await s.http(`/v1/runs/${runId}/events/stream`, { signal: c2.signal, headers: { 'last-event-id': part1.at(-1)!.id! } });

@@ -83,7 +83,7 @@ describe('a PostgreSQL outage', () => {
     ws.send({ type: 'hello', user_id: 'u1', api_key: key });
     await ws.next('hello_ack');
     ws.send({ type: 'agent_invoke', session_id: 'sess_outage', agent_id: 'slow', message: { role: 'user', content: 'go' } });
-    await ws.until((f) => f.filter((x) => x.type === 'delta').length >= 10);
+    await ws.until(() => ws.text().split(' ').length > 10);
     const runId = ws.of('delta')[0]!.run_id as string;
     const baseline = sockets();
 
@@ -119,7 +119,7 @@ describe('a PostgreSQL outage', () => {
     // The rest of the stream, under whatever load the machine is under.
     await ws.until((f) => f.some((x) => x.type === 'done' || x.type === 'error'), 30_000);
     expect(ws.of('error')).toEqual([]);
-    expect(ws.of('delta').map((d) => d.text)).toEqual(Array.from({ length: DELTAS }, (_, i) => `${i} `));
+    expect(ws.text()).toBe(Array.from({ length: DELTAS }, (_, i) => `${i} `).join(''));
     const run = (await (await fetch(`${gateway.url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { run: { status: string } };
     expect(run.run.status).toBe('DONE');
     ws.close();

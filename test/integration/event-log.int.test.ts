@@ -5,6 +5,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallCommitter } from '../../src/store/call-committer.js';
 import { EventAppender } from '../../src/store/event-appender.js';
+import { EventWriter, MAX_COALESCED_TEXT } from '../../src/orchestrator/event-writer.js';
 import { EventBus, LISTENER_APPLICATION } from '../../src/store/event-bus.js';
 import { appendEvents, EVENTS_CHANNEL, readEvents, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
@@ -118,6 +119,43 @@ describe('the shared append', () => {
     expect(await good).toHaveLength(1);
     await expect(bad).rejects.toThrow();
     expect((await readEvents(orm.em.fork(), { runId: a.runId }, '0', 10)).map((e) => e.payload)).toEqual([{ text: 'fine' }]);
+  });
+});
+
+describe("a run's writer", () => {
+  it('commits a quiet stream delta by delta, and stores what queued during a commit as one delta, in order', async () => {
+    const { runId } = await newRun();
+    const writer = new EventWriter(new EventAppender(poolOf(orm)), runId);
+    writer.push(delta('alone'));
+    await writer.flush();
+    // A burst, pushed in one turn as a chunk of SSE is parsed; a state ends a delta's run of joins.
+    for (let i = 0; i < 50; i++) writer.push(delta(`w${i} `));
+    writer.push({ type: 'agent_state', payload: { state: 'thinking' } });
+    for (let i = 50; i < 60; i++) writer.push(delta(`w${i} `));
+    await writer.flush();
+    const log = await readEvents(orm.em.fork(), { runId }, '0', 1000);
+    expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
+    expect(log[0]!.payload).toEqual({ text: 'alone' });
+    const state = log.findIndex((e) => e.type === 'agent_state');
+    const text = (events: typeof log) => events.map((e) => e.payload.text).join('');
+    expect(text(log.slice(1, state))).toBe(Array.from({ length: 50 }, (_, i) => `w${i} `).join(''));
+    expect(text(log.slice(state + 1))).toBe(Array.from({ length: 10 }, (_, i) => `w${i + 50} `).join(''));
+    expect(log.slice(1, state).length).toBeLessThan(50);
+    expect(log.slice(state + 1)).toHaveLength(1);
+  });
+
+  it('starts a new delta past the most text one carries, and never joins a delta with more than text', async () => {
+    const { runId } = await newRun();
+    const writer = new EventWriter(new EventAppender(poolOf(orm)), runId);
+    const big = 'x'.repeat(MAX_COALESCED_TEXT / 2 + 1);
+    writer.push(delta('first'));
+    writer.push({ type: 'agent_stream_delta', payload: { text: big } });
+    writer.push({ type: 'agent_stream_delta', payload: { text: big } });
+    writer.push({ type: 'agent_stream_delta', payload: { text: 'tagged', channel: 'aside' } });
+    writer.push(delta('last'));
+    await writer.flush();
+    const log = await readEvents(orm.em.fork(), { runId }, '0', 100);
+    expect(log.map((e) => e.payload)).toEqual([{ text: `first${big}` }, { text: big }, { text: 'tagged', channel: 'aside' }, { text: 'last' }]);
   });
 });
 

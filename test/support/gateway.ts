@@ -91,6 +91,11 @@ export class WsClient {
     return this.frames.filter((f) => f.type === type);
   }
 
+  /** The text of every delta frame so far, in order: a frame may carry several of the agent's deltas. */
+  text(): string {
+    return this.of('delta').map((d) => d.text).join('');
+  }
+
   close(): void {
     this.ws.close();
   }

@@ -68,6 +68,11 @@ export class ImClient {
     return this.frames.filter((f) => f.frame?.$case === kind).map((f) => ({ ...f, value: f.frame!.value as FrameValue<K> }));
   }
 
+  /** The text of every delta frame so far, in order: a frame may carry several of the agent's deltas. */
+  text(): string {
+    return this.of('delta').map((d) => d.value.text).join('');
+  }
+
   close(): void {
     this.#stream.cancel();
   }
