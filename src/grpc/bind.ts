@@ -141,7 +141,9 @@ export function bindService<D extends ServiceDefinition>(
       };
     } else {
       impl[name] = (call: ServerDuplexStream<unknown, unknown>) => {
-        pump(call, async (ctx) => (handler as Bidi<unknown, unknown>)(call as AsyncIterable<unknown>, ctx));
+        // A stream's own iterator destroys the whole call when the client's side ends, and a
+        // destroyed call can send no status: the handler reads the requests with one that does not.
+        pump(call, async (ctx) => (handler as Bidi<unknown, unknown>)(call.iterator({ destroyOnReturn: false }), ctx));
       };
     }
 

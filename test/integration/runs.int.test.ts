@@ -127,6 +127,14 @@ describe('an agent run over IM', () => {
     expect(batched.frames.some((f) => f.frame?.$case === 'batch')).toBe(false);
   });
 
+  it('ends the call with OK as soon as its client half-closes it', async () => {
+    const im = await connected();
+    im.send({ $case: 'agentInvoke', value: { agentId: 'echo', message: { role: 'user', content: 'bye' } } }, { sessionId: nextSession() });
+    await im.next('done');
+    // Not cancelled later: the call's requests are read without destroying the call, so it can still send its status.
+    expect(await im.halfClose()).toMatchObject({ code: 0, details: 'OK' });
+  });
+
   it('sends the transcript from the database on the next turn', async () => {
     const im = await connected();
     const sessionId = nextSession();

@@ -73,6 +73,13 @@ export class ImClient {
     return this.of('delta').map((d) => d.value.text).join('');
   }
 
+  /** Ends this side of the stream, as the gateway does when its socket closes; resolves with the call's status. */
+  halfClose(): Promise<{ code: number; details: string }> {
+    const status = new Promise<{ code: number; details: string }>((resolve) => this.#stream.once('status', resolve));
+    this.#stream.end();
+    return status;
+  }
+
   close(): void {
     this.#stream.cancel();
   }
