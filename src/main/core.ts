@@ -114,7 +114,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const runs = new Runs({
     builtins: workflowAgent,
     secrets: connectorSecrets,
-    consequencesOf: (tenantId, sessionId) => sessionConsequences(readOnly, tenantId, sessionId),
+    consequencesOf: (tenantId, sessionId, opened) => sessionConsequences(readOnly, tenantId, sessionId, opened),
     orm: opts.orm,
     bus,
     appender,

@@ -7,8 +7,9 @@ import { consequenceViews, renderConsequences } from '../domain/execution-views.
 /** Actions whose consequences the prompt text reports (seed 004 reports tool calls; ABC also its other actions). */
 export const PROMPT_ACTION_TYPES = ['tool_call', 'contract_step', 'agent_call'];
 
-export async function sessionConsequences(pool: pg.Pool, tenantId: string, sessionId: string): Promise<{ views: unknown[]; prompt_text: string }> {
-  const rows = await readContracts(pool, tenantId, { sessionId });
+/** The session's consequences; a session just `opened` has no contracts, and nothing is read. */
+export async function sessionConsequences(pool: pg.Pool, tenantId: string, sessionId: string, opened = false): Promise<{ views: unknown[]; prompt_text: string }> {
+  const rows = opened ? [] : await readContracts(pool, tenantId, { sessionId });
   const views = consequenceViews(rows.map((r) => r.contract), rows.flatMap((r) => r.transitions));
   return { views, prompt_text: renderConsequences(views, PROMPT_ACTION_TYPES) };
 }

@@ -43,10 +43,11 @@ import {
   setRunTokenHash,
   startRun,
   transitionRun,
+  tenantRunsExhausted,
   type NewRun,
   type RunRow,
 } from '../store/run-store.js';
-import { appendMessage, ensureSession, listMessages } from '../store/session-store.js';
+import { appendMessage, ensureSession, listMessages, type MessageRow } from '../store/session-store.js';
 
 export interface RunsOptions {
   /** Opens agents' tokens (secrets of their tenant). */
@@ -71,8 +72,8 @@ export interface RunsOptions {
   policy?: (tenantId: string) => PolicySet;
   /** Runs one tenant may have going at once; 0: no limit. Checked at start, so concurrent starts may pass it by a few. */
   maxRunsPerTenant: number;
-  /** The session's execution consequences (seed 004), sent to the agent in `context`. */
-  consequencesOf?: (tenantId: string, sessionId: string) => Promise<Record<string, unknown>>;
+  /** The session's execution consequences (seed 004), sent to the agent in `context`; a session its run just `opened` has none to read. */
+  consequencesOf?: (tenantId: string, sessionId: string, opened: boolean) => Promise<Record<string, unknown>>;
   /** Agents served in-process (phase workflows): their runs are runs like any other. */
   builtins?: BuiltinAgents;
 }
@@ -142,10 +143,11 @@ export class Runs {
       if (existing && existing.run.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
       if (existing) return existing;
     }
-    // Both reads at once; an agent that cannot be invoked is the error to give first.
+    // Both reads at once; an agent that cannot be invoked is the error to give first. A run
+    // that starts in one statement is admitted by that statement (the tenant's limit of runs going).
     const [found, admitted] = await Promise.allSettled([
       this.#opts.builtins?.serves(cmd.agentId) ? this.#builtin(cmd.tenantId, cmd.agentId, true) : invocableAgent(this.#em(), cmd.tenantId, cmd.agentId),
-      this.#admit(cmd.tenantId),
+      cmd.onCreated && this.#admit(cmd.tenantId),
     ]);
     if (found.status === 'rejected') throw found.reason;
     if (admitted.status === 'rejected') throw admitted.reason;
@@ -182,10 +184,12 @@ export class Runs {
       { type: 'user_input', payload: { message: cmd.message, request_id: cmd.requestId ?? null } },
       { type: 'run_started', payload: { agent_id: agent.agentId, request_id: cmd.requestId ?? null, trace_id: traceId, parent_run_id: cmd.parentRunId ?? null } },
     ];
-    let started: { firstId: string; run: RunRow; events?: StoredEvent[] } | undefined;
+    let started: { firstId: string; run: RunRow; events?: StoredEvent[]; transcript?: MessageRow[] } | undefined;
     try {
       // A run with nothing to record elsewhere starts in one statement; a refused one goes the transactional way, which says why.
-      started = cmd.onCreated ? undefined : await this.#opts.bus.deliver(newRun, (origin) => startRun(this.#em(), newRun, cmd.message.content, events, origin));
+      started = cmd.onCreated
+        ? undefined
+        : await this.#opts.bus.deliver(newRun, (origin) => startRun(this.#em(), newRun, cmd.message.content, events, origin, this.#opts.maxRunsPerTenant));
       started ??= await this.#em().transactional(async (tx) => {
         const owner = await ensureSession(tx, cmd.sessionId, cmd.userId, cmd.tenantId);
         if (owner.tenantId !== cmd.tenantId) throw notFound('session', cmd.sessionId);
@@ -208,7 +212,7 @@ export class Runs {
       throw error;
     }
     const { run, firstId } = started;
-    this.#launch(run, agent, token, cmd.context ?? {}, '', parent);
+    this.#launch(run, agent, token, { context: cmd.context ?? {}, parent, transcript: started.transcript });
     return { run, created: true, cursorBefore: String(BigInt(firstId) - 1n), ...(started.events && { events: started.events }) };
   }
 
@@ -228,14 +232,7 @@ export class Runs {
   async #admit(tenantId: string): Promise<void> {
     const max = this.#opts.maxRunsPerTenant;
     if (max <= 0 || (await countLiveRuns(this.#em(), tenantId)) < max) return;
-    throw new AbcError('RESOURCE_EXHAUSTED', {
-      code: 'rate_limited',
-      category: 'EXECUTION',
-      message: `this tenant has ${max} runs going, its limit; retry when one ends`,
-      retryable: true,
-      retryAfterSeconds: 1,
-      details: { limit: 'tenant_runs', max_runs: max },
-    });
+    throw tenantRunsExhausted(max);
   }
 
   find(runId: string): Promise<RunRow | null> {
@@ -374,7 +371,7 @@ export class Runs {
         ]),
       );
       const context = state ? { resume: { reason, streamed_chars: state.streamed_text.length, ...state } } : {};
-      this.#launch(run, agent, token, context, state?.streamed_text ?? '');
+      this.#launch(run, agent, token, { context, alreadySent: state?.streamed_text ?? '' });
     }
     return claimed.length;
   }
@@ -387,7 +384,9 @@ export class Runs {
     };
   }
 
-  #launch(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, alreadySent = '', parent: Context = contextInTrace(run.traceId, run.traceparent)): void {
+  #launch(run: RunRow, agent: AgentRow, token: string, how: Launch): void {
+    const alreadySent = how.alreadySent ?? '';
+    const parent = how.parent ?? contextInTrace(run.traceId, run.traceparent);
     // The run's span: its agent call, from the first attempt to the run's end on this core.
     const { span, context: spanContext } = startSpan(`invoke_agent ${agent.agentId}`, {
       kind: SpanKind.CLIENT,
@@ -410,7 +409,7 @@ export class Runs {
         })
         .catch((error) => this.#log.warn({ err: error, runId: run.runId }, 'lease renewal failed'));
     }, Math.max(50, Math.floor(this.#opts.leaseMs / 3)));
-    const work = otel.with(spanContext, () => this.#execute(run, agent, token, context, controller.signal, alreadySent))
+    const work = otel.with(spanContext, () => this.#execute(run, agent, token, how, controller.signal))
       .catch((error) => {
         failSpan(span, error);
         this.#log.error({ err: error, runId: run.runId, trace_id: run.traceId }, 'run execution failed');
@@ -423,7 +422,7 @@ export class Runs {
     void this.#inFlight.track(work, controller, run.runId);
   }
 
-  async #execute(run: RunRow, agent: AgentRow, token: string, context: Record<string, unknown>, signal: AbortSignal, alreadySent = ''): Promise<void> {
+  async #execute(run: RunRow, agent: AgentRow, token: string, { context, alreadySent = '', transcript: known }: Launch, signal: AbortSignal): Promise<void> {
     const log = this.#log.child({ runId: run.runId, agentId: agent.agentId });
     const writer = new EventWriter(this.#opts.appender, run.runId);
     const started = Date.now();
@@ -432,7 +431,11 @@ export class Runs {
     let skip = alreadySent;
     try {
       const limit = this.#opts.transcriptLimit;
-      const [transcript, consequences] = await Promise.all([listMessages(this.#em(), run.sessionId, limit), this.#opts.consequencesOf?.(run.tenantId, run.sessionId)]);
+      // A run that opened its session has its whole transcript in hand, and the session no consequences yet.
+      const [transcript, consequences] = await Promise.all([
+        known ? { messages: known.slice(-limit), hasMore: known.length > limit } : listMessages(this.#em(), run.sessionId, limit),
+        this.#opts.consequencesOf?.(run.tenantId, run.sessionId, known !== undefined),
+      ]);
       // A cut transcript is said so: the agent can page the rest from GET /v1/sessions/{id}/messages.
       const cut = transcript.hasMore ? { transcript_truncated: { sent_messages: transcript.messages.length, limit, oldest_message_id: transcript.messages[0]?.messageId } } : {};
       if (transcript.hasMore) log.info({ limit }, 'the transcript sent to the agent was cut to its latest messages');
@@ -566,6 +569,17 @@ export class Runs {
 function ignoreIfEnded(error: unknown): void {
   if (error instanceof AbcError && error.payload.code === 'illegal_transition') return;
   throw error;
+}
+
+/** How a run's agent call is launched. */
+interface Launch {
+  context: Record<string, unknown>;
+  /** The text its clients already have (a run taken over): what the agent repeats of it is dropped. */
+  alreadySent?: string;
+  /** The trace it continues; else the run's own. */
+  parent?: Context;
+  /** The session's whole transcript, when the run's start opened the session. */
+  transcript?: MessageRow[];
 }
 
 class CancelAbort extends Error {}

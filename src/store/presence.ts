@@ -1,7 +1,21 @@
 // Which sessions have a connected client, across every core: rows this core
 // refreshes while its connections live, and that go stale when it dies.
+// Connections that come and go while a write is in flight are written
+// together in the next one.
+import { fulfilled, GroupCommit } from '../runtime/group-commit.js';
 import { poolOf, prepared } from './native.js';
 import type { Orm } from './orm.js';
+
+/** A connection that began to watch a session, or one that closed. */
+type Change = { join: { connectionId: string; sessionId: string; userId: string } } | { leave: string };
+
+// One statement for a group: the closed connections' rows go, the new ones come (or are refreshed).
+const WRITE = prepared(
+  `WITH gone AS (DELETE FROM client_connections WHERE connection_id = ANY($1::text[]))
+   INSERT INTO client_connections (connection_id, session_id, user_id, core_id)
+   SELECT c, s, u, $5 FROM unnest($2::text[], $3::text[], $4::text[]) AS j(c, s, u)
+   ON CONFLICT (connection_id, session_id) DO UPDATE SET seen_at = now()`,
+);
 
 export class Presence {
   readonly #orm: Orm;
@@ -11,6 +25,7 @@ export class Presence {
   readonly #local = new Map<string, Set<string>>();
   /** Writes in flight, so close() can wait for them before the pool ends. */
   readonly #writes = new Set<Promise<unknown>>();
+  readonly #group = new GroupCommit<Change, void>(async (changes) => (await this.#commit(changes), fulfilled(changes.map(() => undefined))));
   #closed = false;
 
   constructor(orm: Orm, coreId: string, ttlMs: number) {
@@ -29,16 +44,12 @@ export class Presence {
     const sessions = this.#local.get(connectionId) ?? new Set();
     sessions.add(sessionId);
     this.#local.set(connectionId, sessions);
-    await this.#write(
-      `INSERT INTO client_connections (connection_id, session_id, user_id, core_id) VALUES (?, ?, ?, ?)
-       ON CONFLICT (connection_id, session_id) DO UPDATE SET seen_at = now()`,
-      [connectionId, sessionId, userId, this.#coreId],
-    );
+    await this.#write({ join: { connectionId, sessionId, userId } });
   }
 
   async leave(connectionId: string): Promise<void> {
     if (!this.#local.delete(connectionId)) return;
-    await this.#write('DELETE FROM client_connections WHERE connection_id = ?', [connectionId]);
+    await this.#write({ leave: connectionId });
   }
 
   /**
@@ -52,16 +63,26 @@ export class Presence {
     await Promise.allSettled([...this.#writes]);
   }
 
-  async #write(sql: string, params: unknown[]): Promise<void> {
+  async #write(change: Change): Promise<void> {
     if (this.#closed) return;
-    // On the pool itself, as a prepared statement: never inside a caller's transaction.
-    const write = poolOf(this.#orm).query({ ...prepared(sql), values: params });
+    const write = this.#group.add(change);
     this.#writes.add(write);
     try {
       await write;
     } finally {
       this.#writes.delete(write);
     }
+  }
+
+  /** A group's changes in one statement, on the pool itself: never inside a caller's transaction. A closed connection is final: its joins are dropped. */
+  async #commit(changes: Change[]): Promise<void> {
+    const gone = new Set(changes.flatMap((c) => ('leave' in c ? [c.leave] : [])));
+    // A row once: one INSERT may not touch a row twice.
+    const joins = [...new Map(changes.flatMap((c) => ('join' in c && !gone.has(c.join.connectionId) ? [[`${c.join.connectionId} ${c.join.sessionId}`, c.join] as const] : []))).values()];
+    await poolOf(this.#orm).query({
+      ...WRITE,
+      values: [[...gone], joins.map((j) => j.connectionId), joins.map((j) => j.sessionId), joins.map((j) => j.userId), this.#coreId],
+    });
   }
 
   /** Whether any core has a live client of the session. */

@@ -14,6 +14,7 @@ import { appendArgs, appendEvents, channelFor, eventsOf, type EventRow, type New
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
 import { executeGuarded, executeOne } from './native.js';
+import type { MessageRow } from './session-store.js';
 
 export interface RunRow {
   runId: string;
@@ -179,27 +180,62 @@ function countMove(trigger: RunTrigger, to: RunState, startedAt: Date | string):
  * written (the session is another tenant's or user's), for the caller's
  * transactional path to refuse. A run with a parent mirrors its moves on the
  * parent's contract, which this statement does not write: undefined too.
- * `origin` is as for `completeRun`.
+ * `origin` is as for `completeRun`. With `maxLive`, a tenant with that many
+ * runs going is refused (`tenantRunsExhausted`) and nothing is written. A
+ * statement that opened the session answers its whole transcript: the one
+ * message it wrote.
  */
-export async function startRun(em: EntityManager, run: NewRun, content: string, events: NewEvent[], origin = ''): Promise<{ run: RunRow; firstId: string; events: StoredEvent[] } | undefined> {
+export async function startRun(
+  em: EntityManager,
+  run: NewRun,
+  content: string,
+  events: NewEvent[],
+  origin = '',
+  maxLive = 0,
+): Promise<{ run: RunRow; firstId: string; events: StoredEvent[]; transcript?: MessageRow[] } | undefined> {
   const next = transition(RUN_MACHINE, 'CREATED', 'start');
   if (!next.ok || run.parentRunId) return undefined;
   const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const message = { message_id: newId('msg'), content };
   const arg = {
     run: {
       run_id: run.runId, session_id: run.sessionId, agent_id: run.agentId, status: next.value, hops: 1, request_id: run.requestId ?? null, trace_id: run.traceId,
       traceparent: run.traceparent ?? null, token_hash: run.tokenHash, user_id: run.userId ?? null, tenant_id: run.tenantId, lease_owner: run.lease.owner, lease_ms: run.lease.ms,
     },
-    message: { message_id: newId('msg'), content },
+    message,
     events: input,
     wanted,
     channel: channelFor(origin),
     origin,
+    max_live: maxLive,
+    live: LIVE,
   };
-  const started = await oneCall<{ run: RawRun; first_id: string; events: EventRow[] }>(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
+  let started: { run: RawRun; first_id: string; events: EventRow[]; session_opened: boolean; message_at: string } | undefined;
+  try {
+    started = await oneCall(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
+  } catch (error) {
+    if ((error as { code?: string }).code === 'ABC02') throw tenantRunsExhausted(maxLive);
+    throw error;
+  }
   if (!started) return undefined;
   countMove('start', next.value, started.run.started_at);
-  return { run: toRun(started.run), firstId: started.first_id, events: eventsOf(started.events) };
+  const row = toRun(started.run);
+  const transcript = started.session_opened
+    ? [{ messageId: message.message_id, sessionId: row.sessionId, runId: row.runId, role: 'user', content, createdAt: new Date(started.message_at), metadata: null }]
+    : undefined;
+  return { run: row, firstId: started.first_id, events: eventsOf(started.events), ...(transcript && { transcript }) };
+}
+
+/** A tenant's limit of runs going at once is reached: retry when one ends. */
+export function tenantRunsExhausted(max: number): AbcError {
+  return new AbcError('RESOURCE_EXHAUSTED', {
+    code: 'rate_limited',
+    category: 'EXECUTION',
+    message: `this tenant has ${max} runs going, its limit; retry when one ends`,
+    retryable: true,
+    retryAfterSeconds: 1,
+    details: { limit: 'tenant_runs', max_runs: max },
+  });
 }
 
 /**
@@ -331,13 +367,15 @@ export async function addRunTokens(em: EntityManager, runId: string, tokens: num
   await em.execute('UPDATE runs SET tokens_used = tokens_used + ? WHERE run_id = ?', [tokens, runId]);
 }
 
+/** The states of a run that is going: every state but the terminal ones. */
+const LIVE = RUN_MACHINE.states.filter((s) => !RUN_MACHINE.isTerminal(s));
+
 /** How many runs of a tenant are going (not in a terminal state). */
 export async function countLiveRuns(em: EntityManager, tenantId: string): Promise<number> {
-  const live = RUN_MACHINE.states.filter((s) => !RUN_MACHINE.isTerminal(s));
   const [row] = await executeOne<{ n: number }>(
     em,
     'SELECT count(*)::int AS n FROM runs WHERE tenant_id = ? AND status IN (SELECT jsonb_array_elements_text(?::jsonb))',
-    [tenantId, JSON.stringify(live)],
+    [tenantId, JSON.stringify(LIVE)],
   );
   return row!.n;
 }

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { readEvents } from '../../src/store/event-log.js';
 import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
+import { listMessages } from '../../src/store/session-store.js';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted } = countedDatabase();
@@ -46,6 +47,28 @@ describe('a run in one statement each', () => {
     expect(await startRun(em(), newRun('run_rc_3', 'sess_rc_2', 'intruder'), 'theirs', [{ type: 'user_input' }])).toBeUndefined();
     expect(await written('run_rc_3')).toEqual({ runs: [], messages: [], events: [] });
     expect(await em().execute("SELECT event_head FROM sessions WHERE session_id = 'sess_rc_2'")).toEqual([{ event_head: '1' }]);
+  });
+
+  it('answers the transcript of a session it opened, and none of a session that was there', async () => {
+    const opened = await startRun(em(), newRun('run_rc_5', 'sess_rc_5'), 'first turn', [{ type: 'user_input' }]);
+    expect(opened!.transcript).toEqual((await listMessages(em(), 'sess_rc_5', 10)).messages);
+    await completeRun(em(), opened!.run, { content: 'answer' }, [{ type: 'run_done' }]);
+    const next = await startRun(em(), newRun('run_rc_6', 'sess_rc_5'), 'second turn', [{ type: 'user_input' }]);
+    expect(next!.transcript).toBeUndefined();
+  });
+
+  it("refuses a run past its tenant's limit of runs going, in the same statement, writing nothing", async () => {
+    await startRun(em(), newRun('run_rc_8', 'sess_rc_8'), 'going', [{ type: 'user_input' }]);
+    const going = Number((await em().execute<{ n: string }[]>("SELECT count(*) AS n FROM runs WHERE tenant_id = 'default' AND status NOT IN ('DONE', 'FAILED', 'CANCELLED')"))[0]!.n);
+    const calls: string[] = [];
+    await expect(startRun(counted(calls), newRun('run_rc_7', 'sess_rc_7'), 'one too many', [{ type: 'user_input' }], '', going)).rejects.toMatchObject({
+      status: 'RESOURCE_EXHAUSTED',
+      payload: { code: 'rate_limited', retryable: true, details: { limit: 'tenant_runs', max_runs: going } },
+    });
+    expect(calls).toHaveLength(1);
+    expect(await written('run_rc_7')).toEqual({ runs: [], messages: [], events: [] });
+    expect(await em().execute("SELECT 1 FROM sessions WHERE session_id = 'sess_rc_7'")).toEqual([]);
+    expect(await startRun(em(), newRun('run_rc_7', 'sess_rc_7'), 'within it', [{ type: 'user_input' }], '', going + 1)).toMatchObject({ run: { status: 'RUNNING' } });
   });
 
   it('writes nothing for a run that is not running', async () => {

@@ -10,7 +10,7 @@ import { COMPLETE_RUN_V1, START_RUN_V1 } from './Migration20261124110000_run_com
 const APPEND = "abc_append_events(p->'events', p->'wanted', p->>'channel', '')";
 const APPENDED = "select jsonb_agg(to_jsonb(e) order by e.id) into v_events from abc_append_events(p->'events', p->'wanted', p->>'channel', coalesce(p->>'origin', '')) e;";
 
-const START_RUN_V2 = edit(
+export const START_RUN_V2 = edit(
   START_RUN_V1,
   ['  v_first bigint;', '  v_events jsonb;'],
   [`  select min(e.id) into v_first from ${APPEND} e;`, `  ${APPENDED}`],
