@@ -214,7 +214,7 @@ export async function startRun(
   try {
     started = await oneCall(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
   } catch (error) {
-    if ((error as { code?: string }).code === 'ABC02') throw tenantRunsExhausted(maxLive);
+    if ((error as { code?: string }).code === 'ABC03') throw tenantRunsExhausted(maxLive);
     throw error;
   }
   if (!started) return undefined;

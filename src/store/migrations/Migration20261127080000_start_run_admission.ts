@@ -3,7 +3,7 @@ import { edit, START_RUN_V2 } from './Migration20261124150000_run_commit_events.
 
 // abc_start_run checks the tenant's limit of runs going at once itself, when
 // given one (p->>'max_live', the states that count in p->'live'): a start costs
-// one round trip, not two. Over the limit it refuses with SQLSTATE ABC02,
+// one round trip, not two. Over the limit it refuses with SQLSTATE ABC03,
 // having written nothing. It also says whether it opened the session, and
 // when its message was written: a run that opened its session has the whole
 // transcript in hand. Callers without `max_live` are
@@ -16,7 +16,7 @@ export const START_RUN_V3 = edit(
     `begin
   if coalesce((p->>'max_live')::int, 0) > 0
      and (select count(*) from runs where tenant_id = r->>'tenant_id' and status = any(array(select jsonb_array_elements_text(p->'live')))) >= (p->>'max_live')::int then
-    raise exception using errcode = 'ABC02', message = 'abc_start_run: the tenant has as many runs going as its limit allows';
+    raise exception using errcode = 'ABC03', message = 'abc_start_run: the tenant has as many runs going as its limit allows';
   end if;
 `,
   ],
