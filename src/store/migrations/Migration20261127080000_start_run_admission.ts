@@ -4,10 +4,10 @@ import { edit, START_RUN_V2 } from './Migration20261124150000_run_commit_events.
 // abc_start_run checks the tenant's limit of runs going at once itself, when
 // given one (p->>'max_live', the states that count in p->'live'): a start costs
 // one round trip, not two. Over the limit it refuses with SQLSTATE ABC03,
-// having written nothing. It also says whether it opened the session, and
-// when its message was written: a run that opened its session has the whole
-// transcript in hand. Callers without `max_live` are
-// refused by no limit, as before. V2 with these lines changed.
+// having written nothing; a caller without `max_live` meets no limit, as
+// before. It also says whether it opened the session, and when its message
+// was written: a run that opened its session has the whole transcript in
+// hand. V2 with these lines changed.
 export const START_RUN_V3 = edit(
   START_RUN_V2,
   ['  v_session sessions;', '  v_tenant text;\n  v_user text;\n  v_opened boolean;\n  v_said timestamptz;'],
