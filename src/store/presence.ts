@@ -2,8 +2,8 @@
 // refreshes while its connections live, and that go stale when it dies.
 // Connections that come and go while a write is in flight are written
 // together in the next one.
-import { fulfilled, GroupCommit } from '../runtime/group-commit.js';
-import { poolOf, prepared } from './native.js';
+import { fulfilled, GroupCommit, oneByOne, type Outcome } from '../runtime/group-commit.js';
+import { poolOf, prepared, refusedByServer } from './native.js';
 import type { Orm } from './orm.js';
 
 /** A connection that began to watch a session, or one that closed. */
@@ -25,7 +25,7 @@ export class Presence {
   readonly #local = new Map<string, Set<string>>();
   /** Writes in flight, so close() can wait for them before the pool ends. */
   readonly #writes = new Set<Promise<unknown>>();
-  readonly #group = new GroupCommit<Change, void>(async (changes) => (await this.#commit(changes), fulfilled(changes.map(() => undefined))));
+  readonly #group = new GroupCommit<Change, void>((changes) => this.#commitGroup(changes));
   #closed = false;
 
   constructor(orm: Orm, coreId: string, ttlMs: number) {
@@ -74,7 +74,18 @@ export class Presence {
     }
   }
 
-  /** A group's changes in one statement, on the pool itself: never inside a caller's transaction. A closed connection is final: its joins are dropped. */
+  /** A group in one statement; one the database refuses, each change alone, so that one bad change fails no other. */
+  async #commitGroup(changes: Change[]): Promise<Outcome<void>[]> {
+    try {
+      await this.#commit(changes);
+      return fulfilled(changes.map(() => undefined));
+    } catch (error) {
+      if (changes.length === 1 || !refusedByServer(error)) throw error;
+      return oneByOne(changes, (change) => this.#commit([change]));
+    }
+  }
+
+  /** Changes in one statement, on the pool itself: never inside a caller's transaction. A closed connection is final: its joins are dropped. */
   async #commit(changes: Change[]): Promise<void> {
     const gone = new Set(changes.flatMap((c) => ('leave' in c ? [c.leave] : [])));
     // A row once: one INSERT may not touch a row twice.

@@ -46,4 +46,14 @@ describe('presence', () => {
     expect(await presence.online('sess_p1')).toBe(false);
     await presence.close();
   });
+
+  it('fails only the change the database refuses, and writes the others of its group', async () => {
+    const presence = new Presence(orm, 'core_q', 60_000);
+    const [bad, good] = await Promise.allSettled([presence.join('conn_e', 's'.repeat(65), 'u'), presence.join('conn_f', 'sess_p1', 'u')]);
+    expect(bad.status).toBe('rejected');
+    expect(good.status).toBe('fulfilled');
+    expect(await rows()).toEqual([{ connection_id: 'conn_f', session_id: 'sess_p1', core_id: 'core_q' }]);
+    await presence.leave('conn_f');
+    await presence.close();
+  });
 });
