@@ -14,7 +14,7 @@ import { appendArgs, appendEvents, channelFor, eventsOf, type EventRow, type New
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
 import { executeGuarded, executeOne } from './native.js';
-import type { MessageRow } from './session-store.js';
+import { toMessage, type MessageRow, type RawMessage } from './session-store.js';
 
 export interface RunRow {
   runId: string;
@@ -196,13 +196,12 @@ export async function startRun(
   const next = transition(RUN_MACHINE, 'CREATED', 'start');
   if (!next.ok || run.parentRunId) return undefined;
   const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
-  const message = { message_id: newId('msg'), content };
   const arg = {
     run: {
       run_id: run.runId, session_id: run.sessionId, agent_id: run.agentId, status: next.value, hops: 1, request_id: run.requestId ?? null, trace_id: run.traceId,
       traceparent: run.traceparent ?? null, token_hash: run.tokenHash, user_id: run.userId ?? null, tenant_id: run.tenantId, lease_owner: run.lease.owner, lease_ms: run.lease.ms,
     },
-    message,
+    message: { message_id: newId('msg'), content },
     events: input,
     wanted,
     channel: channelFor(origin),
@@ -210,7 +209,7 @@ export async function startRun(
     max_live: maxLive,
     live: LIVE,
   };
-  let started: { run: RawRun; first_id: string; events: EventRow[]; session_opened: boolean; message_at: string } | undefined;
+  let started: { run: RawRun; first_id: string; events: EventRow[]; transcript: RawMessage[] | null } | undefined;
   try {
     started = await oneCall(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
   } catch (error) {
@@ -219,11 +218,7 @@ export async function startRun(
   }
   if (!started) return undefined;
   countMove('start', next.value, started.run.started_at);
-  const row = toRun(started.run);
-  const transcript = started.session_opened
-    ? [{ messageId: message.message_id, sessionId: row.sessionId, runId: row.runId, role: 'user', content, createdAt: new Date(started.message_at), metadata: null }]
-    : undefined;
-  return { run: row, firstId: started.first_id, events: eventsOf(started.events), ...(transcript && { transcript }) };
+  return { run: toRun(started.run), firstId: started.first_id, events: eventsOf(started.events), ...(started.transcript && { transcript: started.transcript.map(toMessage) }) };
 }
 
 /** A tenant's limit of runs going at once is reached: retry when one ends. */

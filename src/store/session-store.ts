@@ -14,7 +14,8 @@ export interface MessageRow {
   metadata: Record<string, unknown> | null;
 }
 
-interface RawMessage {
+/** A messages row as PostgreSQL answers it. */
+export interface RawMessage {
   message_id: string;
   session_id: string;
   run_id: string | null;
@@ -24,7 +25,7 @@ interface RawMessage {
   metadata: Record<string, unknown> | null;
 }
 
-const toMessage = (r: RawMessage): MessageRow => ({
+export const toMessage = (r: RawMessage): MessageRow => ({
   messageId: r.message_id,
   sessionId: r.session_id,
   runId: r.run_id,

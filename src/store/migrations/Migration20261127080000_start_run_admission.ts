@@ -5,12 +5,11 @@ import { edit, START_RUN_V2 } from './Migration20261124150000_run_commit_events.
 // given one (p->>'max_live', the states that count in p->'live'): a start costs
 // one round trip, not two. Over the limit it refuses with SQLSTATE ABC03,
 // having written nothing; a caller without `max_live` meets no limit, as
-// before. It also says whether it opened the session, and when its message
-// was written: a run that opened its session has the whole transcript in
-// hand. V2 with these lines changed.
+// before. A start that opened its session answers the session's whole
+// transcript: the message it wrote. V2 with these lines changed.
 export const START_RUN_V3 = edit(
   START_RUN_V2,
-  ['  v_session sessions;', '  v_tenant text;\n  v_user text;\n  v_opened boolean;\n  v_said timestamptz;'],
+  ['  v_session sessions;', '  v_tenant text;\n  v_user text;\n  v_opened boolean;\n  v_message messages;'],
   [
     'begin\n',
     `begin
@@ -22,8 +21,8 @@ export const START_RUN_V3 = edit(
   ],
   ['  returning * into v_session;', '  returning tenant_id, user_id, xmax = 0 into v_tenant, v_user, v_opened;'],
   ["  if v_session.tenant_id is distinct from r->>'tenant_id' or v_session.user_id is distinct from r->>'user_id' then", "  if v_tenant is distinct from r->>'tenant_id' or v_user is distinct from r->>'user_id' then"],
-  ["'user', p->'message'->>'content', null, clock_timestamp());", "'user', p->'message'->>'content', null, clock_timestamp())\n  returning created_at into v_said;"],
-  ["'events', coalesce(v_events, '[]'));", "'events', coalesce(v_events, '[]'), 'session_opened', v_opened, 'message_at', v_said);"],
+  ["'user', p->'message'->>'content', null, clock_timestamp());", "'user', p->'message'->>'content', null, clock_timestamp())\n  returning * into v_message;"],
+  ["'events', coalesce(v_events, '[]'));", "'events', coalesce(v_events, '[]'), 'transcript', case when v_opened then jsonb_build_array(to_jsonb(v_message)) end);"],
 );
 
 export class Migration20261127080000 extends Migration {
