@@ -16,6 +16,7 @@ import Fastify from 'fastify';
 import pg from 'pg';
 import { request } from 'undici';
 import { bytesClient, bytesService, serveBytes } from './bytes-rpc.js';
+import { MAX_COALESCED_TEXT } from '../src/orchestrator/event-writer.js';
 
 const [url, agentUrl] = process.argv.slice(2) as [string, string];
 const pool = new pg.Pool({ connectionString: url, max: 16 });
@@ -69,13 +70,13 @@ function connect(call: ServerDuplexStream<Buffer, Buffer>): void {
     const res = await request(`${agentUrl}/invoke`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ run_id: runId, input_message: frame.message }) });
     let seq = 0;
     let answer = '';
-    // As in ABC, the deltas that queue behind the run's commit in flight go out as one.
-    let queued = '';
+    // As in ABC, the deltas that queue behind the run's commit in flight go out as one, up to 16 KiB of text.
+    const queued: string[] = [];
     let flushing: Promise<void> | undefined;
     const flush = async () => {
-      while (queued) {
-        const text = queued;
-        queued = '';
+      while (queued.length) {
+        let text = queued.shift()!;
+        while (queued.length && text.length + queued[0]!.length <= MAX_COALESCED_TEXT) text += queued.shift()!;
         await commitDelta(runId, ++seq, text);
         send({ type: 'delta', run_id: runId, text });
       }
@@ -86,7 +87,7 @@ function connect(call: ServerDuplexStream<Buffer, Buffer>): void {
         if (event.event !== 'delta') return;
         const { text } = JSON.parse(event.data) as { text: string };
         answer += text;
-        queued += text;
+        queued.push(text);
         flushing ??= flush();
       },
     });
