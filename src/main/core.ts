@@ -333,7 +333,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
       const grace = opts.drainTimeoutMs;
       await Promise.all([runs.close(grace), engine.close(grace)]);
       await llm.close();
-      await toolCalls.close();
+      await toolCalls.close(grace);
       shutdown.abort();
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {

@@ -312,9 +312,10 @@ export class Runs {
     return watchEvents(() => pool, this.#opts.bus, { filter: { runId }, cursor, signal, finished });
   }
 
-  /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs. */
+  /** Waits for in-flight agent calls up to `graceMs`, then aborts them and fails their runs; a run that ignores its abort is left to recovery. */
   async close(graceMs: number): Promise<void> {
-    await this.#inFlight.drain(graceMs, new ShutdownAbort());
+    const stuck = await this.#inFlight.drain(graceMs, new ShutdownAbort());
+    if (stuck.length) this.#log.warn({ runs: stuck }, 'runs still going after their abort: left to recovery');
   }
 
   /**

@@ -732,9 +732,10 @@ export class ToolCalls {
     }
   }
 
-  /** Waits for tool executions started in the background. */
-  async close(): Promise<void> {
-    await this.#executing.drain();
+  /** Waits up to `graceMs` for tool executions started in the background; what is still running then is left to the sweep. */
+  async close(graceMs: number): Promise<void> {
+    const stuck = await this.#executing.drain(graceMs);
+    if (stuck.length) this.#log.warn({ executions: stuck.length }, 'tool executions still going at shutdown: left to the sweep');
   }
 
   #background(work: () => Promise<void>): void {

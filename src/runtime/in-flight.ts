@@ -34,14 +34,23 @@ export class InFlight {
     for (const { controller } of this.#jobs.values()) controller.abort(reason);
   }
 
-  /** Waits for every job; those still going after `graceMs` are aborted with `reason`, then awaited. */
-  async drain(graceMs = Infinity, reason?: unknown): Promise<void> {
-    const all = [...this.#jobs.values()].map((j) => j.done);
-    const timer = Number.isFinite(graceMs) ? setTimeout(() => this.abortAll(reason), graceMs) : undefined;
-    await Promise.all(all);
-    clearTimeout(timer);
+  /**
+   * Waits for every job; those still going after `graceMs` are aborted with
+   * `reason`, then awaited for at most `afterAbortMs` more. Answers the keys of
+   * the jobs that ignored their abort: shutdown goes on without them, and what
+   * they leave unfinished is recovered as after a crash.
+   */
+  async drain(graceMs = Infinity, reason?: unknown, afterAbortMs = ABORTED_JOBS_WAIT_MS): Promise<string[]> {
+    const all = Promise.all([...this.#jobs.values()].map((j) => j.done));
+    if (!Number.isFinite(graceMs)) return all.then(() => []);
+    if (await settlesWithin(all, graceMs)) return [];
+    this.abortAll(reason);
+    return (await settlesWithin(all, afterAbortMs)) ? [] : this.keys();
   }
 }
+
+/** How long shutdown waits for aborted jobs to end. */
+const ABORTED_JOBS_WAIT_MS = 2_000;
 
 /** Whether `promise` settles within `ms` (false, too, as soon as `signal` aborts). */
 export async function settlesWithin(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<boolean> {
