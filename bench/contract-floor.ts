@@ -7,11 +7,10 @@
 // plan before the steps, the rest after); the result back as JSON. No auth, no
 // validation, no plan, no state machine, no logs.
 // Arguments: a database URL and the ticket of a contract ABC completed there. Prints its URL.
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import pg from 'pg';
 import { steps, packDbOver, type Outputs } from './portfolio-steps.js';
 import { ABC_COMMITS, recordsFloor } from './records-floor.js';
-import { bytesClient, bytesService, serveBytes } from './bytes-rpc.js';
+import { bytesService, relayPosts, runFloor, serveUnary } from './bytes-rpc.js';
 
 const service = bytesService('Floor', { submit: 'unary' });
 
@@ -31,34 +30,7 @@ async function core(url: string, ticket: string): Promise<number> {
     await rest!();
     return Buffer.from(JSON.stringify({ kind: 'result', result: (outputs.report as { result: unknown }).result }));
   };
-  return serveBytes(service, {
-    submit: (call: { request: Buffer }, callback: (e: Error | null, res?: Buffer) => void) => {
-      submit(call.request).then((res) => callback(null, res), (error: Error) => callback(error));
-    },
-  });
+  return serveUnary(service, 'submit', submit);
 }
 
-async function gateway(port: number): Promise<string> {
-  const { default: Fastify } = await import('fastify');
-  const client = bytesClient<{ submit(req: Buffer, cb: (e: Error | null, res: Buffer) => void): void }>(service, port);
-  const app = Fastify();
-  app.post('/v1/contracts:submit', (req, reply) =>
-    new Promise((resolve) => client.submit(Buffer.from(JSON.stringify(req.body)), (e, res) => resolve(e ? reply.code(502).send({ error: e.message }) : reply.type('application/json').send(res)))),
-  );
-  return app.listen({ host: '127.0.0.1', port: 0 });
-}
-
-if (isMainThread) {
-  const port = await core(process.argv[2]!, process.argv[3]!);
-  // The gateway thread registers tsx's loader again, as `abc serve`'s does.
-  const tsx = import.meta.resolve('tsx/esm/api');
-  const boot = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(import.meta.url)}); })`;
-  const thread = new Worker(boot, { eval: true, workerData: { port } });
-  thread.once('message', (url: string) => process.stdout.write(`${url}\n`));
-  thread.once('error', (error) => {
-    console.error(error);
-    process.exit(1);
-  });
-} else {
-  parentPort!.postMessage(await gateway((workerData as { port: number }).port));
-}
+await runFloor(import.meta.url, () => core(process.argv[2]!, process.argv[3]!), (port) => relayPosts(service, 'submit', port, '/v1/contracts:submit'));

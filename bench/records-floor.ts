@@ -38,25 +38,28 @@ async function rowsOf(pool: pg.Pool, ticket: string): Promise<Rows> {
   };
 }
 
-/** The columns a copy writes: all but identities and generated ones. */
-async function columnsOf(pool: pg.Pool): Promise<Record<Table, string[]>> {
-  const { rows } = await pool.query<{ table_name: Table; column_name: string }>(
+/** The columns a copy of each of `tables` writes: all but identities and generated ones. */
+export async function columnsOf<T extends string>(pool: pg.Pool, tables: readonly T[]): Promise<Record<T, string[]>> {
+  const { rows } = await pool.query<{ table_name: T; column_name: string }>(
     `SELECT table_name, column_name FROM information_schema.columns
       WHERE table_schema = 'public' AND table_name = ANY($1) AND is_generated = 'NEVER' AND is_identity = 'NO' AND coalesce(column_default, '') NOT LIKE 'nextval(%'
       ORDER BY ordinal_position`,
-    [TABLES],
+    [tables],
   );
-  const columns = Object.fromEntries(TABLES.map((t) => [t, [] as string[]])) as Record<Table, string[]>;
+  const columns = Object.fromEntries(tables.map((t) => [t, [] as string[]])) as Record<T, string[]>;
   for (const r of rows) columns[r.table_name].push(r.column_name);
   return columns;
 }
 
+/** `INSERT INTO table (columns) SELECT columns FROM jsonb_populate_recordset(null::table, $param)`, as a CTE named i_table. */
+export function insertFrom(table: string, columns: string[], param: number): string {
+  const list = columns.map((c) => `"${c}"`).join(', ');
+  return `i_${table} AS (INSERT INTO ${table} (${list}) SELECT ${list} FROM jsonb_populate_recordset(null::${table}, $${param}::jsonb))`;
+}
+
 /** One statement inserting each table's share ($1..$8) and moving the ticket's event counter ($9 ticket, $10 events). */
 function statementOf(columns: Record<Table, string[]>): string {
-  const inserts = TABLES.map((t, i) => {
-    const list = columns[t].map((c) => `"${c}"`).join(', ');
-    return `i_${t} AS (INSERT INTO ${t} (${list}) SELECT ${list} FROM jsonb_populate_recordset(null::${t}, $${i + 1}::jsonb))`;
-  });
+  const inserts = TABLES.map((t, i) => insertFrom(t, columns[t], i + 1));
   return `WITH ${inserts.join(',\n')}
     UPDATE tickets SET event_seq = event_seq + $10, updated_at = now() WHERE ticket = $9`;
 }
@@ -94,7 +97,7 @@ export async function recordsFloor(url: string, ticket: string, concurrency: num
   const pool = new pg.Pool({ connectionString: url, max: concurrency });
   pool.on('error', () => {});
   const template = await rowsOf(pool, ticket);
-  const statement = { name: 'records_floor', text: statementOf(await columnsOf(pool)) };
+  const statement = { name: 'records_floor', text: statementOf(await columnsOf(pool, TABLES)) };
   // Every id of the template, renamed per copy; the GLOBAL entry's key with it.
   const ids = new Set<string>([ticket]);
   for (const r of template.tickets) for (const k of ['request_id', 'idempotency_key', 'plan_id']) if (r[k]) ids.add(String(r[k]));

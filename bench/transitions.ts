@@ -8,12 +8,18 @@
 // - run moves: IM runs started and finished (each run is created, runs, ends).
 // The baseline is PostgreSQL itself: single-row UPDATE commits of a state
 // column, at the same concurrency, on the same cluster; and the same commits
-// each with a NOTIFY, as ABC's commits of events have.
+// each with a NOTIFY, as ABC's commits of events have. Two floors, with 16
+// callers each keeping to a run of its own: the rows a call's moves keep,
+// copied from one of ABC's calls and written straight in one commit per call
+// (bench/call-floor.ts); and the same behind ABC's path, HTTP into Fastify on a
+// gateway thread and one gRPC call to the main thread, with none of ABC's
+// logic (bench/call-path-floor.ts), called as ABC is.
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, fmt, loadCalls, record, startAbc } from './lib.js';
+import { benchDatabase, fmt, loadCalls, record, startAbc, startChild } from './lib.js';
 import { runToken } from './llm-proxy.js';
 import { imRuns } from './fanout.js';
+import { callFloor, lastCall } from './call-floor.js';
 
 const CALLS = Number(process.env.BENCH_TRANSITION_CALLS ?? 2000);
 const RUNS = Number(process.env.BENCH_TRANSITION_RUNS ?? 400);
@@ -29,8 +35,8 @@ export async function transitions(): Promise<void> {
   for (let i = 0; i < CONCURRENCY; i++) runs.push(await runToken(abc));
   const run = runs[0]!;
   try {
-    const call = async (i: number, r = run) => {
-      const res = await fetch(`${abc.http}/v1/tools/echo:invoke`, {
+    const call = async (i: number, r = run, base = abc.http) => {
+      const res = await fetch(`${base}/v1/tools/echo:invoke`, {
         method: 'POST',
         headers: { authorization: `Bearer ${r.token}`, 'content-type': 'application/json' },
         body: JSON.stringify({ run_id: r.runId, args: { i } }),
@@ -38,6 +44,11 @@ export async function transitions(): Promise<void> {
       const body = (await res.json()) as { status: string };
       if (body.status !== 'succeeded') throw new Error(`echo answered ${JSON.stringify(body)}`);
     };
+    // Each of 16 callers keeps to a run of its own.
+    const spread = (base: string, from: number) =>
+      Promise.all(runs.map(async (r, k) => {
+        for (let i = 0; i < CALLS / CONCURRENCY; i++) await call(from + k * CALLS + i, r, base);
+      }));
     // The floor, first, while ABC is idle (the loads below leave PostgreSQL work behind them,
     // autovacuum among it): a state column moved by single-row UPDATE commits, after a warm-up.
     await sql.query('CREATE TABLE bench_states (id int PRIMARY KEY, state int NOT NULL)');
@@ -62,12 +73,28 @@ export async function transitions(): Promise<void> {
       return { rate: moves / ((performance.now() - started) / 1000), perCall: moves / CALLS };
     };
     const { rate: toolRate, perCall } = await rateOf(() => loadCalls(CALLS, CONCURRENCY, (i) => call(i + 1000)));
-    // Each of 16 callers keeps to a run of its own.
-    const { rate: spreadRate } = await rateOf(() =>
-      Promise.all(runs.map(async (r, k) => {
-        for (let i = 0; i < CALLS / CONCURRENCY; i++) await call(100_000 + k * CALLS + i, r);
-      })),
-    );
+    const { rate: spreadRate } = await rateOf(() => spread(abc.http, 100_000));
+
+    // The floors: the records of ABC's last call, copied.
+    const template = await lastCall(db.url);
+    const floor = await callFloor(db.url, template, CONCURRENCY);
+    const targets = (await sql.query<{ run_id: string; session_id: string }>('SELECT run_id, session_id FROM runs WHERE run_id = ANY($1)', [runs.map((r) => r.runId)])).rows;
+    const floorStarted = performance.now();
+    await Promise.all(targets.map(async (t, k) => {
+      for (let i = 0; i < CALLS / CONCURRENCY; i++) await floor.run(k * CALLS + i, { runId: t.run_id, sessionId: t.session_id });
+    }));
+    const floorRate = (CALLS * perCall) / ((performance.now() - floorStarted) / 1000);
+    await floor.end();
+    const pathFloor = await startChild(['--import', 'tsx', 'bench/call-path-floor.ts', db.url, template], (line) => (line.startsWith('http') ? line : undefined));
+    let pathRate: number;
+    try {
+      await spread(pathFloor.url, 1_000_000); // a warm-up, as ABC's
+      const started = performance.now();
+      await spread(pathFloor.url, 2_000_000);
+      pathRate = (CALLS * perCall) / ((performance.now() - started) / 1000);
+    } finally {
+      pathFloor.stop();
+    }
 
     // Run moves: the run machine's transitions, as its events record them.
     const runMoves = "SELECT count(*) AS n FROM events WHERE type IN ('run_started', 'run_done')";
@@ -84,9 +111,16 @@ export async function transitions(): Promise<void> {
     console.log(`| the same, each with a NOTIFY | ${fmt(notified.rps, 0)} | ${fmt(notified.rps / raw.rps)} |`);
     console.log(`| tool calls of one run, 16 at once (${fmt(perCall, 1)} recorded moves each) | ${fmt(toolRate, 0)} | ${fmt(toolRate / raw.rps)} |`);
     console.log(`| tool calls of 16 runs, one at a time each | ${fmt(spreadRate, 0)} | ${fmt(spreadRate / raw.rps)} |`);
+    console.log(`| the same calls' records, written straight (floor: ${floor.rows} rows in one commit per call) | ${fmt(floorRate, 0)} | ${fmt(floorRate / raw.rps)} |`);
+    console.log(`| the same behind HTTP -> gRPC (path floor, called as ABC is) | ${fmt(pathRate, 0)} | ${fmt(pathRate / raw.rps)} |`);
     console.log(`| run moves (IM runs: created, done) | ${fmt(runRate, 0)} | ${fmt(runRate / raw.rps)} |`);
+    console.log(`ABC's calls of 16 runs reach ${fmt(spreadRate / floorRate)}x the records floor and ${fmt(spreadRate / pathRate)}x the path floor.`);
     record({ bench: 'transitions', name: 'tool call transitions per second', value: toolRate, unit: 'transitions/s', ratio: toolRate / raw.rps, against: 'raw single-row UPDATE commits', goal: '>= 3,000' });
     record({ bench: 'transitions', name: 'tool call transitions per second, 16 runs', value: spreadRate, unit: 'transitions/s', ratio: spreadRate / raw.rps, against: 'raw single-row UPDATE commits', goal: '>= 3,000' });
+    record({ bench: 'transitions', name: 'tool call records written straight, transitions per second', value: floorRate, unit: 'transitions/s', ratio: floorRate / raw.rps, against: 'raw single-row UPDATE commits', goal: '>= 3,000' });
+    record({ bench: 'transitions', name: 'tool call records behind HTTP and gRPC (path floor), transitions per second', value: pathRate, unit: 'transitions/s', ratio: pathRate / raw.rps, against: 'raw single-row UPDATE commits', goal: '>= 3,000' });
+    record({ bench: 'transitions', name: 'tool call transitions per second, 16 runs, against the records floor', value: spreadRate, unit: 'transitions/s', ratio: spreadRate / floorRate, against: 'the records floor' });
+    record({ bench: 'transitions', name: 'tool call transitions per second, 16 runs, against the path floor', value: spreadRate, unit: 'transitions/s', ratio: spreadRate / pathRate, against: 'the path floor' });
     record({ bench: 'transitions', name: 'run transitions per second', value: runRate, unit: 'transitions/s', ratio: runRate / raw.rps, against: 'raw single-row UPDATE commits' });
     record({ bench: 'transitions', name: 'raw single-row UPDATE commits per second', value: raw.rps, unit: 'commits/s' });
     record({ bench: 'transitions', name: 'single-row UPDATE commits with a NOTIFY per second', value: notified.rps, unit: 'commits/s', ratio: notified.rps / raw.rps, against: 'raw single-row UPDATE commits' });
