@@ -167,8 +167,7 @@ export class ToolCalls {
     if (principal?.kind === 'run' && principal.runId !== req.runId) {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token may invoke tools only for its own run' });
     }
-    const em = this.#em();
-    const run = await this.#runFacts(em, req.runId);
+    const run = await this.#runFacts(req.runId);
     if (!run || !seesRun(principal, run)) throw invalidRequest(`run ${req.runId} not found`, 'run_id');
     const tool = await this.#opts.tools.get(run.tenantId, req.toolName);
     await this.#gate(run, tool.name);
@@ -259,11 +258,11 @@ export class ToolCalls {
    * A run's facts, read once: they never change. Its state does, and the
    * statements that act on the run check it (an ended run opens no call).
    */
-  async #runFacts(em: EntityManager, runId: string): Promise<RunFacts | undefined> {
+  async #runFacts(runId: string): Promise<RunFacts | undefined> {
     const kept = this.#facts.get(runId);
     if (kept) return kept.value;
     // A run that does not exist is not kept: any id may be asked for.
-    const run = await findRun(em, runId);
+    const run = await findRun(this.#em(), runId);
     if (!run) return undefined;
     const facts: RunFacts = { runId, sessionId: run.sessionId, rootAgentId: run.rootAgentId, parentRunId: run.parentRunId, traceId: run.traceId, userId: run.userId, tenantId: run.tenantId };
     this.#facts.set(runId, facts);
