@@ -6,7 +6,7 @@
 // statement each. No ABC process, no HTTP, no policy, no reads: what the
 // cluster alone allows for the records a call's moves keep.
 import pg from 'pg';
-import { columnsOf, insertFrom } from './records-floor.js';
+import { columnsOf, insertFrom, templateId } from './records-floor.js';
 
 const TABLES = ['tool_calls', 'idempotency_keys', 'execution_contracts', 'execution_transitions', 'memory'] as const;
 type Table = (typeof TABLES)[number];
@@ -68,18 +68,9 @@ export interface CallFloor {
   end(): Promise<void>;
 }
 
-/** The tool call ABC completed last in `url`'s database: a floor's template, taken before any floor writes its copies. */
-export async function lastCall(url: string): Promise<string> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    const [last] = (await client.query<{ id: string }>("SELECT tool_call_id AS id FROM tool_calls WHERE status = 'SUCCEEDED' ORDER BY completed_at DESC LIMIT 1")).rows;
-    if (!last) throw new Error('a call floor copies a completed tool call, and there is none');
-    return last.id;
-  } finally {
-    await client.end();
-  }
-}
+/** The tool call ABC completed last in `url`'s database. */
+export const lastCall = (url: string) =>
+  templateId(url, "SELECT tool_call_id AS id FROM tool_calls WHERE status = 'SUCCEEDED' ORDER BY completed_at DESC LIMIT 1", 'a call floor copies a completed tool call, and there is none');
 
 /** A floor over `url`'s schema, copying the records of tool call `id`. */
 export async function callFloor(url: string, id: string, concurrency: number): Promise<CallFloor> {

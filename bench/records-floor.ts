@@ -79,18 +79,22 @@ export interface RecordsFloor {
   end(): Promise<void>;
 }
 
-/** The contract ABC completed last in `url`'s database: a floor's template, taken before any floor writes its copies. */
-export async function lastContract(url: string): Promise<string> {
+/** The first column of `sql`'s one row in `url`'s database: a floor's template, taken before any floor writes its copies. */
+export async function templateId(url: string, sql: string, missing: string): Promise<string> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const [last] = (await client.query<{ ticket: string }>("SELECT ticket FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1")).rows;
-    if (!last) throw new Error('a records floor copies a completed contract, and there is none');
-    return last.ticket;
+    const [row] = (await client.query<{ id: string }>(sql)).rows;
+    if (!row) throw new Error(missing);
+    return row.id;
   } finally {
     await client.end();
   }
 }
+
+/** The contract ABC completed last in `url`'s database. */
+export const lastContract = (url: string) =>
+  templateId(url, "SELECT ticket AS id FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1", 'a records floor copies a completed contract, and there is none');
 
 /** A floor over `url`'s schema, copying the records of contract `ticket`, in `count` commits (at least 3). */
 export async function recordsFloor(url: string, ticket: string, concurrency: number, count = FLOOR_COMMITS): Promise<RecordsFloor> {
