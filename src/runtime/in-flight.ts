@@ -49,8 +49,8 @@ export class InFlight {
   }
 }
 
-/** How long shutdown waits for aborted jobs to end. */
-const ABORTED_JOBS_WAIT_MS = 2_000;
+/** How long shutdown waits for aborted jobs to end: as long as the engine waits for the tickets it hands back. */
+const ABORTED_JOBS_WAIT_MS = 5_000;
 
 /** Whether `promise` settles within `ms` (false, too, as soon as `signal` aborts). */
 export async function settlesWithin(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<boolean> {
