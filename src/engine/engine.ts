@@ -25,13 +25,14 @@ import type { EventBus } from '../store/event-bus.js';
 import { rawEm, type Orm } from '../store/orm.js';
 import type { AssemblyOutputs } from './outputs.js';
 import type { Capabilities } from './pep.js';
-import { Memory, memoryClear, memoryRow, memoryUpsert } from '../store/memory.js';
+import { Memory, memoryClear, memoryRow, successCaseWrite, successKey } from '../store/memory.js';
 import { ContractQueue } from '../store/ticket-queue.js';
 import { recordOf, withError, type ExecRecord, type HumanFeedback } from './record.js';
 import type { EngineContextView, PlannerData } from './roles/agent.js';
 import { builtinAgents } from './roles/builtin.js';
 import { Roles, type RoleRun } from './roles/index.js';
 import { restoreSnapshot, snapshotOf, type SnapshotContent } from './snapshots.js';
+import { snapshotsInsert, type SnapshotRow } from '../store/snapshot-store.js';
 import { runBatch, type HeldSteps } from './steps.js';
 import { stepRecords, type StepCommit } from '../store/step-commit.js';
 import { isGuardRefusal } from '../store/native.js';
@@ -638,7 +639,7 @@ export class ContractEngine {
     trace.push(errorEvent(error), policyEvent(policy));
     const capability = plan.steps.find((s) => s.id === problem!.stepId)?.tool_name ?? 'unknown';
     await this.memory.recordFailurePattern(row.tenant_id, { intent: String(requestOf(row).intent), capability, code: error.code, message: error.message.slice(0, 200), ...(error.suggested_action && { suggested_action: error.suggested_action }) });
-    await this.memory.clear('EPHEMERAL', ephemeral);
+    await this.memory.clear(row.tenant_id, 'EPHEMERAL', ephemeral);
     const failed: ExecRecord = { ...withError(rec, error), consecutive_failures: rec.consecutive_failures + 1, batch: null };
     switch (policy.action) {
       case 'RETRY': {
@@ -706,7 +707,7 @@ export class ContractEngine {
       trace: last.trace,
       // Settling first, each batch's hops up to the last review's own.
       ...(settle ? { from: 'STEP_EXECUTION', through: settledHops(reviews).slice(0, -1) } : { from: 'STEP_REVIEW' }),
-      also: reviews.flatMap((p) => p.also),
+      also: reviewRecords(row, reviews),
     });
   }
 
@@ -722,7 +723,8 @@ export class ContractEngine {
     return {
       rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
       trace: [snapshot.event, ...trace],
-      also: [memoryClear('EPHEMERAL', batch.steps.map((id) => `${row.ticket}:${id}`)), snapshot.insert],
+      ephemeral: batch.steps.map((id) => `${row.ticket}:${id}`),
+      snapshot: snapshot.row,
       // A step's context would be cleared by the same statement that writes it: it is not written.
       ...(held && { step: { held, commits: held.commits.map((c) => ({ ...c, memory: c.memory?.filter((m) => m.scope !== 'EPHEMERAL') })) } }),
     };
@@ -830,7 +832,7 @@ export class ContractEngine {
     const intent = String(requestOf(row).intent);
     const success = memoryRow(
       row.tenant_id,
-      `success:${intent}:${row.ticket}`,
+      successKey(intent, row.ticket),
       {
         type: 'success',
         intent,
@@ -848,7 +850,7 @@ export class ContractEngine {
     const settled = batches.length ? [...settledHops(batches), { trigger: 'all_steps_done' as const }] : [];
     return this.#transition(em, row.ticket, 'packaged', { ...review?.patch, artifact: artifact.content, artifact_media_type: artifact.mediaType, partial_result: null, engine: { ...rec } }, 'engine', {
       ...(review && { from: batches.length ? 'STEP_EXECUTION' : 'GLOBAL_REVIEW', through: [...settled, { trigger: 'review_passed', trace: review.trace }] }),
-      also: [...batches.flatMap((p) => p.also), memoryUpsert([success])],
+      also: [...reviewRecords(row, batches), ...successCaseWrite(success, intent)],
     });
   }
 
@@ -1034,7 +1036,10 @@ interface ContextBuilt {
 interface PassedReview {
   rec: ExecRecord;
   trace: TicketEventInput[];
-  also: { sql: string; params: unknown[] }[];
+  /** Its steps' contexts, cleared (EPHEMERAL memory scope ids). */
+  ephemeral: string[];
+  /** The snapshot that marks it reviewed. */
+  snapshot: SnapshotRow;
   /** The batch's held step ends (without their contexts), written first by the review's statement; runBatch holds only ends abc_step_records can write. */
   step?: { held: HeldSteps; commits: StepCommit[] };
 }
@@ -1047,6 +1052,10 @@ interface Chain {
 }
 
 const NO_CHAIN: Chain = { reviews: [], since: 0 };
+
+/** What passed batch reviews write with their move: their steps' contexts cleared and their snapshots, in one statement each. */
+const reviewRecords = (row: TicketRow, reviews: PassedReview[]) =>
+  reviews.length ? [memoryClear(row.tenant_id, 'EPHEMERAL', reviews.flatMap((p) => p.ephemeral)), snapshotsInsert(reviews.map((p) => p.snapshot))] : [];
 
 /** A passed review's held step ends as the records its move writes first. */
 const recordsOf = (p: PassedReview): RecordsFirst | undefined => p.step && ((ahead) => stepRecords(p.step!.commits, ahead)!);

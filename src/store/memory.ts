@@ -99,10 +99,42 @@ export const memoryUpsert = (rows: MemoryRow[]) => ({
 });
 
 /** The statement that deletes a scope's entries, for a writer that sends it with its own statement. */
-export const memoryClear = (scope: MemoryScope, scopeIds: string[]) => ({
-  sql: 'DELETE FROM memory WHERE scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))',
-  params: [scope, JSON.stringify(scopeIds)],
+export const memoryClear = (tenantId: string, scope: MemoryScope, scopeIds: string[]) => ({
+  sql: 'DELETE FROM memory WHERE tenant_id = ? AND scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))',
+  params: [tenantId, scope, JSON.stringify(scopeIds)],
 });
+
+/**
+ * How many success cases GLOBAL memory keeps per tenant and intent: the
+ * newest. Seed 002's success-case cache, which the context builder searches
+ * for its hints; unbounded, that search ranked every success the intent ever
+ * had, on every execution.
+ */
+export const SUCCESS_CASES_KEPT = 20;
+
+const successPrefix = (intent: string) => `success:${intent}:`;
+
+/** A success case's key: one per ticket, under its intent's prefix (an intent is snake_case, so no prefix holds another's). */
+export const successKey = (intent: string, ticket: string) => `${successPrefix(intent)}${ticket}`;
+
+/**
+ * The statements that store a success case and drop the intent's older ones,
+ * for a writer that sends them with its own statement. The new case and the
+ * SUCCESS_CASES_KEPT - 1 newest before it stay; cases a concurrent writer is
+ * dropping are skipped, not waited for.
+ */
+export function successCaseWrite(row: MemoryRow, intent: string): { sql: string; params: unknown[] }[] {
+  const cases = "tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?)";
+  const params = [row.tenant_id, GLOBAL_SCOPE_ID, successPrefix(intent)];
+  const trim = {
+    sql: `DELETE FROM memory WHERE memory_id IN (
+            SELECT memory_id FROM memory WHERE ${cases}
+              AND created_at < (SELECT created_at FROM memory WHERE ${cases} ORDER BY created_at DESC LIMIT 1 OFFSET ?)
+            FOR UPDATE SKIP LOCKED)`,
+    params: [...params, ...params, SUCCESS_CASES_KEPT - 2],
+  };
+  return [memoryUpsert([row]), trim];
+}
 
 /** Memory is per tenant: GLOBAL means across one tenant's executions, never across tenants. */
 export class Memory {
@@ -149,9 +181,9 @@ export class Memory {
     return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
   }
 
-  async clear(scope: MemoryScope, scopeIds: string[], tx: EntityManager = this.em()): Promise<void> {
+  async clear(tenantId: string, scope: MemoryScope, scopeIds: string[], tx: EntityManager = this.em()): Promise<void> {
     if (!scopeIds.length) return;
-    const remove = memoryClear(scope, scopeIds);
+    const remove = memoryClear(tenantId, scope, scopeIds);
     await tx.execute(remove.sql, remove.params);
   }
 }

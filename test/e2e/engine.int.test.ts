@@ -454,6 +454,28 @@ describe('memory', () => {
     expect(bad.status).toBe(400);
   });
 
+  it('keeps the newest success cases of an intent, and drops the older ones as a new one is stored', async () => {
+    await assembly([]);
+    const em = s.orm.em.fork();
+    const [first] = await em.execute<{ tenant_id: string }[]>('SELECT tenant_id FROM tickets WHERE ticket = ?', [(await run()).ticket]);
+    const tenant = first!.tenant_id;
+    // Thirty older cases of this intent; as many of another intent and of another tenant, which are not this intent's.
+    await em.execute(
+      `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags, created_at)
+       SELECT 'mem_old_' || x.n || '_' || g, x.tenant, 'GLOBAL', 'global', 'success:' || x.intent || ':tkt_old_' || g, '{"type": "success"}', '["success"]', now() - g * interval '1 minute'
+       FROM generate_series(1, 30) g, (VALUES (1, ?, 'analyze_portfolio'), (2, ?, 'other_intent'), (3, 'tenant_other', 'analyze_portfolio')) AS x(n, tenant, intent)`,
+      [tenant, tenant],
+    );
+    const cases = async (t: string, intent: string) =>
+      (await em.execute<{ key: string }[]>("SELECT key FROM memory WHERE tenant_id = ? AND scope = 'GLOBAL' AND starts_with(key, ?) ORDER BY created_at DESC", [t, `success:${intent}:`])).map((r) => r.key);
+    const newest = (await cases(tenant, 'analyze_portfolio')).slice(0, 19);
+    const done = await run();
+    expect(done.status).toBe('SUCCEEDED');
+    expect(await cases(tenant, 'analyze_portfolio')).toEqual([`success:analyze_portfolio:${done.ticket}`, ...newest]);
+    expect(await cases(tenant, 'other_intent')).toHaveLength(30);
+    expect(await cases('tenant_other', 'analyze_portfolio')).toHaveLength(30);
+  });
+
   it('the planner avoids a capability with recorded failures when it has a fallback', async () => {
     await tool('quote_a');
     await tool('quote_b');

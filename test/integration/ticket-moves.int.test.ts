@@ -6,7 +6,7 @@ import { expect, it } from 'vitest';
 import { EventBus } from '../../src/store/event-bus.js';
 import { waitUntil } from '../../src/store/wake-watch.js';
 import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
-import { snapshotInsert } from '../../src/store/snapshot-store.js';
+import { snapshotsInsert } from '../../src/store/snapshot-store.js';
 import { insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
 import { countedDatabase } from '../support/db.js';
 import { testLogger } from '../support/log.js';
@@ -35,7 +35,7 @@ it('moves through several states in one statement, each hop checked by the table
     from: 'STEP_EXECUTION',
     through: [{ trigger: 'steps_settled', trace: [{ type: 'BATCH', payload: {} }] }],
     trace: [{ type: 'REVIEW', payload: {} }],
-    also: [memoryClear('EPHEMERAL', ['tkt_mv_through:a']), snapshotInsert('snap_mv_through', 'tkt_mv_through', 'STEP_REVIEW', { label: 'batch' })],
+    also: [memoryClear('default', 'EPHEMERAL', ['tkt_mv_through:a']), snapshotsInsert([{ snapshotId: 'snap_mv_through', ticket: 'tkt_mv_through', state: 'STEP_REVIEW', content: { label: 'batch' } }])],
   });
   expect(calls).toHaveLength(1);
   expect(moved).toMatchObject({ lifecycle_state: 'STEP_EXECUTION', status: 'RUNNING', phase: 'execute', engine: { reviewed: true }, event_seq: 4 });
@@ -54,7 +54,7 @@ it('writes none of the records of a move whose row moved on before it (a cancel 
   const calls: string[] = [];
   // The caller expects CONTEXT_BUILD; the row is already CANCELED.
   await expect(
-    transitionTicket(counted(calls), 'tkt_mv_raced', 'context_built', {}, 'engine', { from: 'CONTEXT_BUILD', also: [snapshotInsert('snap_mv_raced', 'tkt_mv_raced', 'PLAN_GENERATION', {})] }),
+    transitionTicket(counted(calls), 'tkt_mv_raced', 'context_built', {}, 'engine', { from: 'CONTEXT_BUILD', also: [snapshotsInsert([{ snapshotId: 'snap_mv_raced', ticket: 'tkt_mv_raced', state: 'PLAN_GENERATION', content: {} }])] }),
   ).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { from: 'CANCELED', trigger: 'context_built' } } });
   expect(await em().execute("SELECT 1 FROM snapshots WHERE snapshot_id = 'snap_mv_raced'")).toEqual([]);
   expect(await events('tkt_mv_raced')).toEqual([]);
@@ -63,7 +63,7 @@ it('writes none of the records of a move whose row moved on before it (a cancel 
 it('refuses a path with a hop the table does not allow, and writes nothing', async () => {
   await seed('tkt_mv_refused', 'GLOBAL_REVIEW');
   await expect(
-    transitionTicket(em(), 'tkt_mv_refused', 'review_passed', {}, 'engine', { from: 'GLOBAL_REVIEW', through: [{ trigger: 'steps_settled' }], also: [snapshotInsert('snap_mv_refused', 'tkt_mv_refused', 'STEP_REVIEW', {})] }),
+    transitionTicket(em(), 'tkt_mv_refused', 'review_passed', {}, 'engine', { from: 'GLOBAL_REVIEW', through: [{ trigger: 'steps_settled' }], also: [snapshotsInsert([{ snapshotId: 'snap_mv_refused', ticket: 'tkt_mv_refused', state: 'STEP_REVIEW', content: {} }])] }),
   ).rejects.toMatchObject({ payload: { code: 'illegal_transition', details: { machine: 'contract_lifecycle', from: 'GLOBAL_REVIEW', trigger: 'steps_settled' } } });
   expect(await stateOf('tkt_mv_refused')).toMatchObject({ lifecycle_state: 'GLOBAL_REVIEW', event_seq: 0 });
   expect(await events('tkt_mv_refused')).toEqual([]);

@@ -28,6 +28,7 @@ import { Migration20261125150000 } from './Migration20261125150000_tool_call_eve
 import { Migration20261125160000 } from './Migration20261125160000_announce_after_commit.js';
 import { Migration20261127070000 } from './Migration20261127070000_append_by_index.js';
 import { Migration20261127080000 } from './Migration20261127080000_start_run_admission.js';
+import { Migration20261127120000 } from './Migration20261127120000_success_cases_kept.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -59,4 +60,5 @@ export const migrations = [
   { name: 'Migration20261125160000_announce_after_commit', class: Migration20261125160000 },
   { name: 'Migration20261127070000_append_by_index', class: Migration20261127070000 },
   { name: 'Migration20261127080000_start_run_admission', class: Migration20261127080000 },
+  { name: 'Migration20261127120000_success_cases_kept', class: Migration20261127120000 },
 ];
