@@ -2,7 +2,7 @@
 # Multi-stage: the build stage installs the production dependencies; the
 # runtime stage runs as the unprivileged `node` user under tini, which as
 # PID 1 forwards SIGTERM to ABC (which drains and exits) and reaps children.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund
@@ -16,7 +16,7 @@ COPY contracts contracts
 COPY assemblies assemblies
 COPY workflows workflows
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 RUN apt-get update \
   && apt-get install -y --no-install-recommends tini \
   && rm -rf /var/lib/apt/lists/*

@@ -30,6 +30,7 @@ import { ABC_COMMITS, FLOOR_COMMITS, lastContract, recordsFloor } from './record
 
 const LATENCY_RUNS = Number(process.env.BENCH_LATENCY_RUNS ?? 60);
 const THROUGHPUT_RUNS = Number(process.env.BENCH_THROUGHPUT_RUNS ?? 160);
+const WARMUP_RUNS = Number(process.env.BENCH_WARMUP_RUNS ?? 160);
 const APPROVALS = Number(process.env.BENCH_APPROVALS ?? 30);
 const CONCURRENCY = 16;
 
@@ -50,7 +51,9 @@ async function nextXid(admin: pg.Pool): Promise<number> {
 
 /** Latency at c=1, throughput at c=16 and transactions per unit, for one way of running the work. */
 async function measure(name: string, admin: pg.Pool, unit: () => Promise<unknown>): Promise<Side> {
-  for (let i = 0; i < 5; i++) await unit(); // warm-up
+  // Warm-up, at c=1 and then at c=16: throughput is a server's steady state, after its code is compiled.
+  for (let i = 0; i < 5; i++) await unit();
+  await loadCalls(WARMUP_RUNS, CONCURRENCY, unit);
   const before = await nextXid(admin);
   const serial = await loadCalls(LATENCY_RUNS, 1, unit);
   const transactions = ((await nextXid(admin)) - before - 1) / LATENCY_RUNS;
