@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { importSamplePortfolios, pollUntilDone, referenceAssembly, request } from '../support/contracts.js';
 import { startToolServer, toolError, type ToolServer } from '../support/tool-server.js';
+import { SUCCESS_CASES_KEPT } from '../../src/store/memory.js';
 
 let s: TestStack;
 let tools: ToolServer;
@@ -468,7 +469,7 @@ describe('memory', () => {
     );
     const cases = async (t: string, intent: string) =>
       (await em.execute<{ key: string }[]>("SELECT key FROM memory WHERE tenant_id = ? AND scope = 'GLOBAL' AND starts_with(key, ?) ORDER BY created_at DESC", [t, `success:${intent}:`])).map((r) => r.key);
-    const newest = (await cases(tenant, 'analyze_portfolio')).slice(0, 19);
+    const newest = (await cases(tenant, 'analyze_portfolio')).slice(0, SUCCESS_CASES_KEPT - 1);
     const done = await run();
     expect(done.status).toBe('SUCCEEDED');
     expect(await cases(tenant, 'analyze_portfolio')).toEqual([`success:analyze_portfolio:${done.ticket}`, ...newest]);
