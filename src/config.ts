@@ -56,6 +56,8 @@ export interface Config {
   runLeaseMs: number;
   /** How many of a session's latest messages an agent receives on invoke. */
   agentTranscriptLimit: number;
+  /** How many of a session's latest consequence views an agent receives on invoke. */
+  agentConsequencesLimit: number;
   /** At shutdown, how long work in flight may finish before it is handed back. */
   shutdownGraceMs: number;
   /** Backoff of seed 001 §10.2, for agent and upstream calls. */
@@ -176,6 +178,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     runLeaseMs: ms('RUN_LEASE_MS', 15_000),
     shutdownGraceMs: ms('ABC_SHUTDOWN_GRACE_MS', 10_000),
     agentTranscriptLimit: read('AGENT_TRANSCRIPT_LIMIT', 1000, parseLimit),
+    agentConsequencesLimit: read('AGENT_CONSEQUENCES_LIMIT', 100, parseLimit),
     a2aMaxDepth: ms('A2A_MAX_DEPTH', 5),
     policyFile: read<string | undefined>('ABC_POLICY_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
     toolsFile: read<string | undefined>('ABC_TOOLS_FILE', undefined, (raw) => ({ value: path.resolve(raw) })),
@@ -241,6 +244,7 @@ export function coreSettings(config: Config) {
     drainTimeoutMs: config.shutdownGraceMs,
     imHelloTimeoutMs: config.imHelloTimeoutMs,
     agentTranscriptLimit: config.agentTranscriptLimit,
+    agentConsequencesLimit: config.agentConsequencesLimit,
     a2aMaxDepth: config.a2aMaxDepth,
     policyFile: config.policyFile,
     toolsFile: config.toolsFile,

@@ -114,7 +114,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   const runs = new Runs({
     builtins: workflowAgent,
     secrets: connectorSecrets,
-    consequencesOf: (tenantId, sessionId, opened) => sessionConsequences(readOnly, tenantId, sessionId, opened),
+    consequencesOf: (tenantId, sessionId, opened) => sessionConsequences(readOnly, tenantId, sessionId, opened, opts.agentConsequencesLimit),
     orm: opts.orm,
     bus,
     appender,

@@ -18,6 +18,15 @@ export async function readContract(pool: pg.Pool, executionId: string): Promise<
   return rows[0];
 }
 
+/** A session's latest `limit` contracts, oldest first, and whether it has older ones (through its session index). */
+export async function readLatestContracts(pool: pg.Pool, tenantId: string, sessionId: string, limit: number): Promise<{ rows: ContractWithTransitions[]; hasMore: boolean }> {
+  const { rows } = await pool.query<ContractWithTransitions>({
+    ...prepared(`${SELECT} WHERE c.session_id = ? AND c.tenant_id = ? ORDER BY c.created_at DESC, c.execution_id DESC LIMIT ?`),
+    values: [sessionId, tenantId, limit + 1],
+  });
+  return { rows: rows.slice(0, limit).reverse(), hasMore: rows.length > limit };
+}
+
 /** A tenant's contracts of a session or a run. */
 export async function readContracts(pool: pg.Pool, tenantId: string, where: { sessionId: string } | { runId: string }): Promise<ContractWithTransitions[]> {
   const [column, value] = 'sessionId' in where ? ['session_id', where.sessionId] : ['run_id', where.runId];
