@@ -409,7 +409,7 @@ export class ContractEngine {
       from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
       through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
       trace: [snapshot.event],
-      also: [plan.insert, ...steps.writes, snapshot.insert],
+      also: [plan.insert, ...steps.writes, snapshotsInsert([snapshot.row])],
     });
     const written = committing.then((committed) => this.#with(steps.rows, committed));
     // Whoever takes the row awaits the move (#committed); a failure is theirs, not unhandled.
@@ -487,7 +487,7 @@ export class ContractEngine {
   async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<TicketRow> {
     const steps = await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
     const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, steps, rec));
-    return this.#with(steps, await this.#transition(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshot.insert] }));
+    return this.#with(steps, await this.#transition(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshotsInsert([snapshot.row])] }));
   }
 
   /**

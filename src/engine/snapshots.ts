@@ -8,7 +8,7 @@ import type { StepState } from '../domain/contract-lifecycle.machine.js';
 import { newId } from '../runtime/new-id.js';
 import type { ExecRecord } from './record.js';
 import type { StepRow, TicketEventInput } from '../store/ticket-store.js';
-import { readSnapshot, snapshotsInsert, type SnapshotRow } from '../store/snapshot-store.js';
+import { readSnapshot, type SnapshotRow } from '../store/snapshot-store.js';
 
 export interface SnapshotContent {
   label: string;
@@ -17,7 +17,7 @@ export interface SnapshotContent {
   record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'> & Partial<Pick<ExecRecord, 'approved_inputs'>>;
 }
 
-/** A snapshot, its SNAPSHOT_CREATED event, its row and its INSERT; the event and the INSERT (or the row, in another's) go with the transition the caller commits it with. */
+/** A snapshot, its SNAPSHOT_CREATED event and its row; the event and the row's INSERT (snapshotsInsert) go with the transition the caller commits it with. */
 export function snapshotOf(ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord) {
   const snapshotId = newId('snap');
   const content: SnapshotContent = {
@@ -27,8 +27,7 @@ export function snapshotOf(ticket: string, state: string, label: string, planId:
     record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, approved_inputs: rec.approved_inputs, snapshot_id: rec.snapshot_id },
   };
   const event: TicketEventInput = { type: 'SNAPSHOT_CREATED', payload: { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length } };
-  const row: SnapshotRow = { snapshotId, ticket, state, content };
-  return { snapshotId, content, event, row, insert: snapshotsInsert([row]) };
+  return { snapshotId, content, event, row: { snapshotId, ticket, state, content } satisfies SnapshotRow };
 }
 
 export async function restoreSnapshot(em: EntityManager, snapshotId: string): Promise<SnapshotContent | undefined> {

@@ -105,6 +105,16 @@ export const memoryClear = (tenantId: string, scope: MemoryScope, scopeIds: stri
 });
 
 /**
+ * A scope's keys under `prefix` (which ends in ASCII), as a range of
+ * idx_memory_key_bytes: byte order, so the range is exact in any collation,
+ * where starts_with() scans every key of the scope.
+ */
+function keyPrefix(prefix: string): { sql: string; params: string[] } {
+  const after = prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+  return { sql: 'key COLLATE "C" >= ? AND key COLLATE "C" < ?', params: [prefix, after] };
+}
+
+/**
  * How many success cases GLOBAL memory keeps per tenant and intent: the
  * newest. Seed 002's success-case cache, which the context builder searches
  * for its hints; unbounded, that search ranked every success the intent ever
@@ -124,8 +134,9 @@ export const successKey = (intent: string, ticket: string) => `${successPrefix(i
  * dropping are skipped, not waited for.
  */
 export function successCaseWrite(row: MemoryRow, intent: string): { sql: string; params: unknown[] }[] {
-  const cases = "tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?)";
-  const params = [row.tenant_id, GLOBAL_SCOPE_ID, successPrefix(intent)];
+  const keys = keyPrefix(successPrefix(intent));
+  const cases = `tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND ${keys.sql}`;
+  const params = [row.tenant_id, GLOBAL_SCOPE_ID, ...keys.params];
   const trim = {
     sql: `DELETE FROM memory WHERE memory_id IN (
             SELECT memory_id FROM memory WHERE ${cases}
@@ -172,11 +183,12 @@ export class Memory {
    * `withinMs`: a capability that failed long ago gets its chance again.
    */
   async failureCounts(tenantId: string, intent: string, withinMs = FAILURE_MEMORY_MS, em: EntityManager = this.em()): Promise<Record<string, number>> {
+    const failures = keyPrefix(`failure:${intent}:`);
     const rows = await executeOne<{ capability: string; count: number }>(
       em,
       `SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
-       WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND starts_with(key, ?) AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
-      [tenantId, GLOBAL_SCOPE_ID, `failure:${intent}:`, withinMs],
+       WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND ${failures.sql} AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
+      [tenantId, GLOBAL_SCOPE_ID, ...failures.params, withinMs],
     );
     return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
   }

@@ -8,6 +8,7 @@ import { TRACE_EVENT_TYPES, frozen, type AgentOutput, type GlobalState } from '.
 import { AbcError } from '../../src/domain/errors.js';
 import { Memory } from '../../src/store/memory.js';
 import { restoreSnapshot, snapshotOf } from '../../src/engine/snapshots.js';
+import { snapshotsInsert } from '../../src/store/snapshot-store.js';
 import { toStructured } from '../../src/engine/structured.js';
 import { Roles } from '../../src/engine/roles/index.js';
 import type { CognitiveAgent, EngineContextView } from '../../src/engine/roles/agent.js';
@@ -196,7 +197,8 @@ describe('seed 002 §6 checklist', () => {
       { step_id: 'b', status: 'PENDING', output: null },
     ] as StepRow[];
     const rec = { replan: { scope: 'LOCAL', failed_step_id: 'b' }, avoid: ['tool.x'], approved_steps: ['c'], snapshot_id: 'snap_prev' } as never;
-    const { snapshotId: id, insert } = snapshotOf('tkt_snapshot_test', 'STEP_REVIEW', 'batch:1', 'plan_1', steps, rec);
+    const { snapshotId: id, row } = snapshotOf('tkt_snapshot_test', 'STEP_REVIEW', 'batch:1', 'plan_1', steps, rec);
+    const insert = snapshotsInsert([row]);
     await s.orm.em.fork().execute(insert.sql, insert.params);
     expect(await restoreSnapshot(s.orm.em.fork(), id)).toEqual({
       label: 'batch:1',

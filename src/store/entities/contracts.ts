@@ -220,6 +220,8 @@ export const Memory = defineEntity({
   indexes: [
     // Full-text search (seed 002 Memory.search) over GLOBAL memory's stored document; store/memory.ts queries it.
     { name: 'idx_memory_search', expression: `create index "idx_memory_search" on "memory" using gin ("search") where scope = 'GLOBAL'` },
+    // Keys by prefix (success cases, failure patterns), in byte order whatever the database's collation; store/memory.ts keyPrefix.
+    { name: 'idx_memory_key_bytes', expression: `create index "idx_memory_key_bytes" on "memory" ("tenant_id", "scope", "scope_id", "key" collate "C")` },
   ],
   properties: {
     memoryId: p.string().length(64).primary(),
