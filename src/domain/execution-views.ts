@@ -42,7 +42,8 @@ const STATUS_TO_CONSEQUENCE: Record<ExecutionState, string> = {
   pending: 'NOT_STARTED',
 };
 
-const seconds = (d: Date | string) => new Date(d).getTime() / 1000;
+const millis = (d: Date | string) => (typeof d === 'string' ? Date.parse(d) : d.getTime());
+const seconds = (d: Date | string) => millis(d) / 1000;
 const isTerminal = (s: ExecutionState) => EXECUTION_CONTRACT_MACHINE.isTerminal(s);
 const isResumable = (s: ExecutionState) => (EXECUTION_CONTRACT_MACHINE.resumable ?? []).includes(s);
 
@@ -74,13 +75,14 @@ export interface ExecutionSnapshot {
 export function snapshot(c: ContractRow, transitions: TransitionRow[], nowMs: number): ExecutionSnapshot {
   const last = transitions.at(-1);
   const terminal = isTerminal(c.status);
+  const entered = millis(c.entered_at);
   return {
     execution_id: c.execution_id,
     action_type: c.action_type,
     action_summary: c.action_summary,
     current_status: c.status,
-    entered_at: seconds(c.entered_at),
-    duration_in_state_ms: Math.max(0, nowMs - new Date(c.entered_at).getTime()),
+    entered_at: entered / 1000,
+    duration_in_state_ms: Math.max(0, nowMs - entered),
     is_terminal: terminal,
     is_stable: terminal || isResumable(c.status),
     is_resumable: isResumable(c.status),
@@ -127,22 +129,24 @@ export interface ExecutionTimeline {
   ended_at: number | null;
 }
 
+// The views are built first and sorted by the times they carry: a comparator
+// that parses dates parses each one about log n times.
 export function timeline(sessionId: string, contracts: ContractRow[], transitions: TransitionRow[], nowMs: number): ExecutionTimeline {
   const byContract = groupBy(transitions);
-  const ordered = [...contracts].sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime());
-  const terminal = ordered.filter((c) => isTerminal(c.status));
+  const ordered = contracts.map((c) => snapshot(c, byContract.get(c.execution_id) ?? [], nowMs)).sort((a, b) => a.created_at - b.created_at);
+  const terminal = ordered.filter((c) => c.is_terminal);
   const allTerminal = ordered.length > 0 && terminal.length === ordered.length;
   return {
     session_id: sessionId,
-    contracts: ordered.map((c) => snapshot(c, byContract.get(c.execution_id) ?? [], nowMs)),
-    transitions: [...transitions].sort((a, b) => new Date(a.ts).getTime() - new Date(b.ts).getTime() || a.sequence_number - b.sequence_number).map(transitionRecord),
+    contracts: ordered,
+    transitions: transitions.map(transitionRecord).sort((a, b) => a.timestamp - b.timestamp || a.sequence_number - b.sequence_number),
     total_contracts: ordered.length,
     terminal_contracts: terminal.length,
-    active_contracts: ordered.filter((c) => c.status === 'pending' || c.status === 'running' || c.status === 'waiting').length,
-    has_suspended: ordered.some((c) => c.status === 'waiting'),
-    has_irreversible_completed: ordered.some((c) => c.irreversible && c.status === 'completed'),
-    started_at: ordered.length ? seconds(ordered[0]!.created_at) : null,
-    ended_at: allTerminal ? Math.max(...terminal.map((c) => seconds(c.entered_at))) : null,
+    active_contracts: ordered.filter((c) => c.current_status === 'pending' || c.current_status === 'running' || c.current_status === 'waiting').length,
+    has_suspended: ordered.some((c) => c.current_status === 'waiting'),
+    has_irreversible_completed: ordered.some((c) => c.irreversible && c.current_status === 'completed'),
+    started_at: ordered[0]?.created_at ?? null,
+    ended_at: allTerminal ? Math.max(...terminal.map((c) => c.entered_at)) : null,
   };
 }
 
@@ -172,15 +176,16 @@ export function consequenceView(c: ContractRow, transitions: TransitionRow[]): E
     has_side_effects: c.irreversible && c.status === 'completed',
     was_suspended: transitions.some((t) => t.to_status === 'waiting'),
     is_still_pending: !terminal,
-    total_duration_ms: terminal ? Math.max(0, new Date(c.entered_at).getTime() - new Date(c.created_at).getTime()) : null,
+    total_duration_ms: terminal ? Math.max(0, millis(c.entered_at) - millis(c.created_at)) : null,
   };
 }
 
 export function consequenceViews(contracts: ContractRow[], transitions: TransitionRow[]): ExecutionConsequenceView[] {
   const byContract = groupBy(transitions);
-  return [...contracts]
-    .sort((a, b) => new Date(a.created_at).getTime() - new Date(b.created_at).getTime())
-    .map((c) => consequenceView(c, byContract.get(c.execution_id) ?? []));
+  return contracts
+    .map((c) => ({ view: consequenceView(c, byContract.get(c.execution_id) ?? []), at: millis(c.created_at) }))
+    .sort((a, b) => a.at - b.at)
+    .map((x) => x.view);
 }
 
 /**
@@ -210,7 +215,7 @@ export function executionFact(c: ContractRow, transitions: TransitionRow[]): Rec
     action_summary: c.action_summary,
     final_status: c.status,
     irreversible: c.irreversible,
-    duration_ms: last ? new Date(last.ts).getTime() - new Date(c.created_at).getTime() : 0,
+    duration_ms: last ? millis(last.ts) - millis(c.created_at) : 0,
     result_summary: c.result ? c.result.slice(0, 200) : null,
     error_summary: c.error_message ? c.error_message.slice(0, 200) : null,
   };

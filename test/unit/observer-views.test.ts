@@ -81,6 +81,10 @@ describe('the seed 004 worked example', () => {
       has_suspended: false, has_irreversible_completed: true, started_at: (T0 + 200) / 1000, ended_at: (T0 + 5500) / 1000,
     });
     expect(view.contracts.map((c) => c.execution_id)).toEqual(['exec-001', 'exec-002']);
+    // Transitions in any order come back by time, ties by sequence number.
+    const shuffled = timeline('session-abc', [ecs('completed', 5010), email('completed', 5500)], [...ECS, ...EMAIL].reverse(), T0 + 5600);
+    expect(shuffled.transitions.map((t) => `${t.execution_id}:${t.sequence_number}`)).toEqual(['exec-001:0', 'exec-001:1', 'exec-001:2', 'exec-001:3', 'exec-002:0', 'exec-002:1']);
+    expect(consequenceViews([email('completed', 5500), ecs('completed', 5010)], [...ECS, ...EMAIL]).map((v) => v.execution_id)).toEqual(['exec-001', 'exec-002']);
     const open = timeline('session-abc', [ecs('waiting', 210)], ECS.slice(0, 2), T0 + 220);
     expect(open).toMatchObject({ active_contracts: 1, has_suspended: true, ended_at: null });
   });
