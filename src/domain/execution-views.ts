@@ -146,7 +146,8 @@ export function timeline(sessionId: string, contracts: ContractRow[], transition
     has_suspended: ordered.some((c) => c.current_status === 'waiting'),
     has_irreversible_completed: ordered.some((c) => c.irreversible && c.current_status === 'completed'),
     started_at: ordered[0]?.created_at ?? null,
-    ended_at: allTerminal ? Math.max(...terminal.map((c) => c.entered_at)) : null,
+    // Not Math.max(...list): a session's contracts can outnumber a call's arguments.
+    ended_at: allTerminal ? terminal.reduce((latest, c) => Math.max(latest, c.entered_at), -Infinity) : null,
   };
 }
 

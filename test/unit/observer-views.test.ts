@@ -89,6 +89,12 @@ describe('the seed 004 worked example', () => {
     expect(open).toMatchObject({ active_contracts: 1, has_suspended: true, ended_at: null });
   });
 
+  it('bounds a session with more finished contracts than a call takes arguments', () => {
+    const many = Array.from({ length: 150_000 }, (_, i) => ({ ...email('completed', 6000 + i), execution_id: `exec-${i}` }));
+    const view = timeline('session-abc', many, [], T0 + 200_000);
+    expect(view).toMatchObject({ total_contracts: 150_000, terminal_contracts: 150_000, ended_at: (T0 + 6000 + 149_999) / 1000 });
+  });
+
   it('writes the execution facts of the seed', () => {
     expect(executionFact(ecs('completed', 5010), ECS)).toMatchObject({ type: 'execution_fact', final_status: 'completed', irreversible: false, duration_ms: 4810 });
     expect(executionFact(email('completed', 5500), EMAIL)).toMatchObject({ final_status: 'completed', irreversible: true, duration_ms: 400, result_summary: '邮件已发送' });
