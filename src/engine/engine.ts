@@ -403,8 +403,9 @@ export class ContractEngine {
     if (!steps) return undefined;
     const plan = this.opts.decision.frozen(body, hash, row.ticket, planMetadata(row, body));
     const planId = plan.doc.plan_id;
-    const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec));
-    const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } };
+    const snapshot = snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec);
+    const snapshotId = this.#remember(snapshot.row);
+    const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshotId, base_snapshot_id: snapshotId } };
     const committing = this.#transition(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
       from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
       through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
@@ -486,8 +487,9 @@ export class ContractEngine {
 
   async #prepareIn(tx: EntityManager, row: TicketRow, rec: ExecRecord, plan: FrozenPlanDoc): Promise<TicketRow> {
     const steps = await syncSteps(tx, this.opts.capabilities.units, row, plan, rec.reset_steps);
-    const snapshot = this.#remember(snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, steps, rec));
-    return this.#with(steps, await this.#transition(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshot.snapshotId, base_snapshot_id: snapshot.snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshotsInsert([snapshot.row])] }));
+    const snapshot = snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${plan.plan_id}`, plan.plan_id, steps, rec);
+    const snapshotId = this.#remember(snapshot.row);
+    return this.#with(steps, await this.#transition(tx, row.ticket, 'prepared', { engine: { ...rec, reset_steps: null, snapshot_id: snapshotId, base_snapshot_id: snapshotId } }, 'engine', { trace: [snapshot.event], also: [snapshotsInsert([snapshot.row])] }));
   }
 
   /**
@@ -619,10 +621,10 @@ export class ContractEngine {
   }
 
   /** Keeps a snapshot this core wrote or read (an id is never reused, so one rolled back is never asked for). */
-  #remember<T extends { snapshotId: string; content: SnapshotContent }>(snapshot: T): T {
+  #remember(snapshot: { snapshotId: string; content: SnapshotContent }): string {
     if (!this.#snapshots.has(snapshot.snapshotId) && this.#snapshots.size >= 1000) this.#snapshots.delete(this.#snapshots.keys().next().value!);
     this.#snapshots.set(snapshot.snapshotId, snapshot.content);
-    return snapshot;
+    return snapshot.snapshotId;
   }
 
   /** STEP_REVIEW: each step of the batch against its schema and the confidence threshold; failures go to the policy. */
@@ -718,10 +720,10 @@ export class ContractEngine {
    */
   #passed(row: TicketRow, rec: ExecRecord, steps: StepRow[], trace: TicketEventInput[], held?: HeldSteps): PassedReview {
     const batch = rec.batch ?? NO_BATCH;
-    const snapshot = this.#remember(snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec));
+    const snapshot = snapshotOf(row.ticket, 'STEP_REVIEW', `batch:${batch.id}`, row.plan_id, steps, rec);
     const consecutive = batch.catch_up ? rec.consecutive_failures : 0;
     return {
-      rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: snapshot.snapshotId },
+      rec: { ...rec, batch: null, consecutive_failures: consecutive, snapshot_id: this.#remember(snapshot.row) },
       trace: [snapshot.event, ...trace],
       ephemeral: batch.steps.map((id) => `${row.ticket}:${id}`),
       snapshot: snapshot.row,

@@ -17,8 +17,8 @@ export interface SnapshotContent {
   record: Pick<ExecRecord, 'replan' | 'avoid' | 'approved_steps' | 'snapshot_id'> & Partial<Pick<ExecRecord, 'approved_inputs'>>;
 }
 
-/** A snapshot, its SNAPSHOT_CREATED event and its row; the event and the row's INSERT (snapshotsInsert) go with the transition the caller commits it with. */
-export function snapshotOf(ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord) {
+/** A snapshot's row and its SNAPSHOT_CREATED event; the event and the row's INSERT (snapshotsInsert) go with the transition the caller commits it with. */
+export function snapshotOf(ticket: string, state: string, label: string, planId: string | null, steps: StepRow[], rec: ExecRecord): { row: SnapshotRow & { content: SnapshotContent }; event: TicketEventInput } {
   const snapshotId = newId('snap');
   const content: SnapshotContent = {
     label,
@@ -27,7 +27,7 @@ export function snapshotOf(ticket: string, state: string, label: string, planId:
     record: { replan: rec.replan, avoid: rec.avoid, approved_steps: rec.approved_steps, approved_inputs: rec.approved_inputs, snapshot_id: rec.snapshot_id },
   };
   const event: TicketEventInput = { type: 'SNAPSHOT_CREATED', payload: { snapshot_id: snapshotId, label, lifecycle_state: state, plan_id: planId, steps: Object.keys(content.steps).length } };
-  return { snapshotId, content, event, row: { snapshotId, ticket, state, content } satisfies SnapshotRow };
+  return { row: { snapshotId, ticket, state, content }, event };
 }
 
 export async function restoreSnapshot(em: EntityManager, snapshotId: string): Promise<SnapshotContent | undefined> {

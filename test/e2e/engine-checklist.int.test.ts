@@ -197,7 +197,8 @@ describe('seed 002 §6 checklist', () => {
       { step_id: 'b', status: 'PENDING', output: null },
     ] as StepRow[];
     const rec = { replan: { scope: 'LOCAL', failed_step_id: 'b' }, avoid: ['tool.x'], approved_steps: ['c'], snapshot_id: 'snap_prev' } as never;
-    const { snapshotId: id, row } = snapshotOf('tkt_snapshot_test', 'STEP_REVIEW', 'batch:1', 'plan_1', steps, rec);
+    const { row } = snapshotOf('tkt_snapshot_test', 'STEP_REVIEW', 'batch:1', 'plan_1', steps, rec);
+    const id = row.snapshotId;
     const insert = snapshotsInsert([row]);
     await s.orm.em.fork().execute(insert.sql, insert.params);
     expect(await restoreSnapshot(s.orm.em.fork(), id)).toEqual({

@@ -29,7 +29,8 @@ const stateOf = async (ticket: string) => (await em().execute<{ lifecycle_state:
 
 it('moves through several states in one statement, each hop checked by the table and recorded, with the records it carries', async () => {
   await seed('tkt_mv_through', 'STEP_EXECUTION');
-  await storeMemoryRows(em(), [memoryRow('default', 'step_context', {}, 'EPHEMERAL', 'tkt_mv_through:a')]);
+  // Another tenant's row under the same scope id is not this move's to clear.
+  await storeMemoryRows(em(), [memoryRow('default', 'step_context', {}, 'EPHEMERAL', 'tkt_mv_through:a'), memoryRow('tenant_mv_other', 'step_context', {}, 'EPHEMERAL', 'tkt_mv_through:a')]);
   const calls: string[] = [];
   const moved = await transitionTicket(counted(calls), 'tkt_mv_through', 'review_passed', { engine: { reviewed: true } }, 'engine', {
     from: 'STEP_EXECUTION',
@@ -45,7 +46,7 @@ it('moves through several states in one statement, each hop checked by the table
     { seq: 3, type: 'REVIEW', payload: {} },
     { seq: 4, type: 'STATE_TRANSITION', payload: { from: 'STEP_REVIEW', to: 'STEP_EXECUTION', trigger: 'review_passed', actor: 'engine', phase: 'execute', status: 'RUNNING' } },
   ]);
-  expect(await em().execute("SELECT key FROM memory WHERE scope_id = 'tkt_mv_through:a'")).toEqual([]);
+  expect(await em().execute("SELECT tenant_id FROM memory WHERE scope_id = 'tkt_mv_through:a'")).toEqual([{ tenant_id: 'tenant_mv_other' }]);
   expect(await em().execute("SELECT lifecycle_state FROM snapshots WHERE snapshot_id = 'snap_mv_through'")).toEqual([{ lifecycle_state: 'STEP_REVIEW' }]);
 });
 
