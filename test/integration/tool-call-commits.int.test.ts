@@ -182,6 +182,27 @@ describe('a tool call in one statement each', () => {
     expect(await openCall(committer(), opening(runId, 'tc_tcc_many_done', 'key-6'))).toBeUndefined();
   });
 
+  it("moves a call's contract without new entries in the contracts' indexes (HOT updates)", async () => {
+    const { runId } = await newRun();
+    const client = await (await nativePool(orm())).connect();
+    let updates: { n_tup_upd: string; n_tup_hot_upd: string };
+    try {
+      await client.query('BEGIN');
+      const inTx = new CallCommitter(client, '');
+      for (let i = 0; i < 20; i++) {
+        await openCall(inTx, opening(runId, `tc_tcc_hot_${i}`, `hot-${i}`));
+        await moveCall(inTx, { toolCallId: `tc_tcc_hot_${i}`, runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: i } });
+      }
+      updates = (await client.query("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'execution_contracts'")).rows[0];
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    // No index names `status`: an update is HOT unless its row's page is full (at most a row or two of 20 here).
+    expect(Number(updates.n_tup_upd)).toBe(20);
+    expect(Number(updates.n_tup_hot_upd)).toBeGreaterThanOrEqual(15);
+  });
+
   it('writes nothing for a call in another state than the hop starts from', async () => {
     const { runId } = await newRun();
     await openCall(committer(), opening(runId, 'tc_tcc_late'));

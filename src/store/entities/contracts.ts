@@ -153,11 +153,11 @@ export const ExecutionContract = defineEntity({
     { properties: ['sessionId', 'createdAt'], name: 'idx_execution_contracts_session' },
     { properties: ['runId', 'subjectId'], name: 'idx_execution_contracts_run_subject' },
     { properties: ['ticket', 'subjectId'], name: 'idx_execution_contracts_subject' },
-    { properties: ['idempotencyKey'], name: 'idx_execution_contracts_idempotency' },
     // Seed 004 resume alignment looks for a completed irreversible action by key and session.
+    // No index names `status`, so a contract's moves can be HOT updates.
     {
-      name: 'idx_execution_contracts_irreversible_done',
-      expression: `create index "idx_execution_contracts_irreversible_done" on "execution_contracts" ("idempotency_key", "session_id") where status = 'completed' and irreversible`,
+      name: 'idx_execution_contracts_irreversible_key',
+      expression: 'create index "idx_execution_contracts_irreversible_key" on "execution_contracts" ("idempotency_key", "session_id") where irreversible',
     },
   ],
   properties: {

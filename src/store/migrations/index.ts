@@ -29,6 +29,7 @@ import { Migration20261125160000 } from './Migration20261125160000_announce_afte
 import { Migration20261127070000 } from './Migration20261127070000_append_by_index.js';
 import { Migration20261127080000 } from './Migration20261127080000_start_run_admission.js';
 import { Migration20261127120000 } from './Migration20261127120000_success_cases_kept.js';
+import { Migration20261127160000 } from './Migration20261127160000_contract_key_index.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -61,4 +62,5 @@ export const migrations = [
   { name: 'Migration20261127070000_append_by_index', class: Migration20261127070000 },
   { name: 'Migration20261127080000_start_run_admission', class: Migration20261127080000 },
   { name: 'Migration20261127120000_success_cases_kept', class: Migration20261127120000 },
+  { name: 'Migration20261127160000_contract_key_index', class: Migration20261127160000 },
 ];
