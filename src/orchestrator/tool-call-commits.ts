@@ -1,5 +1,6 @@
 // A tool call's commits in one call each: opening a call through its first
-// hops, and a later hop. The hops are decided here, the call's by its
+// hops (or through its end, for a call that ended before it was written), and
+// a later hop. The hops are decided here, the call's by its
 // machine's transition() and its execution contract's by the table in
 // tool-contracts.ts; then one statement (abc_open_tool_call or
 // abc_move_tool_call, migration tool_call_commit_functions) writes the call,
@@ -67,11 +68,16 @@ export async function openCall(committer: CallCommitter, c: OpenCall): Promise<C
   return open && committer.commit({ open });
 }
 
-/** abc_open_tool_call's argument for `c`; undefined for hops the machines refuse. */
-export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
+/**
+ * abc_open_tool_call's argument for `c`; undefined for hops the machines
+ * refuse. With `end`, the patch of a last hop to a terminal state: the call,
+ * its contract (with its fact) and every event are written ended at once.
+ */
+export function openCallArg(c: OpenCall, end?: MoveCall['patch']): Record<string, unknown> | undefined {
   const created = moveTime();
   const path = pathOf('CREATED', c.toolCallId, c.hops, 'pending');
   if (!path) return undefined;
+  if (end && !TOOL_CALL_MACHINE.isTerminal(path.to)) return undefined;
   const executionId = newId('exe');
   const contractEvents = path.events.map((e) =>
     e.type === 'execution_state' ? { ...e, payload: { ...e.payload, execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), has_side_effects: c.contract.irreversible } } : e,
@@ -82,6 +88,7 @@ export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
       tool_call_id: c.toolCallId, run_id: c.runId, tool_name: c.toolName, kind: c.kind, status: path.to, args: c.args, idempotency_key: c.idempotencyKey,
       timeout_ms: c.timeoutMs, traceparent: c.traceparent, hops: c.hops.length, started: c.hops.some((h) => h.trigger === 'start'),
       ...(c.hops.some((h) => h.trigger === 'dispatch') && { deadline_ms: c.timeoutMs }),
+      ...(end && { completed: true, ...('result' in end && { result: end.result ?? null }), ...(end.error && { error: storedError(end.error) }) }),
     },
     hash: c.hash,
     ttl_ms: c.ttlMs,
@@ -89,6 +96,7 @@ export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
     contract: {
       execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), irreversible: c.contract.irreversible, timeout_seconds: c.contract.timeoutSeconds,
       status: path.contract.to, created_at: created.toISOString(), at: (path.contract.at ?? created).toISOString(), hops: path.contract.hops,
+      ...(end && EXECUTION_CONTRACT_MACHINE.isTerminal(path.contract.to) && { terminal: true, fact_id: newId('mem'), ...outcomeOf(path.to, end) }),
     },
     events: input,
     wanted,
@@ -99,12 +107,13 @@ export function openCallArg(c: OpenCall): Record<string, unknown> | undefined {
 /**
  * Opens a call through its hops to RUNNING and ends it by `end` in one
  * statement and one commit: a call of a tool without side effects that ran
- * before either was written. Undefined when nothing was written, as openCall.
+ * before either was written. The call and its contract are written in their
+ * last states, with every hop's transition records and events. Undefined when
+ * nothing was written, as openCall.
  */
 export async function openAndEndCall(committer: CallCommitter, c: OpenCall, end: Pick<MoveCall, 'hop' | 'patch'>): Promise<CallCommit | undefined> {
-  const open = openCallArg(c);
-  const move = moveCallArg({ toolCallId: c.toolCallId, runId: c.runId, from: 'RUNNING', ...end });
-  return open && move && committer.commit({ open, move });
+  const open = openCallArg({ ...c, hops: [...c.hops, end.hop] }, end.patch);
+  return open && committer.commit({ open });
 }
 
 /** Moves a call by one hop in one statement: as openCall. */
@@ -131,14 +140,18 @@ export function moveCallArg(m: MoveCall): Record<string, unknown> | undefined {
     ...(path.contract.hops.length && {
       contract: {
         from, to: path.contract.to, at: path.contract.at!.toISOString(), hops: path.contract.hops, terminal, fact_id: newId('mem'),
-        ...(path.to === 'SUCCEEDED' && { result: summariseOutcome(m.patch.result ?? null) }),
-        ...(m.patch.error && { error_message: m.patch.error.message }),
+        ...outcomeOf(path.to, m.patch),
       },
     }),
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
   };
+}
+
+/** What a contract keeps of its call's end. */
+function outcomeOf(to: ToolCallState, patch: MoveCall['patch']): { result?: string; error_message?: string } {
+  return { ...(to === 'SUCCEEDED' && { result: summariseOutcome(patch.result ?? null) }), ...(patch.error && { error_message: patch.error.message }) };
 }
 
 /** The hops by the machines' tables with their events, as the move-by-move writer logs them; undefined for a hop it refuses. */

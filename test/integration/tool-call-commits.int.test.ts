@@ -64,6 +64,57 @@ describe('a tool call in one statement each', () => {
     expect(fact!.n).toBe(1);
   });
 
+  it('opens and ends a call in one write, leaving the records an open and a move leave', async () => {
+    // What a call left, without its ids and times.
+    const records = async (runId: string, id: string) => {
+      const [call] = await em().execute('SELECT status, version, result, error, started_at IS NOT NULL AS started, completed_at IS NOT NULL AS completed FROM tool_calls WHERE tool_call_id = ?', [id]);
+      const [contract] = await em().execute<{ execution_id: string }[]>('SELECT execution_id, status, version, result, error_message, irreversible FROM execution_contracts WHERE subject_id = ?', [id]);
+      const transitions = await em().execute('SELECT sequence_number, from_status, to_status, trigger, actor, actor_category FROM execution_transitions WHERE execution_id = ? ORDER BY sequence_number', [contract!.execution_id]);
+      const facts = await em().execute("SELECT value - 'execution_id' - 'duration_ms' AS value, tags FROM memory WHERE key = ?", [`execution_fact:${contract!.execution_id}`]);
+      const strip = (payload: Record<string, unknown>) => Object.fromEntries(Object.entries(payload).filter(([k]) => !['tool_call_id', 'execution_id', 'timestamp'].includes(k)));
+      const events = (await readEvents(em(), { runId }, '0', 100)).map((e) => ({ seq: e.seq, type: e.type, payload: strip(e.payload) }));
+      const { execution_id: _, ...kept } = contract!;
+      return { call, contract: kept, transitions, facts, events };
+    };
+    const end = { hop: { trigger: 'succeed' as const }, patch: { result: { n: 1 } } };
+    const apart = await newRun();
+    await openCall(committer(), opening(apart.runId, 'tc_tcc_apart'));
+    await moveCall(committer(), { toolCallId: 'tc_tcc_apart', runId: apart.runId, from: 'RUNNING', ...end });
+
+    const together = await newRun();
+    const calls: string[] = [];
+    counted(calls);
+    const both = await openAndEndCall(committer(), opening(together.runId, 'tc_tcc_together'), end);
+    expect(calls).toHaveLength(1);
+    expect(both!.call).toMatchObject({ toolCallId: 'tc_tcc_together', status: 'SUCCEEDED', result: { n: 1 }, startedAt: expect.any(Date), completedAt: expect.any(Date) });
+    expect(both!.events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    const written = await records(together.runId, 'tc_tcc_together');
+    expect(written).toEqual(await records(apart.runId, 'tc_tcc_apart'));
+    expect(written.contract).toMatchObject({ status: 'completed', version: 3 });
+    expect(written.transitions).toHaveLength(2);
+    expect(written.facts).toHaveLength(1);
+    // Every execution_state event names the call's contract.
+    const [contract] = await em().execute<{ execution_id: string }[]>("SELECT execution_id FROM execution_contracts WHERE subject_id = 'tc_tcc_together'");
+    const states = (await readEvents(em(), { runId: together.runId, types: ['execution_state'] }, '0', 100)).map((e) => e.payload.execution_id);
+    expect(states).toEqual([contract!.execution_id, contract!.execution_id]);
+  });
+
+  it('opens and ends a call when its fact cannot be written, and says why on the execution_state event', async () => {
+    const { runId } = await newRun();
+    await em().execute(`CREATE FUNCTION refuse_fact() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'memory is down'; END $$`);
+    await em().execute('CREATE TRIGGER refuse_fact BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_fact()');
+    try {
+      const ended = await openAndEndCall(committer(), opening(runId, 'tc_tcc_both_fact'), { hop: { trigger: 'fail' }, patch: { error: { code: 'tool_failed', message: 'it broke' } } });
+      expect(ended!.call).toMatchObject({ status: 'FAILED', error: { code: 'tool_failed', message: 'it broke' } });
+      expect(ended!.events.at(-1)!.payload).toMatchObject({ to_status: 'failed', fact_error: expect.stringContaining('memory is down') });
+    } finally {
+      await em().execute('DROP TRIGGER refuse_fact ON memory; DROP FUNCTION refuse_fact()');
+    }
+    const states = await readEvents(em(), { runId, types: ['execution_state'] }, '0', 100);
+    expect(states.map((e) => [e.payload.to_status, e.payload.fact_error])).toEqual([['running', undefined], ['failed', expect.stringContaining('memory is down')]]);
+    expect(await em().execute("SELECT status, error_message FROM execution_contracts WHERE subject_id = 'tc_tcc_both_fact'")).toEqual([{ status: 'failed', error_message: 'it broke' }]);
+  });
+
   it('commits calls that arrive together in one statement, in order, with gap-free seqs', async () => {
     const { runId } = await newRun();
     const calls: string[] = [];

@@ -10,7 +10,7 @@ import { MOVE_TOOL_CALL_V1, OPEN_TOOL_CALL_V1 } from './Migration20261124100000_
 // written; a new type of answer is a new function, so each takes the origin as
 // a second argument. The one-argument functions stay for cores of the previous
 // version, as wrappers that notify with no origin, as before.
-const OPEN_TOOL_CALL_V2 = edit(
+export const OPEN_TOOL_CALL_V2 = edit(
   OPEN_TOOL_CALL_V1,
   ['create or replace function "abc_open_tool_call"(p jsonb) returns setof "tool_calls"', 'create function "abc_open_tool_call"(p jsonb, p_origin text) returns jsonb'],
   ['  k jsonb := p->\'contract\';', '  k jsonb := p->\'contract\';\n  v_events jsonb;'],

@@ -30,6 +30,7 @@ import { Migration20261127070000 } from './Migration20261127070000_append_by_ind
 import { Migration20261127080000 } from './Migration20261127080000_start_run_admission.js';
 import { Migration20261127120000 } from './Migration20261127120000_success_cases_kept.js';
 import { Migration20261127160000 } from './Migration20261127160000_contract_key_index.js';
+import { Migration20261127190000 } from './Migration20261127190000_open_ended_calls.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -63,4 +64,5 @@ export const migrations = [
   { name: 'Migration20261127080000_start_run_admission', class: Migration20261127080000 },
   { name: 'Migration20261127120000_success_cases_kept', class: Migration20261127120000 },
   { name: 'Migration20261127160000_contract_key_index', class: Migration20261127160000 },
+  { name: 'Migration20261127190000_open_ended_calls', class: Migration20261127190000 },
 ];
