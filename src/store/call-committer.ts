@@ -8,22 +8,17 @@ import { channelFor, eventsOf, type EventRow } from './event-log.js';
 import { isGuardRefusal, prepared, refusedByServer, type Queryable } from './native.js';
 import { toCall, type CallCommit, type RawCall } from './tool-call-store.js';
 
-/** A call's commit: its open, its move, or its open and then its move (the move only when the open wrote). */
-export interface CallWrite {
-  open?: Record<string, unknown>;
-  move?: Record<string, unknown>;
-}
+/** A call's commit: its open (through its end, for a call that ended first), or a move. */
+export type CallWrite = { open: Record<string, unknown>; move?: never } | { move: Record<string, unknown>; open?: never };
 
 type Written = RawCall & { appended: EventRow[] };
 type Row = { opened: Written | null; moved: Written | null };
 
-// Each element's open, then its move, in order: the lateral subquery keeps its
-// volatile call per row, and the move is computed as that row is projected.
+// Each element's open or move, in the order of the array.
 const BATCH = prepared(
-  `SELECT o.r AS opened,
-     CASE WHEN b.x->'move' IS NOT NULL AND (b.x->'open' IS NULL OR o.r IS NOT NULL) THEN abc_move_tool_call(b.x->'move', ?) END AS moved
+  `SELECT CASE WHEN b.x->'open' IS NOT NULL THEN abc_open_tool_call(b.x->'open', ?) END AS opened,
+     CASE WHEN b.x->'move' IS NOT NULL THEN abc_move_tool_call(b.x->'move', ?) END AS moved
    FROM jsonb_array_elements(?::jsonb) WITH ORDINALITY AS b(x, i)
-   CROSS JOIN LATERAL (SELECT CASE WHEN b.x->'open' IS NOT NULL THEN abc_open_tool_call(b.x->'open', ?) END AS r) o
    ORDER BY b.i`,
 );
 
@@ -39,16 +34,14 @@ export class CallCommitter {
   }
 
   /**
-   * Commits `write` in the next shared statement: the call as its last
-   * function wrote it, with the events both appended; undefined when either
-   * wrote nothing (or refused with ABC01: a row was not in the state the
-   * write expects). A statement the database refuses is tried again one
+   * Commits `write` in the next shared statement: the call as its function
+   * wrote it, with the events it appended; undefined when it wrote nothing
+   * (or refused with ABC01: a row was not in the state the write expects). A statement the database refuses is tried again one
    * commit at a time, so one refused commit does not fail the others.
    */
   commit(write: CallWrite): Promise<CallCommit | undefined> {
     const channel = channelFor(this.#origin);
-    const quiet = (arg: Record<string, unknown> | undefined) => arg && { ...arg, channel };
-    return this.#group.add({ open: quiet(write.open), move: quiet(write.move) });
+    return this.#group.add(write.open ? { open: { ...write.open, channel } } : { move: { ...write.move, channel } });
   }
 
   /** A group in one statement; when the database refuses it, each alone, so one refused commit fails no other. */
@@ -73,15 +66,13 @@ export class CallCommitter {
   }
 
   async #statement(writes: CallWrite[]): Promise<(CallCommit | undefined)[]> {
-    const { rows } = await this.#pool.query<Row>({ ...BATCH, values: [this.#origin, JSON.stringify(writes), this.#origin] });
+    const { rows } = await this.#pool.query<Row>({ ...BATCH, values: [this.#origin, this.#origin, JSON.stringify(writes)] });
     return writes.map((w, i) => commitOf(w, rows[i]!));
   }
 }
 
 /** What a row of the statement says of its commit. */
 function commitOf(write: CallWrite, row: Row): CallCommit | undefined {
-  if (write.open && !row.opened) return undefined;
-  if (write.move && !row.moved) return undefined;
-  const last = (row.moved ?? row.opened)!;
-  return { call: toCall(last), events: [...(row.opened ? eventsOf(row.opened.appended) : []), ...(row.moved ? eventsOf(row.moved.appended) : [])] };
+  const written = write.open ? row.opened : row.moved;
+  return written ? { call: toCall(written), events: eventsOf(written.appended) } : undefined;
 }
