@@ -36,8 +36,9 @@ export class CallCommitter {
   /**
    * Commits `write` in the next shared statement: the call as its function
    * wrote it, with the events it appended; undefined when it wrote nothing
-   * (or refused with ABC01: a row was not in the state the write expects). A statement the database refuses is tried again one
-   * commit at a time, so one refused commit does not fail the others.
+   * (or refused with ABC01: a row was not in the state the write expects).
+   * A statement the database refuses is tried again one commit at a time,
+   * so one refused commit does not fail the others.
    */
   commit(write: CallWrite): Promise<CallCommit | undefined> {
     const channel = channelFor(this.#origin);
