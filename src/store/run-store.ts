@@ -288,8 +288,12 @@ const RUN_TO_CONTRACT: Partial<Record<RunTrigger, ExecutionTrigger[]>> = {
 /** Active run states: started and not ended. */
 const ACTIVE = RUN_MACHINE.states.filter((s) => s !== 'CREATED' && !RUN_MACHINE.isTerminal(s)).map((s) => `'${s}'`).join(', ');
 
+// A run's events are appended under its row lock, their ids drawn in seq
+// order: its first and last by seq are its first and last by id, found in the
+// (run_id, seq) index. min(id) and max(id) walked the primary key instead, up
+// to the whole table for a young run.
 export async function firstEventId(em: EntityManager, runId: string): Promise<string | undefined> {
-  const [first] = await em.execute<{ id: string | null }[]>('SELECT min(id) AS id FROM events WHERE run_id = ?', [runId]);
+  const [first] = await em.execute<{ id: string | null }[]>('SELECT id FROM events WHERE run_id = ? ORDER BY seq LIMIT 1', [runId]);
   return first?.id ?? undefined;
 }
 
@@ -348,7 +352,7 @@ export async function streamedText(em: EntityManager, runId: string): Promise<st
 export async function resumeState(em: EntityManager, runId: string): Promise<{ streamed_text: string; last_cursor: string; tool_calls: Record<string, unknown>[] }> {
   const [text, [last], calls] = await Promise.all([
     streamedText(em, runId),
-    em.execute<{ id: string | null }[]>('SELECT max(id) AS id FROM events WHERE run_id = ?', [runId]),
+    em.execute<{ id: string | null }[]>('SELECT id FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1', [runId]),
     em.execute<Record<string, unknown>[]>(
       `SELECT tool_call_id, tool_name, args, status, result, error FROM tool_calls WHERE run_id = ? ORDER BY created_at, tool_call_id`,
       [runId],

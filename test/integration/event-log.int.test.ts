@@ -9,7 +9,7 @@ import { EventWriter, MAX_COALESCED_TEXT } from '../../src/orchestrator/event-wr
 import { EventBus, LISTENER_APPLICATION } from '../../src/store/event-bus.js';
 import { appendEvents, EVENTS_CHANNEL, readEvents, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
-import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
+import { completeRun, firstEventId, resumeState, startRun, type NewRun } from '../../src/store/run-store.js';
 import { moveCall, openCall, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
 import { poolOf, type Queryable } from '../../src/store/native.js';
 import type { Orm } from '../../src/store/orm.js';
@@ -48,6 +48,17 @@ describe('appending events', () => {
     expect(log.map((e) => e.seq)).toEqual(Array.from({ length: 24 }, (_, i) => i + 1));
     const [run] = await orm.em.fork().execute<{ last_seq: number }[]>('SELECT last_seq FROM runs WHERE run_id = ?', [runId]);
     expect(run!.last_seq).toBe(24);
+  });
+
+  it('finds a run\'s first and last cursors by seq, among parallel appends of its session\'s runs', async () => {
+    const { runId, sessionId } = await newRun();
+    const other = await newRun('STREAMING', sessionId);
+    const batch = [{ type: 'delta', payload: {} }, { type: 'delta', payload: {} }];
+    await Promise.all(Array.from({ length: 8 }, (_, i) => appendEvents(orm.em.fork(), i % 2 ? runId : other.runId, batch)));
+    const [ids] = await orm.em.fork().execute<{ first: string; last: string }[]>('SELECT min(id)::text AS first, max(id)::text AS last FROM events WHERE run_id = ?', [runId]);
+    expect(await firstEventId(orm.em.fork(), runId)).toBe(ids!.first);
+    expect((await resumeState(orm.em.fork(), runId)).last_cursor).toBe(ids!.last);
+    expect(await firstEventId(orm.em.fork(), (await newRun()).runId)).toBeUndefined();
   });
 
   it('answers with the events as the log holds them, built from what it sent', async () => {
