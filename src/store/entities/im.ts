@@ -72,10 +72,7 @@ export const Run = defineEntity({
 export const Event = defineEntity({
   name: 'Event',
   tableName: 'events',
-  indexes: [
-    { properties: ['run', 'ts'], name: 'idx_events_run' },
-    { properties: ['sessionId', 'id'], name: 'idx_events_session' },
-  ],
+  indexes: [{ properties: ['sessionId', 'id'], name: 'idx_events_session' }],
   uniques: [{ properties: ['run', 'seq'], name: 'uq_events_run_seq' }],
   properties: {
     id: p.bigint('string').primary().autoincrement(),

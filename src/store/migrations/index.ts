@@ -31,6 +31,7 @@ import { Migration20261127080000 } from './Migration20261127080000_start_run_adm
 import { Migration20261127120000 } from './Migration20261127120000_success_cases_kept.js';
 import { Migration20261127160000 } from './Migration20261127160000_contract_key_index.js';
 import { Migration20261127190000 } from './Migration20261127190000_open_ended_calls.js';
+import { Migration20261127210000 } from './Migration20261127210000_events_run_index.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -65,4 +66,5 @@ export const migrations = [
   { name: 'Migration20261127120000_success_cases_kept', class: Migration20261127120000 },
   { name: 'Migration20261127160000_contract_key_index', class: Migration20261127160000 },
   { name: 'Migration20261127190000_open_ended_calls', class: Migration20261127190000 },
+  { name: 'Migration20261127210000_events_run_index', class: Migration20261127210000 },
 ];
