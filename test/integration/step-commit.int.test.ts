@@ -227,6 +227,49 @@ describe('a step commit a ticket move writes first', () => {
     expect(together.events.slice(0, 12).map((e) => e[0])).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
   });
 
+  it('keeps every fact it can write when one of several cannot, and says why on that step\'s execution_state event', async () => {
+    const steps = ['s1', 's2', 's3'];
+    await seed('tkt_sc_first_facts', 'tool.pure', steps);
+    await executing('tkt_sc_first_facts');
+    const e = em();
+    await e.execute(`CREATE FUNCTION refuse_s2_fact() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+      IF NEW.key = 'execution_fact:' || (SELECT execution_id FROM execution_contracts WHERE ticket = 'tkt_sc_first_facts' AND subject_id = 's2') THEN RAISE EXCEPTION 's2''s fact is refused'; END IF;
+      RETURN NEW; END $$`);
+    await e.execute('CREATE TRIGGER refuse_s2_fact BEFORE INSERT ON memory FOR EACH ROW EXECUTE FUNCTION refuse_s2_fact()');
+    try {
+      await transitionTicket(em(), 'tkt_sc_first_facts', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_facts', id)), ahead)! });
+    } finally {
+      await e.execute('DROP TRIGGER refuse_s2_fact ON memory');
+    }
+    const facts = await e.execute<{ subject_id: string }[]>("SELECT c.subject_id FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = 'tkt_sc_first_facts' ORDER BY 1");
+    expect(facts.map((f) => f.subject_id)).toEqual(['s1', 's3']);
+    const ends = await e.execute<{ subject: string; fact_error: string | null }[]>(
+      "SELECT c.subject_id AS subject, v.payload->>'fact_error' AS fact_error FROM ticket_events v JOIN execution_contracts c ON c.execution_id = v.payload->>'execution_id' WHERE v.ticket = 'tkt_sc_first_facts' AND v.type = 'execution_state' AND (v.payload->>'is_terminal')::boolean ORDER BY v.seq",
+    );
+    expect(ends.map((x) => x.subject)).toEqual(steps);
+    expect(ends[0]!.fact_error).toBeNull();
+    expect(ends[1]!.fact_error).toContain("s2's fact is refused");
+    expect(ends[2]!.fact_error).toBeNull();
+    const [contracts] = await e.execute<{ n: number }[]>("SELECT count(*)::int AS n FROM execution_contracts WHERE ticket = 'tkt_sc_first_facts' AND status = 'completed'");
+    expect(contracts).toEqual({ n: 3 });
+  });
+
+  it('writes nothing of any step, the move neither, when one step\'s contract is not where its step says', async () => {
+    const steps = ['s1', 's2'];
+    await seed('tkt_sc_first_contract', 'tool.pure', steps);
+    await executing('tkt_sc_first_contract');
+    await em().execute("UPDATE execution_contracts SET status = 'cancelled' WHERE ticket = 'tkt_sc_first_contract' AND subject_id = 's2'");
+    const before = await records('tkt_sc_first_contract');
+    await expect(
+      transitionTicket(em(), 'tkt_sc_first_contract', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_contract', id)), ahead)! }),
+    ).rejects.toMatchObject({ code: 'ABC01' });
+    expect(await records('tkt_sc_first_contract')).toEqual(before);
+    const left = await em().execute<{ status: string }[]>("SELECT status FROM ticket_steps WHERE ticket = 'tkt_sc_first_contract' ORDER BY step_id");
+    expect(left.map((r) => r.status)).toEqual(['PENDING', 'PENDING']);
+    const [ticket] = await em().execute('SELECT lifecycle_state FROM tickets WHERE ticket = ?', ['tkt_sc_first_contract']);
+    expect(ticket).toEqual({ lifecycle_state: 'STEP_EXECUTION' });
+  });
+
   it('writes nothing, the move neither, when the step has moved on', async () => {
     await seed('tkt_sc_first_skipped');
     await executing('tkt_sc_first_skipped');
