@@ -239,7 +239,7 @@ describe('a step commit a ticket move writes first', () => {
     try {
       await transitionTicket(em(), 'tkt_sc_first_facts', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_facts', id)), ahead)! });
     } finally {
-      await e.execute('DROP TRIGGER refuse_s2_fact ON memory');
+      await e.execute('DROP TRIGGER refuse_s2_fact ON memory; DROP FUNCTION refuse_s2_fact()');
     }
     const facts = await e.execute<{ subject_id: string }[]>("SELECT c.subject_id FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = 'tkt_sc_first_facts' ORDER BY 1");
     expect(facts.map((f) => f.subject_id)).toEqual(['s1', 's3']);
