@@ -169,15 +169,28 @@ export interface EventFilter {
   afterTs?: number;
 }
 
-function whereOf(filter: EventFilter, after: string): { where: string; params: unknown[] } {
-  const where: string[] = ['id > ?'];
-  const params: unknown[] = [after || '0'];
-  if (filter.runId) where.push('run_id = ?'), params.push(filter.runId);
+/**
+ * The filter and cursor as SQL, with the order of the cursor. A run's cursors
+ * follow its seqs (its events are appended under its row lock, their ids drawn
+ * in seq order), so its events after a cursor are those past a seq, which the
+ * `(run_id, seq)` index reads without passing over other runs' events. That
+ * seq is the cursor's own when the cursor is the run's, or else one before the
+ * run's first event after it.
+ */
+function whereOf(filter: EventFilter, after: string): { where: string; params: unknown[]; order: string } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const cursor = after || '0';
+  if (filter.runId) {
+    where.push(`run_id = ? AND seq > coalesce((SELECT seq FROM events WHERE id = ? AND run_id = ?),
+      (SELECT seq - 1 FROM events WHERE run_id = ? AND id > ? ORDER BY seq LIMIT 1))`);
+    params.push(filter.runId, cursor, filter.runId, filter.runId, cursor);
+  } else where.push('id > ?'), params.push(cursor);
   if (filter.sessionId) where.push('session_id = ?'), params.push(filter.sessionId);
   if (filter.types?.length) where.push('type IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.types));
   if (filter.excludeTypes?.length) where.push('type NOT IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.excludeTypes));
   if (filter.afterTs) where.push('ts > ?'), params.push(filter.afterTs);
-  return { where: where.join(' AND '), params };
+  return { where: where.join(' AND '), params, order: filter.runId ? 'seq' : 'id' };
 }
 
 /** Whether `event` passes `filter`, as `readEvents` would judge it. */
@@ -191,8 +204,8 @@ export function matches(filter: EventFilter, event: StoredEvent): boolean {
 
 /** Events matching `filter` with a cursor greater than `after`, in cursor order. */
 export async function readEvents(db: Db, filter: EventFilter, after: string, limit: number): Promise<StoredEvent[]> {
-  const { where, params } = whereOf(filter, after);
-  const sql = `SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY id LIMIT ?`;
+  const { where, params, order } = whereOf(filter, after);
+  const sql = `SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY ${order} LIMIT ?`;
   return (await query<EventRow>(db, sql, [...params, limit])).map(toEvent);
 }
 
@@ -202,10 +215,10 @@ export async function readEvents(db: Db, filter: EventFilter, after: string, lim
  * committed, so a batch that starts right after it follows with no gap.
  */
 export async function readWatched(db: Db, filter: EventFilter, after: string, limit: number): Promise<{ events: StoredEvent[]; head: number | undefined }> {
-  const { where, params } = whereOf(filter, after);
+  const { where, params, order } = whereOf(filter, after);
   const head = filter.runId ? ['last_seq', 'runs', 'run_id', filter.runId] : ['event_head', 'sessions', 'session_id', filter.sessionId];
   const sql = `SELECT h.head, e.* FROM (SELECT ${head[0]} AS head FROM ${head[1]} WHERE ${head[2]} = ?) h
-    LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY id LIMIT ?) e ON true`;
+    LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM events WHERE ${where} ORDER BY ${order} LIMIT ?) e ON true`;
   const rows = await query<EventRow & { head: string }>(db, sql, [head[3], ...params, limit]);
   return { events: rows.filter((r) => r.id != null).map(toEvent), head: rows[0] ? Number(rows[0].head) : undefined };
 }

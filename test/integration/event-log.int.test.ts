@@ -7,7 +7,7 @@ import { CallCommitter } from '../../src/store/call-committer.js';
 import { EventAppender } from '../../src/store/event-appender.js';
 import { EventWriter, MAX_COALESCED_TEXT } from '../../src/orchestrator/event-writer.js';
 import { EventBus, LISTENER_APPLICATION } from '../../src/store/event-bus.js';
-import { appendEvents, EVENTS_CHANNEL, readEvents, type StoredEvent } from '../../src/store/event-log.js';
+import { appendEvents, EVENTS_CHANNEL, matches, readEvents, readWatched, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
 import { completeRun, firstEventId, resumeState, startRun, type NewRun } from '../../src/store/run-store.js';
 import { moveCall, openCall, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
@@ -59,6 +59,22 @@ describe('appending events', () => {
     expect(await firstEventId(orm.em.fork(), runId)).toBe(ids!.first);
     expect((await resumeState(orm.em.fork(), runId)).last_cursor).toBe(ids!.last);
     expect(await firstEventId(orm.em.fork(), (await newRun()).runId)).toBeUndefined();
+  });
+
+  it("reads a run's events after any cursor in cursor order, whether the cursor is the run's, another run's, or before or past it", async () => {
+    const { runId, sessionId } = await newRun();
+    const other = await newRun('STREAMING', sessionId);
+    const batch = (i: number) => [{ type: 'delta', payload: { i } }, { type: i % 3 ? 'delta' : 'run_note', payload: { i } }];
+    for (let i = 0; i < 6; i++) await Promise.all([appendEvents(orm.em.fork(), runId, batch(i)), appendEvents(orm.em.fork(), other.runId, batch(i))]);
+    const log = await readEvents(orm.em.fork(), { sessionId }, '0', 100);
+    const cursors = ['0', ...log.map((e) => e.id), String(BigInt(log.at(-1)!.id) + 1n)];
+    for (const filter of [{ runId }, { runId, types: ['run_note'] }, { runId, excludeTypes: ['run_note'] }]) {
+      for (const cursor of cursors) {
+        const wanted = log.filter((e) => e.runId === runId && BigInt(e.id) > BigInt(cursor) && matches(filter, e)).slice(0, 3);
+        expect(await readEvents(orm.em.fork(), filter, cursor, 3)).toEqual(wanted);
+        expect((await readWatched(poolOf(orm), filter, cursor, 3)).events).toEqual(wanted);
+      }
+    }
   });
 
   it('answers with the events as the log holds them, built from what it sent', async () => {
