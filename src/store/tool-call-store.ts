@@ -306,6 +306,7 @@ export async function expiredApprovals(em: EntityManager): Promise<string[]> {
   return rows.map((r) => r.approval_id);
 }
 
+/** Running or dispatched calls past their deadline, from the open calls' index (ended calls are not in it). */
 export async function overdueCalls(em: EntityManager): Promise<string[]> {
   const rows = await em.execute<{ tool_call_id: string }[]>("SELECT tool_call_id FROM tool_calls WHERE status IN ('DISPATCHED', 'RUNNING') AND deadline_at < now() ORDER BY deadline_at LIMIT 50");
   return rows.map((r) => r.tool_call_id);
@@ -320,7 +321,7 @@ export async function lockOverdueCall(tx: EntityManager, toolCallId: string): Pr
   return Boolean(row);
 }
 
-/** Calls whose executor died before starting them: approved ones, and server-side calls left DISPATCHED. */
+/** Calls whose executor died before starting them: approved ones, and server-side calls left DISPATCHED (from the open calls' index). */
 export async function orphanCalls(em: EntityManager, clientKinds: string[]): Promise<string[]> {
   const rows = await em.execute<{ tool_call_id: string }[]>(
     `SELECT c.tool_call_id FROM tool_calls c LEFT JOIN approvals a ON a.approval_id = c.approval_id

@@ -8,6 +8,7 @@ import { moveCall, moveCallArg, openAndEndCall, openCall, openCallArg, type Open
 import { readEvents } from '../../src/store/event-log.js';
 import { CallCommitter } from '../../src/store/call-committer.js';
 import { nativePool, poolOf } from '../../src/store/native.js';
+import { orphanCalls, overdueCalls } from '../../src/store/tool-call-store.js';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted, orm } = countedDatabase();
@@ -296,5 +297,43 @@ describe('a tool call in one statement each', () => {
     const [last] = (await readEvents(em(), { runId, types: ['execution_state'] }, '0', 100)).slice(-1);
     expect(last!.payload).toMatchObject({ from_status: 'running', to_status: 'failed', is_terminal: true, fact_error: expect.stringContaining('memory is down') });
     expect(await em().execute("SELECT status, error_message FROM execution_contracts WHERE subject_id = 'tc_tcc_fact'")).toEqual([{ status: 'failed', error_message: 'it broke' }]);
+  });
+});
+
+describe('the timer sweeps', () => {
+  it('find overdue and orphaned calls without reading the ended ones, however many there are', async () => {
+    const { runId } = await newRun();
+    const sweep = em();
+    const rolledBack = new Error('roll back');
+    let found: { overdue: string[]; orphans: string[]; read: number } | undefined;
+    await expect(
+      sweep.transactional(async (tx) => {
+        const insert = (ids: string, status: string, deadline: string, created = 'now()') =>
+          tx.execute(
+            `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, created_at, deadline_at, version)
+             SELECT 'tc_sweep_' || g, ?, 'echo', 'builtin', ?, ${created}, ${deadline}, 1 FROM generate_series(${ids}) g`,
+            [runId, status],
+          );
+        // Ended calls keep their past deadlines.
+        await insert('1, 3000', 'SUCCEEDED', "now() - interval '1 hour'", "now() - interval '2 hours'");
+        await insert('3001, 3001', 'RUNNING', "now() - interval '1 second'");
+        await insert('3002, 3002', 'DISPATCHED', "now() + interval '1 hour'", "now() - interval '1 minute'");
+        await insert('3003, 3003', 'RUNNING', "now() + interval '1 hour'");
+        await tx.execute('ANALYZE tool_calls');
+        // The tool_calls rows this transaction has read so far.
+        const readSoFar = async () => {
+          const [row] = await tx.execute<{ n: string }[]>("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname = 'tool_calls'");
+          return Number(row!.n);
+        };
+        const before = await readSoFar();
+        const overdue = await overdueCalls(tx);
+        const orphans = await orphanCalls(tx, ['client']);
+        found = { overdue, orphans, read: (await readSoFar()) - before };
+        throw rolledBack;
+      }),
+    ).rejects.toBe(rolledBack);
+    expect(found).toEqual({ overdue: ['tc_sweep_3001'], orphans: ['tc_sweep_3002'], read: expect.any(Number) });
+    // The three open calls, each read at most once by each sweep.
+    expect(found!.read).toBeLessThanOrEqual(6);
   });
 });

@@ -30,7 +30,11 @@ export const ToolCall = defineEntity({
   tableName: 'tool_calls',
   indexes: [
     { properties: ['run'], name: 'idx_tool_calls_run' },
-    { properties: ['deadlineAt'], name: 'idx_tool_calls_deadline' },
+    // The open calls the timer sweeps look for (tool-call-store.ts overdueCalls, orphanCalls): ended calls leave it.
+    {
+      name: 'idx_tool_calls_open',
+      expression: `create index "idx_tool_calls_open" on "tool_calls" ("status", "deadline_at") where status in ('APPROVED', 'DISPATCHED', 'RUNNING')`,
+    },
   ],
   properties: {
     toolCallId: p.string().length(64).primary(),
