@@ -183,22 +183,33 @@ export function toolRoutes(app: FastifyInstance, core: CoreClients): void {
     async (req) => toolCallJson((await call(core.tools.waitToolCall.bind(core.tools), { toolCallId: req.params.id, timeoutMs: req.query.timeout_ms }, req)).toolCall!),
   );
 
-  app.get<{ Querystring: { session_id?: string; run_id?: string; ticket?: string; status?: string } }>(
+  app.get<{ Querystring: { session_id?: string; run_id?: string; ticket?: string; status?: string; limit?: number; cursor?: string } }>(
     '/v1/approvals',
     {
       schema: {
         querystring: {
           type: 'object',
           additionalProperties: false,
-          properties: { session_id: { type: 'string' }, run_id: { type: 'string' }, ticket: { type: 'string' }, status: { enum: ['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED'] } },
+          properties: {
+            session_id: { type: 'string' },
+            run_id: { type: 'string' },
+            ticket: { type: 'string' },
+            status: { enum: ['PENDING', 'APPROVED', 'REJECTED', 'EXPIRED'] },
+            limit: { type: 'integer', minimum: 1, maximum: 1000 },
+            cursor: { type: 'string', maxLength: 100 },
+          },
         },
       },
     },
     async (req) => {
       const q = req.query;
       const status = (q.status ? `APPROVAL_STATUS_${q.status}` : ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED) as ApprovalStatus;
-      const res = await call(core.approvals.listApprovals.bind(core.approvals), { sessionId: q.session_id ?? '', runId: q.run_id ?? '', ticket: q.ticket ?? '', status }, req);
-      return { approvals: res.approvals.map(approvalJson) };
+      const res = await call(
+        core.approvals.listApprovals.bind(core.approvals),
+        { sessionId: q.session_id ?? '', runId: q.run_id ?? '', ticket: q.ticket ?? '', status, limit: q.limit ?? 0, cursor: q.cursor ?? '' },
+        req,
+      );
+      return { approvals: res.approvals.map(approvalJson), has_more: res.hasMore, next_cursor: res.nextCursor || null };
     },
   );
 

@@ -57,6 +57,7 @@ import {
   readToolCall,
   TOOL_CALLS,
   toCall,
+  type ApprovalKey,
   type ApprovalRow,
   type RawCall,
   type ToolCallRow,
@@ -116,6 +117,15 @@ const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 const RUN_FACTS_KEPT = 10_000;
 const RUN_FACTS_KEPT_MS = 10 * 60_000;
 
+/** The most approvals one page of a list holds. */
+const MAX_APPROVALS_PAGE = 1000;
+
+/** A list's cursor, `<created_at in epoch microseconds>_<approval_id>`, as the key it names. */
+function approvalKeyOf(cursor: string): ApprovalKey {
+  const match = /^(\d{1,16})_(.{1,64})$/.exec(cursor);
+  if (!match) throw invalidRequest('cursor is not a next_cursor of an approvals list', 'cursor');
+  return { createdUs: match[1]!, approvalId: match[2]! };
+}
 
 export class ToolCalls {
   readonly #opts: ToolCallsOptions;
@@ -670,13 +680,23 @@ export class ToolCalls {
     return row;
   }
 
-  /** The caller's approvals: its tenant's, of the users its key speaks for, or its own run's. */
-  async listApprovals(principal: Principal, filter: { sessionId?: string; runId?: string; ticket?: string; status?: ApprovalState }): Promise<ApprovalRow[]> {
+  /**
+   * A page of the caller's approvals, oldest first: its tenant's, of the users
+   * its key speaks for, or its own run's. `cursor` is a `nextCursor` of the same list.
+   */
+  async listApprovals(
+    principal: Principal,
+    filter: { sessionId?: string; runId?: string; ticket?: string; status?: ApprovalState },
+    page: { limit: number; cursor: string },
+  ): Promise<{ approvals: ApprovalRow[]; hasMore: boolean; nextCursor: string }> {
     // With no filter, a key reads its tenant's inbox: tool calls' and contract steps' approvals alike.
     if (principal.kind === 'run' && filter.sessionId !== principal.sessionId && filter.runId !== principal.runId) {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token lists only the approvals of its own run or session' });
     }
-    return listApprovals(this.#em(), principal.tenantId, { ...filter, userIds: principal.kind === 'key' ? principal.userIds : null });
+    if (!Number.isInteger(page.limit) || page.limit < 0 || page.limit > MAX_APPROVALS_PAGE) throw invalidRequest(`limit must be 1-${MAX_APPROVALS_PAGE}`, 'limit');
+    const after = page.cursor ? approvalKeyOf(page.cursor) : undefined;
+    const found = await listApprovals(this.#em(), principal.tenantId, { ...filter, userIds: principal.kind === 'key' ? principal.userIds : null }, { after, limit: page.limit || 100 });
+    return { approvals: found.approvals, hasMore: found.hasMore, nextCursor: found.last ? `${found.last.createdUs}_${found.last.approvalId}` : page.cursor };
   }
 
   /** A tool call the caller may see; another tenant's does not exist for it. */

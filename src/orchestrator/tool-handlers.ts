@@ -163,7 +163,9 @@ export function approvalHandlers(calls: ToolCalls): ServiceHandlers<typeof Appro
     async listApprovals(req, ctx) {
       if (!ctx.principal) throw unauthenticated();
       const status = req.status === ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED ? undefined : (req.status.replace(/^APPROVAL_STATUS_/, '') as ApprovalState);
-      return { approvals: (await calls.listApprovals(ctx.principal, { sessionId: req.sessionId || undefined, runId: req.runId || undefined, ticket: req.ticket || undefined, status })).map(toApprovalMessage) };
+      const filter = { sessionId: req.sessionId || undefined, runId: req.runId || undefined, ticket: req.ticket || undefined, status };
+      const page = await calls.listApprovals(ctx.principal, filter, { limit: req.limit, cursor: req.cursor });
+      return { approvals: page.approvals.map(toApprovalMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async decideApproval(req, ctx) {
       const principal = requireKey(ctx.principal);

@@ -110,9 +110,10 @@ interface RawApproval {
   user_id: string | null;
 }
 
-const APPROVAL_SELECT = `SELECT a.approval_id, a.run_id, a.tool_call_id, a.ticket, a.step_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
-  a.reason, a.expires_at, a.args_summary, a.args_hash, coalesce(c.tool_name, a.capability) AS tool_name, a.tenant_id, r.user_id
-  FROM approvals a LEFT JOIN tool_calls c ON c.tool_call_id = a.tool_call_id LEFT JOIN runs r ON r.run_id = a.run_id`;
+const APPROVAL_COLUMNS = `a.approval_id, a.run_id, a.tool_call_id, a.ticket, a.step_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
+  a.reason, a.expires_at, a.args_summary, a.args_hash, coalesce(c.tool_name, a.capability) AS tool_name, a.tenant_id, r.user_id`;
+const APPROVAL_FROM = 'FROM approvals a LEFT JOIN tool_calls c ON c.tool_call_id = a.tool_call_id LEFT JOIN runs r ON r.run_id = a.run_id';
+const APPROVAL_SELECT = `SELECT ${APPROVAL_COLUMNS} ${APPROVAL_FROM}`;
 
 const toApproval = (r: RawApproval): ApprovalRow => ({
   approvalId: r.approval_id,
@@ -284,12 +285,19 @@ export async function readApproval(em: EntityManager, approvalId: string, o: { l
   return row && { ...toApproval(row), argsHash: row.args_hash };
 }
 
-/** A tenant's approvals, narrowed by session, run, status and the users a key speaks for. */
+/** A place in a list of approvals, oldest first: after this creation time (epoch microseconds) and id. */
+export interface ApprovalKey {
+  createdUs: string;
+  approvalId: string;
+}
+
+/** A page of a tenant's approvals, narrowed by session, run, status and the users a key speaks for; oldest first. */
 export async function listApprovals(
   em: EntityManager,
   tenantId: string,
   filter: { sessionId?: string; runId?: string; ticket?: string; status?: ApprovalState; userIds?: readonly string[] | null },
-): Promise<ApprovalRow[]> {
+  page: { after?: ApprovalKey; limit: number },
+): Promise<{ approvals: ApprovalRow[]; hasMore: boolean; last?: ApprovalKey }> {
   const where: string[] = ['a.tenant_id = ?'];
   const params: unknown[] = [tenantId];
   if (filter.userIds) where.push('r.user_id IN (SELECT jsonb_array_elements_text(?::jsonb))'), params.push(JSON.stringify(filter.userIds));
@@ -297,8 +305,15 @@ export async function listApprovals(
   if (filter.runId) where.push('a.run_id = ?'), params.push(filter.runId);
   if (filter.ticket) where.push('a.ticket = ?'), params.push(filter.ticket);
   if (filter.status) where.push('a.status = ?'), params.push(filter.status);
-  const rows = await em.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE ${where.join(' AND ')} ORDER BY a.created_at`, params);
-  return rows.map(toApproval);
+  if (page.after) where.push("(a.created_at, a.approval_id) > (timestamptz 'epoch' + ?::bigint * interval '1 microsecond', ?)"), params.push(page.after.createdUs, page.after.approvalId);
+  const rows = await em.execute<(RawApproval & { created_us: string })[]>(
+    `SELECT ${APPROVAL_COLUMNS}, (extract(epoch FROM a.created_at) * 1000000)::bigint::text AS created_us ${APPROVAL_FROM}
+     WHERE ${where.join(' AND ')} ORDER BY a.created_at, a.approval_id LIMIT ?`,
+    [...params, page.limit + 1],
+  );
+  const shown = rows.slice(0, page.limit);
+  const last = shown.at(-1);
+  return { approvals: shown.map(toApproval), hasMore: rows.length > page.limit, ...(last && { last: { createdUs: last.created_us, approvalId: last.approval_id } }) };
 }
 
 export async function expiredApprovals(em: EntityManager): Promise<string[]> {

@@ -11,6 +11,9 @@ import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 import { readSse } from '../support/sse.js';
 import { liveRun as startLiveRun } from '../support/live-run.js';
+import { failure, unary, withKey } from '../support/grpc.js';
+import { status } from '@grpc/grpc-js';
+import { ApprovalStatus, type ListApprovalsRequest } from '../../gen/abc/orchestrator/v1/approval.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -418,6 +421,43 @@ describe('approvals', () => {
     const winner = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals[0].status;
     await new Promise((r) => setTimeout(r, 300));
     expect(webhookCalls).toHaveLength(winner === 'APPROVED' ? 1 : 0);
+    run.release();
+    run.ws.close();
+  });
+});
+
+describe('listing approvals', () => {
+  it("pages a run's and a session's approvals oldest first, and refuses a bad limit or cursor on both surfaces", async () => {
+    const run = await liveRun('dana');
+    const calls = [];
+    for (let i = 0; i < 5; i++) {
+      const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 200 + i, to: `acct-${i}` } });
+      expect(pending.body.status).toBe('pending');
+      calls.push(pending.body.tool_call_id);
+    }
+    const list = async (query: string) => (await s.http(`/v1/approvals?${query}`)).json();
+    const whole = (await list(`run_id=${run.runId}`)).approvals;
+    expect(whole.map((a: { tool_call_id: string }) => a.tool_call_id)).toEqual(calls);
+    for (const filter of [`run_id=${run.runId}`, `session_id=${run.sessionId}&status=PENDING`]) {
+      const pages = [];
+      let cursor = '';
+      for (;;) {
+        const page = await list(`${filter}&limit=2${cursor && `&cursor=${encodeURIComponent(cursor)}`}`);
+        pages.push(page.approvals.map((a: { approval_id: string }) => a.approval_id));
+        if (!page.has_more) break;
+        cursor = page.next_cursor;
+      }
+      expect(pages.map((p) => p.length)).toEqual([2, 2, 1]);
+      expect(pages.flat()).toEqual(whole.map((a: { approval_id: string }) => a.approval_id));
+    }
+    for (const query of ['limit=0', 'limit=1001', 'limit=two', 'cursor=not-a-cursor', 'cursor=99999999999999999999_apr']) {
+      const res = await s.http(`/v1/approvals?run_id=${run.runId}&${query}`);
+      expect(res.status, query).toBe(400);
+      expect((await res.json()).error.code).toBe('invalid_request');
+    }
+    const grpc = (req: Partial<ListApprovalsRequest>) =>
+      failure(unary(s.clients.approvals.listApprovals.bind(s.clients.approvals), { sessionId: '', runId: run.runId, status: ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED, ticket: '', limit: 0, cursor: '', ...req }, withKey(s.key)));
+    for (const req of [{ limit: -1 }, { limit: 1001 }, { cursor: 'not-a-cursor' }]) expect((await grpc(req)).code).toBe(status.INVALID_ARGUMENT);
     run.release();
     run.ws.close();
   });

@@ -66,6 +66,9 @@ export const Approval = defineEntity({
   indexes: [
     { properties: ['run'], name: 'idx_approvals_run' },
     { properties: ['status', 'expiresAt'], name: 'idx_approvals_expiry' },
+    // Pages of a tenant's inbox and of a session's approvals, oldest first (tool-call-store.ts listApprovals).
+    { properties: ['tenantId', 'createdAt', 'approvalId'], name: 'idx_approvals_tenant_created' },
+    { properties: ['sessionId', 'createdAt', 'approvalId'], name: 'idx_approvals_session_created' },
   ],
   properties: {
     approvalId: p.string().length(64).primary(),

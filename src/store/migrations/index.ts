@@ -33,6 +33,7 @@ import { Migration20261127160000 } from './Migration20261127160000_contract_key_
 import { Migration20261127190000 } from './Migration20261127190000_open_ended_calls.js';
 import { Migration20261127210000 } from './Migration20261127210000_events_run_index.js';
 import { Migration20261127230000 } from './Migration20261127230000_open_calls_index.js';
+import { Migration20261127233000 } from './Migration20261127233000_approval_pages.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -69,4 +70,5 @@ export const migrations = [
   { name: 'Migration20261127190000_open_ended_calls', class: Migration20261127190000 },
   { name: 'Migration20261127210000_events_run_index', class: Migration20261127210000 },
   { name: 'Migration20261127230000_open_calls_index', class: Migration20261127230000 },
+  { name: 'Migration20261127233000_approval_pages', class: Migration20261127233000 },
 ];

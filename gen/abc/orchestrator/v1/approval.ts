@@ -155,17 +155,27 @@ export interface Approval {
   stepId: string;
 }
 
-/** ListApprovalsRequest filters approvals. */
+/**
+ * ListApprovalsRequest filters approvals. limit is 1-1000 (0: 100); cursor
+ * is a next_cursor of the same list.
+ */
 export interface ListApprovalsRequest {
   sessionId: string;
   runId: string;
   status: ApprovalStatus;
   ticket: string;
+  limit: number;
+  cursor: string;
 }
 
-/** ListApprovalsResponse holds the approvals. */
+/**
+ * ListApprovalsResponse is one page of approvals; with has_more, next_cursor
+ * asks for the next.
+ */
 export interface ListApprovalsResponse {
   approvals: Approval[];
+  hasMore: boolean;
+  nextCursor: string;
 }
 
 /** DecideApprovalRequest is POST /v1/approvals/{id}:decide. */
@@ -517,7 +527,14 @@ export const Approval: MessageFns<Approval> = {
 };
 
 function createBaseListApprovalsRequest(): ListApprovalsRequest {
-  return { sessionId: "", runId: "", status: ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED, ticket: "" };
+  return {
+    sessionId: "",
+    runId: "",
+    status: ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED,
+    ticket: "",
+    limit: 0,
+    cursor: "",
+  };
 }
 
 export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
@@ -533,6 +550,12 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
     }
     if (message.ticket !== "") {
       writer.uint32(34).string(message.ticket);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(40).int32(message.limit);
+    }
+    if (message.cursor !== "") {
+      writer.uint32(50).string(message.cursor);
     }
     return writer;
   },
@@ -582,6 +605,22 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
             message.ticket = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.limit = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.cursor = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -608,6 +647,8 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
         : "",
       status: isSet(object.status) ? approvalStatusFromJSON(object.status) : ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED,
       ticket: isSet(object.ticket) ? globalThis.String(object.ticket) : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      cursor: isSet(object.cursor) ? globalThis.String(object.cursor) : "",
     };
   },
 
@@ -625,6 +666,12 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
     if (message.ticket !== "") {
       obj.ticket = message.ticket;
     }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.cursor !== "") {
+      obj.cursor = message.cursor;
+    }
     return obj;
   },
 
@@ -637,18 +684,26 @@ export const ListApprovalsRequest: MessageFns<ListApprovalsRequest> = {
     message.runId = object.runId ?? "";
     message.status = object.status ?? ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED;
     message.ticket = object.ticket ?? "";
+    message.limit = object.limit ?? 0;
+    message.cursor = object.cursor ?? "";
     return message;
   },
 };
 
 function createBaseListApprovalsResponse(): ListApprovalsResponse {
-  return { approvals: [] };
+  return { approvals: [], hasMore: false, nextCursor: "" };
 }
 
 export const ListApprovalsResponse: MessageFns<ListApprovalsResponse> = {
   encode(message: ListApprovalsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.approvals) {
       Approval.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.hasMore !== false) {
+      writer.uint32(16).bool(message.hasMore);
+    }
+    if (message.nextCursor !== "") {
+      writer.uint32(26).string(message.nextCursor);
     }
     return writer;
   },
@@ -674,6 +729,22 @@ export const ListApprovalsResponse: MessageFns<ListApprovalsResponse> = {
             message.approvals.push(Approval.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.hasMore = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.nextCursor = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -691,6 +762,16 @@ export const ListApprovalsResponse: MessageFns<ListApprovalsResponse> = {
       approvals: globalThis.Array.isArray(object?.approvals)
         ? object.approvals.map((e: any) => Approval.fromJSON(e))
         : [],
+      hasMore: isSet(object.hasMore)
+        ? globalThis.Boolean(object.hasMore)
+        : isSet(object.has_more)
+        ? globalThis.Boolean(object.has_more)
+        : false,
+      nextCursor: isSet(object.nextCursor)
+        ? globalThis.String(object.nextCursor)
+        : isSet(object.next_cursor)
+        ? globalThis.String(object.next_cursor)
+        : "",
     };
   },
 
@@ -698,6 +779,12 @@ export const ListApprovalsResponse: MessageFns<ListApprovalsResponse> = {
     const obj: any = {};
     if (message.approvals?.length) {
       obj.approvals = message.approvals.map((e) => Approval.toJSON(e));
+    }
+    if (message.hasMore !== false) {
+      obj.hasMore = message.hasMore;
+    }
+    if (message.nextCursor !== "") {
+      obj.nextCursor = message.nextCursor;
     }
     return obj;
   },
@@ -708,6 +795,8 @@ export const ListApprovalsResponse: MessageFns<ListApprovalsResponse> = {
   fromPartial<I extends Exact<DeepPartial<ListApprovalsResponse>, I>>(object: I): ListApprovalsResponse {
     const message = createBaseListApprovalsResponse();
     message.approvals = object.approvals?.map((e) => Approval.fromPartial(e)) || [];
+    message.hasMore = object.hasMore ?? false;
+    message.nextCursor = object.nextCursor ?? "";
     return message;
   },
 };
@@ -891,7 +980,8 @@ export type ApprovalServiceService = typeof ApprovalServiceService;
 export const ApprovalServiceService = {
   /**
    * ListApprovals lists approvals of a session, run or ticket, or with none of
-   * them (an API key) the inbox of its tenant, optionally by status.
+   * them (an API key) the inbox of its tenant, optionally by status: oldest
+   * first, a page at a time.
    */
   listApprovals: {
     path: "/abc.orchestrator.v1.ApprovalService/ListApprovals" as const,
@@ -923,7 +1013,8 @@ export const ApprovalServiceService = {
 export interface ApprovalServiceServer extends UntypedServiceImplementation {
   /**
    * ListApprovals lists approvals of a session, run or ticket, or with none of
-   * them (an API key) the inbox of its tenant, optionally by status.
+   * them (an API key) the inbox of its tenant, optionally by status: oldest
+   * first, a page at a time.
    */
   listApprovals: handleUnaryCall<ListApprovalsRequest, ListApprovalsResponse>;
   /**
@@ -936,7 +1027,8 @@ export interface ApprovalServiceServer extends UntypedServiceImplementation {
 export interface ApprovalServiceClient extends Client {
   /**
    * ListApprovals lists approvals of a session, run or ticket, or with none of
-   * them (an API key) the inbox of its tenant, optionally by status.
+   * them (an API key) the inbox of its tenant, optionally by status: oldest
+   * first, a page at a time.
    */
   listApprovals(
     request: ListApprovalsRequest,

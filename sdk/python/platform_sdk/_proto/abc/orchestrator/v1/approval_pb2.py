@@ -13,27 +13,27 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"abc/orchestrator/v1/approval.proto\x12\x13\x61\x62\x63.orchestrator.v1\"\xb8\x02\n\x08\x41pproval\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x33\n\x06status\x18\x04 \x01(\x0e\x32#.abc.orchestrator.v1.ApprovalStatus\x12\x12\n\ncreated_at\x18\x05 \x01(\x03\x12\x12\n\ndecided_at\x18\x06 \x01(\x03\x12\x12\n\ndecided_by\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x12\n\nexpires_at\x18\t \x01(\x03\x12\x11\n\ttool_name\x18\n \x01(\t\x12\x14\n\x0c\x61rgs_summary\x18\x0b \x01(\t\x12\x12\n\nsession_id\x18\x0c \x01(\t\x12\x0e\n\x06ticket\x18\r \x01(\t\x12\x0f\n\x07step_id\x18\x0e \x01(\t\"\x7f\n\x14ListApprovalsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x33\n\x06status\x18\x03 \x01(\x0e\x32#.abc.orchestrator.v1.ApprovalStatus\x12\x0e\n\x06ticket\x18\x04 \x01(\t\"I\n\x15ListApprovalsResponse\x12\x30\n\tapprovals\x18\x01 \x03(\x0b\x32\x1d.abc.orchestrator.v1.Approval\"m\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12/\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x1d.abc.orchestrator.v1.Decision\x12\x0e\n\x06reason\x18\x03 \x01(\t\"I\n\x16\x44\x65\x63ideApprovalResponse\x12/\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x1d.abc.orchestrator.v1.Approval*\xa7\x01\n\x0e\x41pprovalStatus\x12\x1f\n\x1b\x41PPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41PPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n\x18\x41PPROVAL_STATUS_APPROVED\x10\x02\x12\x1c\n\x18\x41PPROVAL_STATUS_REJECTED\x10\x03\x12\x1b\n\x17\x41PPROVAL_STATUS_EXPIRED\x10\x04*O\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x14\n\x10\x44\x45\x43ISION_APPROVE\x10\x01\x12\x13\n\x0f\x44\x45\x43ISION_REJECT\x10\x02\x32\xe4\x01\n\x0f\x41pprovalService\x12\x66\n\rListApprovals\x12).abc.orchestrator.v1.ListApprovalsRequest\x1a*.abc.orchestrator.v1.ListApprovalsResponse\x12i\n\x0e\x44\x65\x63ideApproval\x12*.abc.orchestrator.v1.DecideApprovalRequest\x1a+.abc.orchestrator.v1.DecideApprovalResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"abc/orchestrator/v1/approval.proto\x12\x13\x61\x62\x63.orchestrator.v1\"\xb8\x02\n\x08\x41pproval\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x33\n\x06status\x18\x04 \x01(\x0e\x32#.abc.orchestrator.v1.ApprovalStatus\x12\x12\n\ncreated_at\x18\x05 \x01(\x03\x12\x12\n\ndecided_at\x18\x06 \x01(\x03\x12\x12\n\ndecided_by\x18\x07 \x01(\t\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x12\n\nexpires_at\x18\t \x01(\x03\x12\x11\n\ttool_name\x18\n \x01(\t\x12\x14\n\x0c\x61rgs_summary\x18\x0b \x01(\t\x12\x12\n\nsession_id\x18\x0c \x01(\t\x12\x0e\n\x06ticket\x18\r \x01(\t\x12\x0f\n\x07step_id\x18\x0e \x01(\t\"\x9e\x01\n\x14ListApprovalsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x33\n\x06status\x18\x03 \x01(\x0e\x32#.abc.orchestrator.v1.ApprovalStatus\x12\x0e\n\x06ticket\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\x05\x12\x0e\n\x06\x63ursor\x18\x06 \x01(\t\"p\n\x15ListApprovalsResponse\x12\x30\n\tapprovals\x18\x01 \x03(\x0b\x32\x1d.abc.orchestrator.v1.Approval\x12\x10\n\x08has_more\x18\x02 \x01(\x08\x12\x13\n\x0bnext_cursor\x18\x03 \x01(\t\"m\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12/\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32\x1d.abc.orchestrator.v1.Decision\x12\x0e\n\x06reason\x18\x03 \x01(\t\"I\n\x16\x44\x65\x63ideApprovalResponse\x12/\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x1d.abc.orchestrator.v1.Approval*\xa7\x01\n\x0e\x41pprovalStatus\x12\x1f\n\x1b\x41PPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41PPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n\x18\x41PPROVAL_STATUS_APPROVED\x10\x02\x12\x1c\n\x18\x41PPROVAL_STATUS_REJECTED\x10\x03\x12\x1b\n\x17\x41PPROVAL_STATUS_EXPIRED\x10\x04*O\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x14\n\x10\x44\x45\x43ISION_APPROVE\x10\x01\x12\x13\n\x0f\x44\x45\x43ISION_REJECT\x10\x02\x32\xe4\x01\n\x0f\x41pprovalService\x12\x66\n\rListApprovals\x12).abc.orchestrator.v1.ListApprovalsRequest\x1a*.abc.orchestrator.v1.ListApprovalsResponse\x12i\n\x0e\x44\x65\x63ideApproval\x12*.abc.orchestrator.v1.DecideApprovalRequest\x1a+.abc.orchestrator.v1.DecideApprovalResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'abc.orchestrator.v1.approval_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _APPROVALSTATUS._serialized_start=765
-  _APPROVALSTATUS._serialized_end=932
-  _DECISION._serialized_start=934
-  _DECISION._serialized_end=1013
+  _APPROVALSTATUS._serialized_start=836
+  _APPROVALSTATUS._serialized_end=1003
+  _DECISION._serialized_start=1005
+  _DECISION._serialized_end=1084
   _APPROVAL._serialized_start=60
   _APPROVAL._serialized_end=372
-  _LISTAPPROVALSREQUEST._serialized_start=374
-  _LISTAPPROVALSREQUEST._serialized_end=501
-  _LISTAPPROVALSRESPONSE._serialized_start=503
-  _LISTAPPROVALSRESPONSE._serialized_end=576
-  _DECIDEAPPROVALREQUEST._serialized_start=578
-  _DECIDEAPPROVALREQUEST._serialized_end=687
-  _DECIDEAPPROVALRESPONSE._serialized_start=689
-  _DECIDEAPPROVALRESPONSE._serialized_end=762
-  _APPROVALSERVICE._serialized_start=1016
-  _APPROVALSERVICE._serialized_end=1244
+  _LISTAPPROVALSREQUEST._serialized_start=375
+  _LISTAPPROVALSREQUEST._serialized_end=533
+  _LISTAPPROVALSRESPONSE._serialized_start=535
+  _LISTAPPROVALSRESPONSE._serialized_end=647
+  _DECIDEAPPROVALREQUEST._serialized_start=649
+  _DECIDEAPPROVALREQUEST._serialized_end=758
+  _DECIDEAPPROVALRESPONSE._serialized_start=760
+  _DECIDEAPPROVALRESPONSE._serialized_end=833
+  _APPROVALSERVICE._serialized_start=1087
+  _APPROVALSERVICE._serialized_end=1315
 # @@protoc_insertion_point(module_scope)

@@ -33,7 +33,8 @@ class ApprovalServiceServicer(object):
 
     def ListApprovals(self, request, context):
         """ListApprovals lists approvals of a session, run or ticket, or with none of
-        them (an API key) the inbox of its tenant, optionally by status.
+        them (an API key) the inbox of its tenant, optionally by status: oldest
+        first, a page at a time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
