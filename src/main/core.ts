@@ -31,7 +31,7 @@ import { poolOf } from '../store/native.js';
 import { pendingMigrations, rawEm, type Orm } from '../store/orm.js';
 import { newId } from '../runtime/new-id.js';
 import { services } from './services.js';
-import { every, type Ticker } from '../runtime/ticker.js';
+import { every, inBatches, type Ticker } from '../runtime/ticker.js';
 import { ContractRegistry } from '../contracts/registry.js';
 import { ContractCatalog } from '../contracts/catalog.js';
 import { ContractService } from '../contracts/service.js';
@@ -47,6 +47,7 @@ import { migratePacks, packDb } from '../store/pack-db.js';
 import { routerBase } from '../execution/llm-upstream.js';
 import OpenAI from 'openai';
 import { deleteExpiredTickets } from '../store/ticket-store.js';
+import { deleteExpiredIdempotencyKeys } from '../store/tool-call-store.js';
 import { Capabilities } from '../engine/pep.js';
 import { readOnlyPool } from '../store/read-only.js';
 import { sessionConsequences } from '../observer/consequences.js';
@@ -301,7 +302,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
             every(opts.timerSweepMs, () => toolCalls.sweep(), log, 'timer sweep'),
             every(opts.presenceTtlMs / 3, () => presence.refresh(), log, 'presence refresh'),
             every(Math.max(100, Math.floor(c.leaseMs / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
-            every(c.retentionSweepMs, () => deleteExpiredTickets(opts.orm.em.fork()), log, 'ticket retention sweep'),
+            every(c.retentionSweepMs, () => inBatches(() => deleteExpiredTickets(opts.orm.em.fork(), 500), 500), log, 'ticket retention sweep'),
+            every(c.retentionSweepMs, () => inBatches(() => deleteExpiredIdempotencyKeys(opts.orm.em.fork(), 1000), 1000), log, 'idempotency key retention sweep'),
           );
         }
         return;

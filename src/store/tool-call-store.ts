@@ -146,6 +146,23 @@ export async function claimIdempotencyKey(tx: EntityManager, scope: string, key:
   return Boolean(claimed);
 }
 
+/**
+ * Deletes up to `limit` keys past their expiry, which a claim would take afresh
+ * anyway; says how many went. A key a claim has just found live is locked by
+ * it (SKIP LOCKED), so its reader still finds it.
+ */
+export async function deleteExpiredIdempotencyKeys(em: EntityManager, limit = 1000): Promise<number> {
+  const [row] = await em.execute<{ n: number }[]>(
+    `WITH gone AS (
+       DELETE FROM idempotency_keys k USING (
+         SELECT scope, key FROM idempotency_keys WHERE expires_at < now() ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED) old
+       WHERE k.scope = old.scope AND k.key = old.key RETURNING 1)
+     SELECT count(*)::int AS n FROM gone`,
+    [limit],
+  );
+  return row!.n;
+}
+
 export async function readIdempotencyKey<T>(tx: EntityManager, scope: string, key: string): Promise<{ request_hash: string; response: T } | undefined> {
   const [row] = await tx.execute<{ request_hash: string; response: T }[]>('SELECT request_hash, response FROM idempotency_keys WHERE scope = ? AND key = ?', [scope, key]);
   return row;

@@ -8,7 +8,8 @@ import { moveCall, moveCallArg, openAndEndCall, openCall, openCallArg, type Open
 import { readEvents } from '../../src/store/event-log.js';
 import { CallCommitter } from '../../src/store/call-committer.js';
 import { nativePool, poolOf } from '../../src/store/native.js';
-import { orphanCalls, overdueCalls } from '../../src/store/tool-call-store.js';
+import { deleteExpiredIdempotencyKeys, orphanCalls, overdueCalls } from '../../src/store/tool-call-store.js';
+import { inBatches } from '../../src/runtime/ticker.js';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted, orm } = countedDatabase();
@@ -335,5 +336,32 @@ describe('the timer sweeps', () => {
     expect(found).toEqual({ overdue: ['tc_sweep_3001'], orphans: ['tc_sweep_3002'], read: expect.any(Number) });
     // The three open calls, each read at most once by each sweep.
     expect(found!.read).toBeLessThanOrEqual(6);
+  });
+});
+
+describe('idempotency key retention', () => {
+  it('deletes expired keys in batches, keeping the live ones and one a claim holds', async () => {
+    const keys = async () => (await em().execute<{ key: string }[]>("SELECT key FROM idempotency_keys WHERE key LIKE 'retain-%' ORDER BY key")).map((r) => r.key);
+    await em().execute(
+      `INSERT INTO idempotency_keys (scope, key, request_hash, expires_at)
+       SELECT 'tool_call', 'retain-old-' || g, 'h', now() - interval '1 minute' FROM generate_series(1, 2500) g
+       UNION ALL SELECT 'tool_call', 'retain-live-' || g, 'h', now() + interval '1 hour' FROM generate_series(1, 2) g
+       UNION ALL SELECT 'tool_call', 'retain-held', 'h', now() - interval '1 minute'`,
+    );
+    // A claim that found the key locks its row until it commits.
+    const holder = await (await nativePool(orm())).connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query("SELECT 1 FROM idempotency_keys WHERE scope = 'tool_call' AND key = 'retain-held' FOR UPDATE");
+      // At most two batches a sweep: a backlog drains over several.
+      expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000, 2)).toBe(2000);
+      expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000)).toBe(500);
+      expect(await keys()).toEqual(['retain-held', 'retain-live-1', 'retain-live-2']);
+      await holder.query('COMMIT');
+    } finally {
+      holder.release();
+    }
+    expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000)).toBe(1);
+    expect(await keys()).toEqual(['retain-live-1', 'retain-live-2']);
   });
 });
