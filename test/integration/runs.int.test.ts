@@ -157,6 +157,26 @@ describe('an agent run over IM', () => {
     im.close();
   });
 
+  it('pages a transcript whose messages share a millisecond, losing none', async () => {
+    const sessionId = nextSession();
+    const em = t.orm.em.fork();
+    await em.execute("INSERT INTO sessions (session_id, user_id, tenant_id) VALUES (?, 'u', 'default')", [sessionId]);
+    await em.execute(
+      `INSERT INTO messages (message_id, session_id, role, content, created_at)
+       SELECT 'msg_' || ? || '_' || g, ?, 'user', 'm' || g, timestamptz '2026-11-27 12:00:00.123' + g * interval '100 microseconds' FROM generate_series(1, 5) g`,
+      [sessionId, sessionId],
+    );
+    const pages: string[][] = [];
+    let before = '';
+    for (;;) {
+      const page = await unary(t.clients.sessions.listMessages.bind(t.clients.sessions), { sessionId, limit: 2, before }, withKey(t.key));
+      pages.unshift(page.messages.map((m) => m.content));
+      if (!page.hasMore) break;
+      before = page.messages[0]!.messageId;
+    }
+    expect(pages).toEqual([['m1'], ['m2', 'm3'], ['m4', 'm5']]);
+  });
+
   it('returns the same run for a repeated request_id and starts no second one', async () => {
     const im = await connected();
     const sessionId = nextSession();
