@@ -10,6 +10,8 @@ import { CallCommitter } from '../../src/store/call-committer.js';
 import { nativePool, poolOf } from '../../src/store/native.js';
 import { deleteExpiredIdempotencyKeys, orphanCalls, overdueCalls } from '../../src/store/tool-call-store.js';
 import { inBatches } from '../../src/runtime/ticker.js';
+import { toolMetrics } from '../../src/store/metrics-reads.js';
+import type pg from 'pg';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted, orm } = countedDatabase();
@@ -363,5 +365,39 @@ describe('idempotency key retention', () => {
     }
     expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000)).toBe(1);
     expect(await keys()).toEqual(['retain-live-1', 'retain-live-2']);
+  });
+});
+
+describe('tool metrics', () => {
+  it("reads a window's calls, not every call ever made", async () => {
+    const { runId } = await newRun();
+    const client = await (await nativePool(orm())).connect();
+    try {
+      await client.query('BEGIN');
+      // Parallel workers' reads would not count in this transaction's statistics.
+      await client.query('SET LOCAL max_parallel_workers_per_gather = 0');
+      await client.query(
+        `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, created_at, started_at, completed_at, version)
+         SELECT 'tc_window_' || g, $1, CASE WHEN g > 60000 THEN 'recent' ELSE 'old' END, 'builtin', 'SUCCEEDED',
+                CASE WHEN g > 60000 THEN now() ELSE now() - interval '30 days' + g * interval '1 second' END, now(), now(), 1
+         FROM generate_series(1, 60005) g`,
+        [runId],
+      );
+      // What vacuum does for the ranges a write filled (autosummarize).
+      await client.query("SELECT brin_summarize_new_values('idx_tool_calls_created')");
+      await client.query('ANALYZE tool_calls, runs');
+      const read = async () => {
+        const { rows } = await client.query<{ n: string }>("SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) AS n FROM pg_stat_xact_user_tables WHERE relname = 'tool_calls'");
+        return Number(rows[0]!.n);
+      };
+      const before = await read();
+      const tools = await toolMetrics(client as unknown as pg.Pool, 'default', Date.now() - 3_600_000);
+      expect(tools.filter((t) => t.tool_name === 'recent' || t.tool_name === 'old')).toMatchObject([{ tool_name: 'recent', total: 5 }]);
+      // The last block ranges, not the 60,000 older calls.
+      expect((await read()) - before).toBeLessThan(10_000);
+      await client.query('ROLLBACK');
+    } finally {
+      client.release();
+    }
   });
 });

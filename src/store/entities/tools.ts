@@ -35,6 +35,8 @@ export const ToolCall = defineEntity({
       name: 'idx_tool_calls_open',
       expression: `create index "idx_tool_calls_open" on "tool_calls" ("status", "deadline_at") where status in ('APPROVED', 'DISPATCHED', 'RUNNING')`,
     },
+    // The calls of a time window (store/metrics-reads.ts toolMetrics): calls are written in time order, so block ranges suffice.
+    { name: 'idx_tool_calls_created', expression: `create index "idx_tool_calls_created" on "tool_calls" using brin ("created_at") with (pages_per_range = 32, autosummarize = on)` },
   ],
   properties: {
     toolCallId: p.string().length(64).primary(),

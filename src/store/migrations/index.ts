@@ -34,6 +34,7 @@ import { Migration20261127190000 } from './Migration20261127190000_open_ended_ca
 import { Migration20261127210000 } from './Migration20261127210000_events_run_index.js';
 import { Migration20261127230000 } from './Migration20261127230000_open_calls_index.js';
 import { Migration20261127233000 } from './Migration20261127233000_approval_pages.js';
+import { Migration20261127235000 } from './Migration20261127235000_tool_call_times.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -71,4 +72,5 @@ export const migrations = [
   { name: 'Migration20261127210000_events_run_index', class: Migration20261127210000 },
   { name: 'Migration20261127230000_open_calls_index', class: Migration20261127230000 },
   { name: 'Migration20261127233000_approval_pages', class: Migration20261127233000 },
+  { name: 'Migration20261127235000_tool_call_times', class: Migration20261127235000 },
 ];
