@@ -92,6 +92,12 @@ export class AbcError extends Error {
 export const invalidRequest = (message: string, field?: string) =>
   new AbcError('INVALID_ARGUMENT', { code: 'invalid_request', message, details: field ? { field } : undefined });
 
+/** A request's page size: 0 asks for `fallback`, and one outside 1-`max` is refused. */
+export function pageLimit(limit: number, fallback: number, max: number): number {
+  if (limit < 0 || limit > max) throw invalidRequest(`limit must be 1-${max}`, 'limit');
+  return limit || fallback;
+}
+
 export const notFound = (what: string, id: string) =>
   new AbcError('NOT_FOUND', { code: 'not_found', message: `${what} ${id} not found`, details: { [what]: id } });
 

@@ -302,8 +302,8 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
             every(opts.timerSweepMs, () => toolCalls.sweep(), log, 'timer sweep'),
             every(opts.presenceTtlMs / 3, () => presence.refresh(), log, 'presence refresh'),
             every(Math.max(100, Math.floor(c.leaseMs / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
-            every(c.retentionSweepMs, () => inBatches(() => deleteExpiredTickets(opts.orm.em.fork(), 500), 500), log, 'ticket retention sweep'),
-            every(c.retentionSweepMs, () => inBatches(() => deleteExpiredIdempotencyKeys(opts.orm.em.fork(), 1000), 1000), log, 'idempotency key retention sweep'),
+            every(c.retentionSweepMs, () => inBatches((n) => deleteExpiredTickets(opts.orm.em.fork(), n), 500), log, 'ticket retention sweep'),
+            every(c.retentionSweepMs, () => inBatches((n) => deleteExpiredIdempotencyKeys(opts.orm.em.fork(), n), 1000), log, 'idempotency key retention sweep'),
           );
         }
         return;

@@ -1,7 +1,7 @@
 // The observer plane: read-only projections. Event reads run in read-only transactions.
 import { ObserverServiceService } from '../../gen/abc/observer/v1/observer.js';
 import { requireKey, requireRun, requireSession, speaksFor, tenantOf } from '../access/principal.js';
-import { invalidRequest, notFound } from '../domain/errors.js';
+import { invalidRequest, notFound, pageLimit } from '../domain/errors.js';
 import type pg from 'pg';
 import { PROMPT_ACTION_TYPES } from './consequences.js';
 import { readContract, readContracts } from '../store/execution-reads.js';
@@ -176,8 +176,7 @@ export function observerHandlers(
       if (!MEMORY_SCOPES.includes(scope)) throw invalidRequest('scope must be EPHEMERAL, SESSION or GLOBAL', 'scope');
       if (scope !== 'GLOBAL' && !req.scopeId) throw invalidRequest(`scope_id is required for ${scope}`, 'scope_id');
       if (!req.query.trim()) throw invalidRequest('query is required', 'query');
-      if (req.limit < 0 || req.limit > 100) throw invalidRequest('limit must be 1-100', 'limit');
-      const entries = await searchMemory(readOnly, tenantId, scope, req.scopeId, req.query, req.limit || 20);
+      const entries = await searchMemory(readOnly, tenantId, scope, req.scopeId, req.query, pageLimit(req.limit, 20, 100));
       return {
         entries: entries.map((e) => ({ scope: enumOf<MemoryScopeMessage>('MEMORY_SCOPE', e.scope), scopeId: e.scope_id, key: e.key, value: e.value, tags: e.tags, createdAt: e.created_at, rank: e.rank ?? 0 })),
       };
@@ -192,8 +191,7 @@ export function observerHandlers(
     },
     async listEvents(req, ctx) {
       const filter = { ...(await authorize(ctx.principal, req.runId, req.sessionId)), types: req.types.filter(Boolean), excludeTypes: req.excludeTypes.filter(Boolean), afterTs: req.afterTs || undefined };
-      if (req.limit < 0 || req.limit > MAX_PAGE) throw invalidRequest(`limit must be 1-${MAX_PAGE}`, 'limit');
-      const limit = req.limit || 100;
+      const limit = pageLimit(req.limit, 100, MAX_PAGE);
       const rows = await em().transactional((tx) => readEvents(tx, filter, cursorOf(req.cursor, 'cursor'), limit + 1), { readOnly: true });
       const page = rows.slice(0, limit);
       return { events: page.map(toEventMessage), hasMore: rows.length > limit, nextCursor: page.at(-1)?.id ?? req.cursor };

@@ -6,7 +6,7 @@ import type { Run, RunServiceService, RunStatus } from '../../gen/abc/orchestrat
 import type { Message, SessionServiceService } from '../../gen/abc/orchestrator/v1/session.js';
 import { defaultUser, requireKey, requireRun, requireSession, speaksFor, tenantOf, type KeyPrincipal, type Principal } from '../access/principal.js';
 import { hasScope } from '../access/scopes.js';
-import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
+import { AbcError, invalidRequest, notFound, pageLimit } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis, toEventMessage } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
@@ -182,8 +182,7 @@ export function sessionHandlers(orm: Orm): ServiceHandlers<typeof SessionService
     },
     async listMessages(req, ctx) {
       requireSession(ctx.principal, await getSession(em(), req.sessionId), req.sessionId);
-      if (req.limit < 0 || req.limit > 500) throw invalidRequest('limit must be 1-500', 'limit');
-      const page = await listMessages(em(), req.sessionId, req.limit || 50, req.before || undefined);
+      const page = await listMessages(em(), req.sessionId, pageLimit(req.limit, 50, 500), req.before || undefined);
       return { messages: page.messages.map(toMessage), hasMore: page.hasMore };
     },
     async appendMessage(req, ctx) {

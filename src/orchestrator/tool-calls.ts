@@ -117,10 +117,8 @@ const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 const RUN_FACTS_KEPT = 10_000;
 const RUN_FACTS_KEPT_MS = 10 * 60_000;
 
-/** The most approvals one page of a list holds. */
-const MAX_APPROVALS_PAGE = 1000;
-
-/** A list's cursor, `<created_at in epoch microseconds>_<approval_id>`, as the key it names. */
+// An approvals list's cursor, `<created_at in epoch microseconds>_<approval_id>`, and the key it names.
+const approvalCursor = (key: ApprovalKey) => `${key.createdUs}_${key.approvalId}`;
 function approvalKeyOf(cursor: string): ApprovalKey {
   const match = /^(\d{1,16})_(.{1,64})$/.exec(cursor);
   if (!match) throw invalidRequest('cursor is not a next_cursor of an approvals list', 'cursor');
@@ -693,10 +691,9 @@ export class ToolCalls {
     if (principal.kind === 'run' && filter.sessionId !== principal.sessionId && filter.runId !== principal.runId) {
       throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: 'a run token lists only the approvals of its own run or session' });
     }
-    if (!Number.isInteger(page.limit) || page.limit < 0 || page.limit > MAX_APPROVALS_PAGE) throw invalidRequest(`limit must be 1-${MAX_APPROVALS_PAGE}`, 'limit');
     const after = page.cursor ? approvalKeyOf(page.cursor) : undefined;
-    const found = await listApprovals(this.#em(), principal.tenantId, { ...filter, userIds: principal.kind === 'key' ? principal.userIds : null }, { after, limit: page.limit || 100 });
-    return { approvals: found.approvals, hasMore: found.hasMore, nextCursor: found.last ? `${found.last.createdUs}_${found.last.approvalId}` : page.cursor };
+    const found = await listApprovals(this.#em(), principal.tenantId, { ...filter, userIds: principal.kind === 'key' ? principal.userIds : null }, { after, limit: page.limit });
+    return { approvals: found.approvals, hasMore: found.hasMore, nextCursor: found.last ? approvalCursor(found.last) : page.cursor };
   }
 
   /** A tool call the caller may see; another tenant's does not exist for it. */

@@ -14,7 +14,7 @@ import { defaultUser, requireKey, tenantOf } from '../access/principal.js';
 import { targetTenant } from '../access/scopes.js';
 import type { SecretInfo } from '../access/secrets.js';
 import type { ApprovalState } from '../domain/approval.machine.js';
-import { invalidRequest, unauthenticated } from '../domain/errors.js';
+import { invalidRequest, pageLimit, unauthenticated } from '../domain/errors.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf, millis } from '../grpc/mappers.js';
 import type { Orm } from '../store/orm.js';
@@ -164,7 +164,7 @@ export function approvalHandlers(calls: ToolCalls): ServiceHandlers<typeof Appro
       if (!ctx.principal) throw unauthenticated();
       const status = req.status === ApprovalStatus.APPROVAL_STATUS_UNSPECIFIED ? undefined : (req.status.replace(/^APPROVAL_STATUS_/, '') as ApprovalState);
       const filter = { sessionId: req.sessionId || undefined, runId: req.runId || undefined, ticket: req.ticket || undefined, status };
-      const page = await calls.listApprovals(ctx.principal, filter, { limit: req.limit, cursor: req.cursor });
+      const page = await calls.listApprovals(ctx.principal, filter, { limit: pageLimit(req.limit, 100, 1000), cursor: req.cursor });
       return { approvals: page.approvals.map(toApprovalMessage), hasMore: page.hasMore, nextCursor: page.nextCursor };
     },
     async decideApproval(req, ctx) {

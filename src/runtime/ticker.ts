@@ -29,10 +29,10 @@ export function every(ms: number, job: () => Promise<unknown>, log: Logger, what
  * one comes back short, at most `most` times: a backlog drains in many short
  * transactions instead of one long one, and a sweep still ends.
  */
-export async function inBatches(batch: () => Promise<number>, size: number, most = 20): Promise<number> {
+export async function inBatches(batch: (size: number) => Promise<number>, size: number, most = 20): Promise<number> {
   let total = 0;
   for (let i = 0; i < most; i++) {
-    const n = await batch();
+    const n = await batch(size);
     total += n;
     if (n < size) break;
   }

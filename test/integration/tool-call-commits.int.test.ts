@@ -356,14 +356,14 @@ describe('idempotency key retention', () => {
       await holder.query('BEGIN');
       await holder.query("SELECT 1 FROM idempotency_keys WHERE scope = 'tool_call' AND key = 'retain-held' FOR UPDATE");
       // At most two batches a sweep: a backlog drains over several.
-      expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000, 2)).toBe(2000);
-      expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000)).toBe(500);
+      expect(await inBatches((n) => deleteExpiredIdempotencyKeys(em(), n), 1000, 2)).toBe(2000);
+      expect(await inBatches((n) => deleteExpiredIdempotencyKeys(em(), n), 1000)).toBe(500);
       expect(await keys()).toEqual(['retain-held', 'retain-live-1', 'retain-live-2']);
       await holder.query('COMMIT');
     } finally {
       holder.release();
     }
-    expect(await inBatches(() => deleteExpiredIdempotencyKeys(em(), 1000), 1000)).toBe(1);
+    expect(await inBatches((n) => deleteExpiredIdempotencyKeys(em(), n), 1000)).toBe(1);
     expect(await keys()).toEqual(['retain-live-1', 'retain-live-2']);
   });
 });

@@ -1,7 +1,7 @@
 // Anything thrown becomes an AbcError: a database that is away is retryable
 // UNAVAILABLE, a value PostgreSQL refuses is the caller's INVALID_ARGUMENT.
 import { describe, expect, it } from 'vitest';
-import { AbcError, isDatabaseUnavailable } from '../../src/domain/errors.js';
+import { AbcError, isDatabaseUnavailable, pageLimit } from '../../src/domain/errors.js';
 
 const pgError = (code: string, message = 'x') => Object.assign(new Error(message), { code });
 
@@ -42,5 +42,23 @@ describe('a transaction conflict', () => {
     const e = AbcError.from(pgError(code));
     expect(e.status).toBe('ABORTED');
     expect(e.payload).toMatchObject({ code: 'conflict', retryable: true });
+  });
+});
+
+describe('pageLimit', () => {
+  it('takes the fallback for 0, keeps a limit in range, and refuses one outside it as the limit field', () => {
+    expect(pageLimit(0, 50, 500)).toBe(50);
+    expect(pageLimit(500, 50, 500)).toBe(500);
+    for (const limit of [-1, 501]) {
+      const thrown = (() => {
+        try {
+          pageLimit(limit, 50, 500);
+        } catch (error) {
+          return error as AbcError;
+        }
+      })();
+      expect(thrown?.status).toBe('INVALID_ARGUMENT');
+      expect(thrown?.payload).toMatchObject({ code: 'invalid_request', message: 'limit must be 1-500', details: { field: 'limit' } });
+    }
   });
 });
