@@ -304,6 +304,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
             every(Math.max(100, Math.floor(c.leaseMs / 2)), () => engine.queue.recover(), log, 'contract recovery sweep'),
             every(c.retentionSweepMs, () => inBatches((n) => deleteExpiredTickets(opts.orm.em.fork(), n), 500), log, 'ticket retention sweep'),
             every(c.retentionSweepMs, () => inBatches((n) => deleteExpiredIdempotencyKeys(opts.orm.em.fork(), n), 1000), log, 'idempotency key retention sweep'),
+            every(c.retentionSweepMs, () => inBatches((n) => presence.deleteStale(n), 1000), log, 'stale connection sweep'),
           );
         }
         return;

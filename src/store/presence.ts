@@ -1,15 +1,17 @@
 // Which sessions have a connected client, across every core: rows this core
-// refreshes while its connections live, and that go stale when it dies.
-// Connections that come and go while a write is in flight are written
-// together in the next one.
+// refreshes while its connections live, and that go stale when it dies; a
+// sweep on any core deletes stale rows. Connections that come and go while a
+// write is in flight are written together in the next one.
 import { fulfilled, GroupCommit, oneByOne, type Outcome } from '../runtime/group-commit.js';
 import { poolOf, prepared, refusedByServer } from './native.js';
 import type { Orm } from './orm.js';
 
-/** A connection that began to watch a session, or one that closed. */
-type Change = { join: { connectionId: string; sessionId: string; userId: string } } | { leave: string };
+type Join = { connectionId: string; sessionId: string; userId: string };
+/** A connection that began to watch a session, one that closed, or a refresh of every live one. */
+type Change = { join: Join } | { leave: string } | { refresh: true };
 
 // One statement for a group: the closed connections' rows go, the new ones come (or are refreshed).
+// A refresh writes every live row again, so one that a sweep deleted while this core could not reach the database comes back.
 const WRITE = prepared(
   `WITH gone AS (DELETE FROM client_connections WHERE connection_id = ANY($1::text[]))
    INSERT INTO client_connections (connection_id, session_id, user_id, core_id)
@@ -17,12 +19,22 @@ const WRITE = prepared(
    ON CONFLICT (connection_id, session_id) DO UPDATE SET seen_at = now()`,
 );
 
+// Rows not refreshed within the TTL already count as offline. A row another transaction holds (a refresh) is left to it;
+// the rows this one locked keep their ctids until it ends, so they are deleted by them, not by a join with the table.
+const DELETE_STALE = prepared(
+  `WITH gone AS (
+     DELETE FROM client_connections WHERE ctid = ANY (ARRAY(
+       SELECT ctid FROM client_connections WHERE seen_at < now() - ($1 * interval '1 millisecond') LIMIT $2 FOR UPDATE SKIP LOCKED))
+     RETURNING 1)
+   SELECT count(*)::int AS n FROM gone`,
+);
+
 export class Presence {
   readonly #orm: Orm;
   readonly #coreId: string;
   readonly #ttlMs: number;
-  /** connection id -> the sessions it watches, on this core. */
-  readonly #local = new Map<string, Set<string>>();
+  /** connection id -> its user and the sessions it watches, on this core. */
+  readonly #local = new Map<string, { userId: string; sessions: Set<string> }>();
   /** Writes in flight, so close() can wait for them before the pool ends. */
   readonly #writes = new Set<Promise<unknown>>();
   readonly #group = new GroupCommit<Change, void>((changes) => this.#commitGroup(changes));
@@ -34,17 +46,30 @@ export class Presence {
     this.#ttlMs = ttlMs;
   }
 
-  /** Should run every third of the TTL: keeps this core's connections fresh. */
+  /** Should run every third of the TTL: keeps this core's connections fresh, by their keys. */
   async refresh(): Promise<void> {
     if (this.#local.size === 0) return;
-    await this.#orm.em.fork().execute('UPDATE client_connections SET seen_at = now() WHERE core_id = ?', [this.#coreId]);
+    await this.#write({ refresh: true });
   }
 
+  /**
+   * A join the database refused is forgotten, so that no refresh carries it
+   * again; one that could not reach the database stays, and the next refresh
+   * writes it.
+   */
   async join(connectionId: string, sessionId: string, userId: string): Promise<void> {
-    const sessions = this.#local.get(connectionId) ?? new Set();
-    sessions.add(sessionId);
-    this.#local.set(connectionId, sessions);
-    await this.#write({ join: { connectionId, sessionId, userId } });
+    const local = this.#local.get(connectionId) ?? { userId, sessions: new Set<string>() };
+    const added = !local.sessions.has(sessionId);
+    local.sessions.add(sessionId);
+    this.#local.set(connectionId, local);
+    try {
+      await this.#write({ join: { connectionId, sessionId, userId } });
+    } catch (error) {
+      if (!refusedByServer(error)) throw error;
+      if (added) local.sessions.delete(sessionId);
+      if (local.sessions.size === 0 && this.#local.get(connectionId) === local) this.#local.delete(connectionId);
+      throw error;
+    }
   }
 
   async leave(connectionId: string): Promise<void> {
@@ -85,15 +110,31 @@ export class Presence {
     }
   }
 
-  /** Changes in one statement, on the pool itself: never inside a caller's transaction. A closed connection is final: its joins are dropped. */
+  /**
+   * Changes in one statement, on the pool itself: never inside a caller's
+   * transaction. A closed connection is final: its joins are dropped. A
+   * refresh takes the live connections as they are when its group is written,
+   * after every earlier group, so it cannot bring back one that closed.
+   */
   async #commit(changes: Change[]): Promise<void> {
     const gone = new Set(changes.flatMap((c) => ('leave' in c ? [c.leave] : [])));
+    const live = changes.some((c) => 'refresh' in c) ? [...this.#local].flatMap(([connectionId, { userId, sessions }]) => [...sessions].map((sessionId) => ({ connectionId, sessionId, userId }))) : [];
+    const asked = [...changes.flatMap((c) => ('join' in c ? [c.join] : [])), ...live];
     // A row once: one INSERT may not touch a row twice.
-    const joins = [...new Map(changes.flatMap((c) => ('join' in c && !gone.has(c.join.connectionId) ? [[`${c.join.connectionId} ${c.join.sessionId}`, c.join] as const] : []))).values()];
+    const joins = [...new Map(asked.filter((j) => !gone.has(j.connectionId)).map((j) => [`${j.connectionId} ${j.sessionId}`, j] as const)).values()];
     await poolOf(this.#orm).query({
       ...WRITE,
       values: [[...gone], joins.map((j) => j.connectionId), joins.map((j) => j.sessionId), joins.map((j) => j.userId), this.#coreId],
     });
+  }
+
+  /** Deletes up to `limit` rows that no core refreshed within the TTL (their core died), and says how many went. */
+  async deleteStale(limit: number): Promise<number> {
+    const { rows } = await poolOf(this.#orm).query<{ n: number }>({
+      ...DELETE_STALE,
+      values: [this.#ttlMs, limit],
+    });
+    return rows[0]!.n;
   }
 
   /** Whether any core has a live client of the session. */
