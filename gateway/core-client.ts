@@ -22,9 +22,17 @@ export interface CoreTls {
   key?: Buffer;
 }
 
+/**
+ * The core bounds what it answers (a page of events, a batch of IM frames), and
+ * a page of 1,000 events of 16 KB is larger than grpc-js's default limit of
+ * 4 MB on what a client receives: the gateway takes what its core sends.
+ */
+const CORE_CHANNEL: ChannelOptions = { 'grpc.max_receive_message_length': -1 };
+
 /** One channel per service client, all to the same core address. */
-export function connectCore(address: string, options: ChannelOptions = {}, tls?: CoreTls) {
+export function connectCore(address: string, extra: ChannelOptions = {}, tls?: CoreTls) {
   const creds = tls ? credentials.createSsl(tls.ca, tls.key ?? null, tls.cert ?? null) : credentials.createInsecure();
+  const options = { ...CORE_CHANNEL, ...extra };
   return {
     health: new HealthClient(address, creds, options),
     ingress: new IngressServiceClient(address, creds, options),

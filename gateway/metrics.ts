@@ -2,7 +2,7 @@
 // and status, their duration, and the process. GET /metrics serves them with
 // the core's (ObserverService.GetMetrics), for an operator key.
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CoreClients } from './core-client.js';
 import { call } from './grpc-call.js';
 
@@ -17,6 +17,10 @@ const duration = new Histogram({
   buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   registers,
 });
+
+/** Client streams the gateway has stopped taking from the core, because their client is not reading (gateway/hold.ts). */
+export const pausedStreams = new Gauge({ name: 'abc_gateway_paused_streams', help: 'Streams held for a client that stopped reading, by surface (im: the IM WebSocket, sse: run event streams)', labelNames: ['surface'], registers });
+for (const surface of ['im', 'sse']) pausedStreams.set({ surface }, 0);
 
 /** Records one answered request; the route is its template (`/v1/runs/{run_id}`), never its ids. */
 export function observeRequest(route: string | undefined, method: string, status: number, seconds: number): void {

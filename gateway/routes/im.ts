@@ -8,6 +8,7 @@ import type { CoreClients } from '../core-client.js';
 import { metadataOf } from '../grpc-call.js';
 import { parseClientFrame, serverFrameJson, type Parsed } from '../im-frames.js';
 import { corkPerTick } from '../cork.js';
+import { holdWhileBehind } from '../hold.js';
 import { endSpan } from '../tracing.js';
 
 /** How long the core has to end a connection's call once its socket closed. */
@@ -36,7 +37,10 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     ping.unref();
 
     // ws keeps its TCP socket private; frames arriving together leave in one write to it.
-    const cork = corkPerTick((socket as unknown as { _socket?: Socket })._socket);
+    const tcp = (socket as unknown as { _socket: Socket })._socket;
+    const cork = corkPerTick(tcp);
+    // A client that stops reading holds its connection's frames back in the core, not here.
+    const hold = holdWhileBehind(stream, tcp, () => socket.bufferedAmount, 'im');
     stream.on('data', (res: ConnectResponse) => {
       cork();
       // The gateway's hello asks for batches: frames ready together come in one message.
@@ -44,6 +48,7 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
         if (frame.frame?.$case === 'error' && frame.frame.value.code === 'unauthenticated') guards.failures.record(req.ip);
         send(serverFrameJson(frame));
       }
+      hold.check();
     });
     stream.on('end', () => socket.close(1000, 'closed'));
     stream.on('error', (error: { code?: number }) => {
@@ -72,6 +77,8 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     const opened = Date.now();
     socket.on('close', (code, reason) => {
       clearInterval(ping);
+      // What the core still sends is dropped (the socket is closed), so the call can end.
+      hold.release();
       // Half-closed, the core ends the call itself with OK: no cancellation, and no
       // error built for it on either side. One that has not ended soon is cancelled.
       stream.end();

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { CoreClients } from '../core-client.js';
 import { call, streamMetadata } from '../grpc-call.js';
 import { eventJson, runJson } from '../mappers.js';
+import { holdWhileBehind } from '../hold.js';
 import { fromGrpcError } from '../errors.js';
 
 const runParams = { type: 'object', required: ['run_id'], properties: { run_id: { type: 'string', minLength: 1, maxLength: 64 } } } as const;
@@ -85,10 +86,13 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
       };
       const heartbeat = setInterval(() => opened && reply.raw.write(': ping\n\n'), 15_000);
       stream.on('metadata', open);
+      // A client that stops reading holds the core's watcher, not the gateway's memory.
+      const hold = holdWhileBehind(stream, reply.raw, () => reply.raw.writableLength, 'sse');
       stream.on('data', (res: { event?: Parameters<typeof eventJson>[0] }) => {
         open();
         const e = eventJson(res.event!);
         reply.raw.write(`id: ${e.cursor}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`);
+        hold.check();
       });
       let finished = false;
       stream.on('error', (error: { code?: number }) => {
@@ -119,6 +123,7 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
       });
       reply.raw.on('close', () => {
         clearInterval(heartbeat);
+        hold.release();
         stream.cancel();
       });
     },

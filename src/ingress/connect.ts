@@ -42,12 +42,18 @@ type Frame = NonNullable<ConnectResponse['frame']>;
 /** Why a connection's watches stop: one reason for all, not an error built per watch. */
 const CLOSED = 'connection closed';
 const REPLACED = 'replaced by a newer watch';
+/**
+ * The session frames a connection holds for its client: past this many, its
+ * watchers wait (and read the log later) until the client has taken them. A
+ * client that reads slowly holds back its own stream, not the core's memory.
+ */
+const MAX_QUEUED_FRAMES = 256;
 
 export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
   const connection = new Connection(deps, ctx);
   void connection.read(requests);
-  // Frames ready in one burst (one committed batch) go out in one message, to a connection that asked.
-  for await (const frames of byTick(connection.out)) {
+  // Frames ready in one burst (one committed batch) go out in one message, to a connection that asked; at most MAX_QUEUED_FRAMES a message.
+  for await (const frames of byTick(connection.out, MAX_QUEUED_FRAMES)) {
     if (connection.batching && frames.length > 1) yield { ts: Date.now(), requestId: '', sessionId: '', runId: '', cursor: '', frame: { $case: 'batch', value: { frames } } };
     else yield* frames;
   }
@@ -241,7 +247,13 @@ class Connection {
       try {
         for await (const event of watchEvents(() => pool, this.#deps.bus, { filter: { sessionId, excludeTypes: this.#exclude }, cursor, known, signal: controller.signal })) {
           const frame = frameOf(event);
-          if (frame) this.out.push(frame);
+          if (!frame) continue;
+          if (this.out.size >= MAX_QUEUED_FRAMES) {
+            await this.out.room(MAX_QUEUED_FRAMES);
+            // A watch replaced while it waited sends nothing more: its successor sends from its own cursor.
+            if (controller.signal.aborted) return;
+          }
+          this.out.push(frame);
         }
       } catch (error) {
         if (!controller.signal.aborted) {

@@ -1,10 +1,11 @@
 // Adaptive batching for streams: what arrives in one burst (one callback and
 // the promise jobs it sets off, such as the events parsed from one socket
 // read) leaves as one batch. A lone item waits for nothing but the end of its
-// burst, not for the next turn of the event loop.
+// burst, not for the next turn of the event loop. A burst longer than `max`
+// leaves in batches of `max`.
 const TURN = Symbol('turn');
 
-export async function* byTick<T>(source: AsyncIterable<T>): AsyncGenerator<T[]> {
+export async function* byTick<T>(source: AsyncIterable<T>, max = Infinity): AsyncGenerator<T[]> {
   const it = source[Symbol.asyncIterator]();
   let next = it.next();
   try {
@@ -16,6 +17,8 @@ export async function* byTick<T>(source: AsyncIterable<T>): AsyncGenerator<T[]> 
       const turn = new Promise<typeof TURN>((resolve) => process.nextTick(resolve, TURN));
       for (;;) {
         next = it.next();
+        // A full batch leaves now; the read just asked for starts the next one.
+        if (batch.length >= max) break;
         let got: IteratorResult<T> | typeof TURN;
         try {
           got = await Promise.race([next, turn]);

@@ -28,6 +28,16 @@ describe('byTick', () => {
     expect(await batches).toEqual([[1, 2, 3], [4], [5, 6]]);
   });
 
+  it('splits a burst longer than its max into batches of max, every item once, in order', async () => {
+    const q = new AsyncQueue<number>();
+    const batches = collect(byTick(q, 3));
+    for (let i = 1; i <= 7; i++) q.push(i);
+    await turn();
+    q.push(8);
+    q.end();
+    expect(await batches).toEqual([[1, 2, 3], [4, 5, 6], [7], [8]]);
+  });
+
   it('sends a lone item at the end of its burst, before the event loop turns', async () => {
     const q = new AsyncQueue<string>();
     const it = byTick(q)[Symbol.asyncIterator]();

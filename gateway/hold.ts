@@ -1,0 +1,41 @@
+// Backpressure from a client to the core. A stream whose client has not taken
+// MAX_UNSENT_BYTES of what was written to it stops taking messages from the
+// core until the client's socket drains; gRPC's flow control then holds the
+// core's watcher, which reads the log again when it is asked for more.
+import { pausedStreams } from './metrics.js';
+
+/** What may wait in the gateway for one client before its stream is held. */
+export const MAX_UNSENT_BYTES = 1024 * 1024;
+
+export interface Hold {
+  /** After a write: holds the source while the client is behind. */
+  check(): void;
+  /** Lets the source go again (the sink drained, or the client left). */
+  release(): void;
+}
+
+export function holdWhileBehind(
+  source: { pause(): unknown; resume(): unknown },
+  sink: { once(event: 'drain', listener: () => void): unknown; off(event: 'drain', listener: () => void): unknown },
+  unsent: () => number,
+  surface: 'im' | 'sse',
+): Hold {
+  let held = false;
+  const release = () => {
+    if (!held) return;
+    held = false;
+    sink.off('drain', release);
+    pausedStreams.dec({ surface });
+    source.resume();
+  };
+  return {
+    check: () => {
+      if (held || unsent() < MAX_UNSENT_BYTES) return;
+      held = true;
+      pausedStreams.inc({ surface });
+      source.pause();
+      sink.once('drain', release);
+    },
+    release,
+  };
+}

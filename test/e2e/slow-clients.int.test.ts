@@ -1,0 +1,117 @@
+// Large streams and clients that stop reading. A run's frames reach a client
+// however much the run wrote, and a client that stops reading holds the stream
+// where it is: the gateway stops taking frames from the core, which stops
+// reading the log, until the client reads again. Nothing is lost or repeated.
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+
+let s: TestStack;
+let agent: FakeAgent;
+
+// 640 deltas of 16 KB (the most one stored delta carries): 10 MB, over grpc-js's 4 MB default message limit.
+const DELTAS = 640;
+const delta = (i: number) => `${i},`.padEnd(16 * 1024, '.');
+const whole = Array.from({ length: DELTAS }, (_, i) => delta(i)).join('');
+
+beforeAll(async () => {
+  s = await startTestStack();
+  agent = await startFakeAgent(async (_inv, res) => {
+    for (let i = 0; i < DELTAS; i++) if (!sse(res, 'delta', { text: delta(i) })) await new Promise((r) => res.once('drain', r));
+    sse(res, 'done', { usage: {} });
+    res.end();
+  });
+  const res = await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'big', name: 'Big', endpoint: agent.url } });
+  expect(res.status).toBe(200);
+});
+afterAll(async () => {
+  await agent.close();
+  await s.close();
+});
+
+async function hello(): Promise<WsClient> {
+  const ws = await new WsClient(s.url).open();
+  ws.send({ type: 'hello', user_id: 'u1', api_key: s.key });
+  await ws.next('hello_ack');
+  return ws;
+}
+
+/** A gauge of the gateway's metrics, by its labels. */
+async function gauge(name: string, labels: string): Promise<number> {
+  const text = await (await s.http('/metrics')).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').at(-1)) : NaN;
+}
+
+async function until(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A run of the big agent, read to its end by a client that reads; its id and session. */
+async function bigRun(session: string): Promise<string> {
+  const ws = await hello();
+  ws.send({ type: 'agent_invoke', session_id: session, agent_id: 'big', message: { role: 'user', content: 'go' } });
+  await ws.next('done', 0);
+  expect(ws.text()).toBe(whole);
+  ws.close();
+  return ws.of('run_started')[0]!.run_id as string;
+}
+
+describe('large streams and slow clients', () => {
+  it('sends a run of 10 MB to a client that reads it live, to one that resumes it from the start, and a page of it over HTTP', async () => {
+    const runId = await bigRun('sess_big_1');
+    const again = await hello();
+    again.send({ type: 'resume', session_id: 'sess_big_1', cursor: '0' });
+    await again.next('done');
+    expect(again.text()).toBe(whole);
+    expect(again.of('error')).toEqual([]);
+    again.close();
+
+    const page = await s.http(`/v1/runs/${runId}/events?limit=1000&types=agent_stream_delta`);
+    expect(page.status).toBe(200);
+    const body = await page.json();
+    expect(body.events.map((e: { payload: { text: string } }) => e.payload.text).join('')).toBe(whole);
+  });
+
+  it('holds an IM stream for a client that stopped reading, and delivers the rest exactly once when it reads again', async () => {
+    const ws = await hello();
+    const socket = (ws.ws as unknown as { _socket: Socket })._socket;
+    ws.send({ type: 'agent_invoke', session_id: 'sess_big_2', agent_id: 'big', message: { role: 'user', content: 'go' } });
+    await ws.next('run_started');
+    socket.pause();
+    const runId = ws.of('run_started')[0]!.run_id as string;
+    await until(async () => (await (await s.http(`/v1/runs/${runId}`)).json()).run.status === 'DONE', 'the run to end');
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="im"')) === 1, 'the IM stream to pause');
+    socket.resume();
+    await ws.next('done');
+    expect(ws.text()).toBe(whole);
+    expect(await gauge('abc_gateway_paused_streams', 'surface="im"')).toBe(0);
+    ws.close();
+  });
+
+  it('holds an SSE stream for a client that stopped reading, and delivers the rest exactly once when it reads again', async () => {
+    const runId = await bigRun('sess_big_3');
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) =>
+      http.get(`${s.url}/v1/runs/${runId}/events/stream`, { headers: { authorization: `Bearer ${s.key}` } }, resolve).on('error', reject),
+    );
+    expect(res.statusCode).toBe(200);
+    res.pause();
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="sse"')) === 1, 'the SSE stream to pause');
+    let body = '';
+    res.setEncoding('utf8').on('data', (chunk: string) => (body += chunk)).resume();
+    await new Promise((r) => res.once('end', r));
+    const events = body
+      .split('\n\n')
+      .filter((block) => block.startsWith('id: '))
+      .map((block) => JSON.parse(block.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as { seq: number; type: string; payload: { text?: string } });
+    expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+    expect(events.filter((e) => e.type === 'agent_stream_delta').map((e) => e.payload.text).join('')).toBe(whole);
+    expect(await gauge('abc_gateway_paused_streams', 'surface="sse"')).toBe(0);
+  });
+});
