@@ -52,7 +52,8 @@ const MAX_QUEUED_FRAMES = 256;
 export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
   const connection = new Connection(deps, ctx);
   void connection.read(requests);
-  // Frames ready in one burst (one committed batch) go out in one message, to a connection that asked; at most MAX_QUEUED_FRAMES a message.
+  // Frames ready in one burst (one committed batch) go out in one message, to a
+  // connection that asked: at most MAX_QUEUED_FRAMES a message.
   for await (const frames of byTick(connection.out, MAX_QUEUED_FRAMES)) {
     if (connection.batching && frames.length > 1) yield { ts: Date.now(), requestId: '', sessionId: '', runId: '', cursor: '', frame: { $case: 'batch', value: { frames } } };
     else yield* frames;
