@@ -48,13 +48,18 @@ const REPLACED = 'replaced by a newer watch';
  * client that reads slowly holds back its own stream, not the core's memory.
  */
 const MAX_QUEUED_FRAMES = 256;
+/**
+ * The most frames one message carries (at most 16 KB each when they are
+ * deltas): a reader that stops buffers a few messages, and each stays small.
+ */
+const MAX_BATCH_FRAMES = 32;
 
 export async function* connect(deps: ConnectDeps, requests: AsyncIterable<ConnectRequest>, ctx: CallContext): AsyncGenerator<ConnectResponse> {
   const connection = new Connection(deps, ctx);
   void connection.read(requests);
   // Frames ready in one burst (one committed batch) go out in one message, to a
-  // connection that asked: at most MAX_QUEUED_FRAMES a message.
-  for await (const frames of byTick(connection.out, MAX_QUEUED_FRAMES)) {
+  // connection that asked: at most MAX_BATCH_FRAMES a message.
+  for await (const frames of byTick(connection.out, MAX_BATCH_FRAMES)) {
     if (connection.batching && frames.length > 1) yield { ts: Date.now(), requestId: '', sessionId: '', runId: '', cursor: '', frame: { $case: 'batch', value: { frames } } };
     else yield* frames;
   }
