@@ -10,8 +10,8 @@ export const MAX_UNSENT_BYTES = 1024 * 1024;
 export interface Hold {
   /** After a write: holds the source while the client is behind. */
   check(): void;
-  /** Lets the source go again (the sink drained, or the client left). */
-  release(): void;
+  /** The client left: lets the source go for good, so that the rest of it is dropped and its call can end. */
+  end(): void;
 }
 
 export function holdWhileBehind(
@@ -21,6 +21,7 @@ export function holdWhileBehind(
   surface: 'im' | 'sse',
 ): Hold {
   let held = false;
+  let ended = false;
   const release = () => {
     if (!held) return;
     held = false;
@@ -30,12 +31,15 @@ export function holdWhileBehind(
   };
   return {
     check: () => {
-      if (held || unsent() < MAX_UNSENT_BYTES) return;
+      if (held || ended || unsent() < MAX_UNSENT_BYTES) return;
       held = true;
       pausedStreams.inc({ surface });
       source.pause();
       sink.once('drain', release);
     },
-    release,
+    end: () => {
+      ended = true;
+      release();
+    },
   };
 }

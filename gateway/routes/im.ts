@@ -78,7 +78,7 @@ export function imRoutes(app: FastifyInstance, core: CoreClients, pingIntervalMs
     socket.on('close', (code, reason) => {
       clearInterval(ping);
       // What the core still sends is dropped (the socket is closed), so the call can end.
-      hold.release();
+      hold.end();
       // Half-closed, the core ends the call itself with OK: no cancellation, and no
       // error built for it on either side. One that has not ended soon is cancelled.
       stream.end();

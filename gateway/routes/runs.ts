@@ -123,7 +123,7 @@ export function runRoutes(app: FastifyInstance, core: CoreClients): void {
       });
       reply.raw.on('close', () => {
         clearInterval(heartbeat);
-        hold.release();
+        hold.end();
         stream.cancel();
       });
     },

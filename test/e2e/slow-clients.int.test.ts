@@ -114,4 +114,20 @@ describe('large streams and slow clients', () => {
     expect(events.filter((e) => e.type === 'agent_stream_delta').map((e) => e.payload.text).join('')).toBe(whole);
     expect(await gauge('abc_gateway_paused_streams', 'surface="sse"')).toBe(0);
   });
+
+  it('lets a held stream go when its client leaves without reading, on either surface', async () => {
+    const runId = await bigRun('sess_big_4');
+    const ws = await hello();
+    (ws.ws as unknown as { _socket: Socket })._socket.pause();
+    ws.send({ type: 'resume', session_id: 'sess_big_4', cursor: '0' });
+    const req = http.get(`${s.url}/v1/runs/${runId}/events/stream`, { headers: { authorization: `Bearer ${s.key}` } });
+    const res = await new Promise<http.IncomingMessage>((resolve) => req.once('response', resolve));
+    res.pause();
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="im"')) === 1, 'the IM stream to pause');
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="sse"')) === 1, 'the SSE stream to pause');
+    ws.ws.terminate();
+    req.destroy();
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="im"')) === 0, 'the IM hold to end');
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="sse"')) === 0, 'the SSE hold to end');
+  });
 });
