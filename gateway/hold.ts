@@ -18,7 +18,7 @@ export function holdWhileBehind(
   source: { pause(): unknown; resume(): unknown },
   sink: { once(event: 'drain', listener: () => void): unknown; off(event: 'drain', listener: () => void): unknown },
   unsent: () => number,
-  surface: 'im' | 'sse',
+  surface: 'im' | 'sse' | 'llm',
 ): Hold {
   let held = false;
   let ended = false;

@@ -19,8 +19,8 @@ const duration = new Histogram({
 });
 
 /** Client streams the gateway has stopped taking from the core, because their client is not reading (gateway/hold.ts). */
-export const pausedStreams = new Gauge({ name: 'abc_gateway_paused_streams', help: 'Streams held for a client that stopped reading, by surface (im: the IM WebSocket, sse: run event streams)', labelNames: ['surface'], registers });
-for (const surface of ['im', 'sse']) pausedStreams.set({ surface }, 0);
+export const pausedStreams = new Gauge({ name: 'abc_gateway_paused_streams', help: 'Streams held for a client that stopped reading, by surface (im: the IM WebSocket, sse: run event streams, llm: LLM proxy streams)', labelNames: ['surface'], registers });
+for (const surface of ['im', 'sse', 'llm']) pausedStreams.set({ surface }, 0);
 
 /** Records one answered request; the route is its template (`/v1/runs/{run_id}`), never its ids. */
 export function observeRequest(route: string | undefined, method: string, status: number, seconds: number): void {

@@ -7,6 +7,7 @@ import type { CoreClients } from '../core-client.js';
 import { corkPerTick } from '../cork.js';
 import { fromGrpcError } from '../errors.js';
 import { call, metadataOf } from '../grpc-call.js';
+import { holdWhileBehind } from '../hold.js';
 
 const OPENAI_TYPE: Record<string, string> = {
   invalid_request: 'invalid_request_error',
@@ -93,6 +94,8 @@ function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, b
       reply.raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-abc-request-id': requestId });
     };
     const cork = corkPerTick(reply.raw);
+    // A client that stops reading holds the core's read of the upstream, not the gateway's memory.
+    const hold = holdWhileBehind(stream, reply.raw, () => reply.raw.writableLength, 'llm');
     stream.on('data', (msg: Sse & { done: boolean; requestId: string; events: Sse[] }) => {
       start(msg.requestId);
       cork();
@@ -105,6 +108,7 @@ function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, b
         named ||= Boolean(e.event);
         reply.raw.write(`${e.event ? `event: ${e.event}\n` : ''}data: ${Buffer.from(e.data).toString('utf8')}\n\n`);
       }
+      hold.check();
     });
     stream.on('end', () => {
       if (started) reply.raw.end();
@@ -116,6 +120,7 @@ function relayStream(open: Streamed, req: FastifyRequest, reply: FastifyReply, b
       resolve();
     });
     reply.raw.on('close', () => {
+      hold.end();
       if (!reply.raw.writableFinished) stream.cancel();
     });
   });

@@ -1,23 +1,31 @@
 // Large streams and clients that stop reading. A run's frames reach a client
 // however much the run wrote, and a client that stops reading holds the stream
 // where it is: the gateway stops taking frames from the core, which stops
-// reading the log, until the client reads again. Nothing is lost or repeated.
+// reading the log (or the LLM upstream), until the client reads again. Nothing
+// is lost or repeated.
+import { once } from 'node:events';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { chunk, startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 
 let s: TestStack;
 let agent: FakeAgent;
+let upstream: FakeLlm;
 
 // 640 deltas of 16 KB (the most one stored delta carries): 10 MB, over grpc-js's 4 MB default message limit.
 const DELTAS = 640;
 const delta = (i: number) => `${i},`.padEnd(16 * 1024, '.');
 const whole = Array.from({ length: DELTAS }, (_, i) => delta(i)).join('');
 
+// The LLM upstream's body timeout: a held stream outlasts it.
+const LLM_TIMEOUT_MS = 1000;
+
 beforeAll(async () => {
-  s = await startTestStack();
+  upstream = await startFakeLlm();
+  s = await startTestStack({ llm: { routerUrl: upstream.url, timeoutMs: LLM_TIMEOUT_MS } });
   agent = await startFakeAgent(async (_inv, res) => {
     for (let i = 0; i < DELTAS; i++) if (!sse(res, 'delta', { text: delta(i) })) await new Promise((r) => res.once('drain', r));
     sse(res, 'done', { usage: {} });
@@ -29,6 +37,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await agent.close();
   await s.close();
+  await upstream.close();
 });
 
 async function hello(): Promise<WsClient> {
@@ -129,5 +138,49 @@ describe('large streams and slow clients', () => {
     req.destroy();
     await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="im"')) === 0, 'the IM hold to end');
     await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="sse"')) === 0, 'the SSE hold to end');
+  });
+});
+
+describe('LLM proxy streams and slow clients', () => {
+  it('holds the upstream of a client that stopped reading, past the upstream timeout, and relays every chunk when it reads again', async () => {
+    // 3,000 chunks of 16 KB: 48 MB, more than the sockets and windows between the upstream and the client hold.
+    const CHUNKS = 3000;
+    const piece = (i: number) => `${i},`.padEnd(16 * 1024, '.');
+    const progress = { written: 0, waiting: false, done: false };
+    upstream.behave(async (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (let i = 0; i < CHUNKS; i++) {
+        progress.written = i + 1;
+        if (res.write(`data: ${JSON.stringify(chunk(req.json.model, { content: piece(i) }))}\n\n`)) continue;
+        progress.waiting = true;
+        await once(res, 'drain');
+        progress.waiting = false;
+      }
+      res.end('data: [DONE]\n\n');
+      progress.done = true;
+    });
+    const req = http.request(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json' } });
+    req.end(JSON.stringify({ model: 'gpt-4', messages: [{ role: 'user', content: 'go' }], stream: true }));
+    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+    expect(res.statusCode).toBe(200);
+    res.pause();
+    await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="llm"')) === 1, 'the LLM stream to pause');
+    // The upstream waits for its socket to drain, and stays held for longer than its body timeout.
+    await until(async () => progress.waiting, 'the upstream to wait');
+    const held = progress.written;
+    await new Promise((r) => setTimeout(r, LLM_TIMEOUT_MS * 1.5));
+    expect(progress.written).toBe(held);
+    expect(progress.done).toBe(false);
+    expect(held).toBeLessThan(CHUNKS);
+
+    let body = '';
+    res.setEncoding('utf8').on('data', (c: string) => (body += c)).resume();
+    await once(res, 'end');
+    const data = body.split('\n\n').filter(Boolean).map((block) => block.slice('data: '.length));
+    expect(data.at(-1)).toBe('[DONE]');
+    const text = data.slice(0, -1).map((d) => (JSON.parse(d) as { choices: { delta: { content: string } }[] }).choices[0]!.delta.content).join('');
+    expect(text).toBe(Array.from({ length: CHUNKS }, (_, i) => piece(i)).join(''));
+    expect(progress.done).toBe(true);
+    expect(await gauge('abc_gateway_paused_streams', 'surface="llm"')).toBe(0);
   });
 });
