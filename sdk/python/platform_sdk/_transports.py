@@ -75,10 +75,14 @@ _channels_lock = threading.Lock()
 
 
 def _channel(target: str) -> Any:
-    """One channel per target for the process: clients made per invocation share it."""
+    """One channel per target for the process: clients made per invocation share it.
+
+    It takes answers of any size, as HTTP does: the core bounds what it sends
+    (a context blob may be 16 MB), and grpcio's default would refuse over 4 MB.
+    """
     with _channels_lock:
         if target not in _channels:
-            _channels[target] = grpc.insecure_channel(target)
+            _channels[target] = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", -1)])
         return _channels[target]
 
 

@@ -261,3 +261,32 @@ def test_grpc_transport_calls_a_tool_and_reads_abcs_error_trailer():
         client.close()
     finally:
         server.stop(0)
+
+
+def test_grpc_transport_reads_an_answer_over_grpcs_default_limit():
+    """A context blob of 6 MB (the core accepts up to 16 MB) comes back whole over gRPC, as over HTTP."""
+    from concurrent import futures
+
+    import grpc
+    from google.protobuf import struct_pb2
+
+    from platform_sdk._proto.abc.orchestrator.v1 import context_pb2, context_pb2_grpc
+
+    text = "x" * (6 * 1024 * 1024)
+
+    class Context(context_pb2_grpc.ContextStoreServiceServicer):
+        def GetContext(self, request, context):
+            data = struct_pb2.Value()
+            data.struct_value.update({"text": text})
+            return context_pb2.GetContextResponse(blob=context_pb2.ContextBlob(context_key=request.context_key, owner_type="run", owner_id="run_1", version=1, data=data))
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.max_send_message_length", -1)])
+    context_pb2_grpc.add_ContextStoreServiceServicer_to_server(Context(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        client = PlatformClient(grpc_target=f"127.0.0.1:{port}", run_id="run_1", api_key="abc_key")
+        assert client.context.get("big").data == {"text": text}
+        client.close()
+    finally:
+        server.stop(0)
