@@ -6,6 +6,7 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { Socket } from 'node:net';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { chunk, startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
@@ -159,11 +160,10 @@ describe('LLM proxy streams and slow clients', () => {
       res.end('data: [DONE]\n\n');
       progress.done = true;
     });
-    const req = http.request(`${s.url}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/json' } });
-    req.end(JSON.stringify({ model: 'gpt-4', messages: [{ role: 'user', content: 'go' }], stream: true }));
-    const [res] = (await once(req, 'response')) as [http.IncomingMessage];
-    expect(res.statusCode).toBe(200);
-    res.pause();
+    // The stock SDK's consumer reads the first chunk, then takes nothing more until it goes on iterating.
+    const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key, maxRetries: 0 });
+    const chunks = (await client.chat.completions.create({ model: 'gpt-4', messages: [{ role: 'user', content: 'go' }], stream: true }))[Symbol.asyncIterator]();
+    const first = await chunks.next();
     await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="llm"')) === 1, 'the LLM stream to pause');
     // The upstream waits for its socket to drain, and stays held for longer than its body timeout.
     await until(async () => progress.waiting, 'the upstream to wait');
@@ -173,13 +173,10 @@ describe('LLM proxy streams and slow clients', () => {
     expect(progress.done).toBe(false);
     expect(held).toBeLessThan(CHUNKS);
 
-    let body = '';
-    res.setEncoding('utf8').on('data', (c: string) => (body += c)).resume();
-    await once(res, 'end');
-    const data = body.split('\n\n').filter(Boolean).map((block) => block.slice('data: '.length));
-    expect(data.at(-1)).toBe('[DONE]');
-    const text = data.slice(0, -1).map((d) => (JSON.parse(d) as { choices: { delta: { content: string } }[] }).choices[0]!.delta.content).join('');
-    expect(text).toBe(Array.from({ length: CHUNKS }, (_, i) => piece(i)).join(''));
+    // The rest, in order; the SDK ends at [DONE] and would throw on an error chunk.
+    const parts = [first.value!.choices[0]!.delta.content];
+    for (let next = await chunks.next(); !next.done; next = await chunks.next()) parts.push(next.value.choices[0]!.delta.content);
+    expect(parts.join('')).toBe(Array.from({ length: CHUNKS }, (_, i) => piece(i)).join(''));
     expect(progress.done).toBe(true);
     expect(await gauge('abc_gateway_paused_streams', 'surface="llm"')).toBe(0);
   });
