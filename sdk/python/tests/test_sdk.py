@@ -1,5 +1,6 @@
 """The SDK against real sockets: a small ABC stand-in that speaks ABC's HTTP
 shapes, and the agent server called the way ABC calls it."""
+import contextlib
 import json
 import os
 import sys
@@ -222,10 +223,25 @@ def test_struct_numbers_come_back_as_the_user_wrote_them():
     assert type(plain(value)["n"]) is int
 
 
-def test_grpc_transport_calls_a_tool_and_reads_abcs_error_trailer():
-    """A real grpcio server with ABC's ToolService stubs: a result {"n": 2} comes back as 2; a refusal as ABC's error."""
+@contextlib.contextmanager
+def grpc_server(add_servicer, servicer):
+    """A real grpcio server with one of ABC's services; yields its target."""
     from concurrent import futures
 
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.max_send_message_length", -1)])
+    add_servicer(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(0)
+
+
+def test_grpc_transport_calls_a_tool_and_reads_abcs_error_trailer():
+    """A real grpcio server with ABC's ToolService stubs: a result {"n": 2} comes back as 2; a refusal as ABC's error."""
     import grpc
     from google.protobuf import struct_pb2
 
@@ -245,12 +261,8 @@ def test_grpc_transport_calls_a_tool_and_reads_abcs_error_trailer():
             result.struct_value.update({"n": 2, "echo": dict(request.args)})
             return tool_pb2.InvokeToolResponse(status=tool_pb2.TOOL_INVOKE_STATUS_SUCCEEDED, tool_call_id="tc_9", result=result)
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    tool_pb2_grpc.add_ToolServiceServicer_to_server(Tools(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        client = PlatformClient(grpc_target=f"127.0.0.1:{port}", run_id="run_1", api_key="abc_key")
+    with grpc_server(tool_pb2_grpc.add_ToolServiceServicer_to_server, Tools()) as target:
+        client = PlatformClient(grpc_target=target, run_id="run_1", api_key="abc_key")
         result = client.tools.invoke("count", {"n": 2})
         assert result == {"n": 2, "echo": {"n": 2}}
         assert type(result["n"]) is int
@@ -259,15 +271,10 @@ def test_grpc_transport_calls_a_tool_and_reads_abcs_error_trailer():
             client.tools.invoke("refused", {})
         assert (raised.value.code, raised.value.category, raised.value.trace_id) == ("blocked", "COMPLIANCE", "f" * 32)
         client.close()
-    finally:
-        server.stop(0)
 
 
 def test_grpc_transport_reads_an_answer_over_grpcs_default_limit():
     """A context blob of 6 MB (the core accepts up to 16 MB) comes back whole over gRPC, as over HTTP."""
-    from concurrent import futures
-
-    import grpc
     from google.protobuf import struct_pb2
 
     from platform_sdk._proto.abc.orchestrator.v1 import context_pb2, context_pb2_grpc
@@ -280,13 +287,7 @@ def test_grpc_transport_reads_an_answer_over_grpcs_default_limit():
             data.struct_value.update({"text": text})
             return context_pb2.GetContextResponse(blob=context_pb2.ContextBlob(context_key=request.context_key, owner_type="run", owner_id="run_1", version=1, data=data))
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.max_send_message_length", -1)])
-    context_pb2_grpc.add_ContextStoreServiceServicer_to_server(Context(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        client = PlatformClient(grpc_target=f"127.0.0.1:{port}", run_id="run_1", api_key="abc_key")
+    with grpc_server(context_pb2_grpc.add_ContextStoreServiceServicer_to_server, Context()) as target:
+        client = PlatformClient(grpc_target=target, run_id="run_1", api_key="abc_key")
         assert client.context.get("big").data == {"text": text}
         client.close()
-    finally:
-        server.stop(0)
