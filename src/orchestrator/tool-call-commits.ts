@@ -101,6 +101,8 @@ export function openCallArg(c: OpenCall, end?: MoveCall['patch']): Record<string
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
+    // Answer the events with only what the database assigned them (migration numbered_call_events).
+    numbered: true,
   };
 }
 
@@ -146,6 +148,7 @@ export function moveCallArg(m: MoveCall): Record<string, unknown> | undefined {
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
+    numbered: true,
   };
 }
 

@@ -5,13 +5,13 @@
 // records themselves are compared with that path's in test/e2e/tools.
 import { describe, expect, it } from 'vitest';
 import { moveCall, moveCallArg, openAndEndCall, openCall, openCallArg, type OpenCall } from '../../src/orchestrator/tool-call-commits.js';
-import { readEvents } from '../../src/store/event-log.js';
+import { EVENTS_CHANNEL, readEvents } from '../../src/store/event-log.js';
 import { CallCommitter } from '../../src/store/call-committer.js';
 import { nativePool, poolOf } from '../../src/store/native.js';
 import { deleteExpiredIdempotencyKeys, orphanCalls, overdueCalls } from '../../src/store/tool-call-store.js';
 import { inBatches } from '../../src/runtime/ticker.js';
 import { toolMetrics } from '../../src/store/metrics-reads.js';
-import type pg from 'pg';
+import pg from 'pg';
 import { countedDatabase } from '../support/db.js';
 
 const { em, counted, orm } = countedDatabase();
@@ -149,6 +149,8 @@ describe('a tool call in one statement each', () => {
     expect(opened[15]).toBeUndefined();
     const seqs = opened.slice(0, 15).flatMap((o) => o!.events.map((e) => e.seq));
     expect(seqs).toEqual(Array.from({ length: 75 }, (_, i) => i + 1));
+    // What each commit answered is what the log holds, field by field.
+    expect(opened.slice(0, 15).flatMap((o) => o!.events)).toEqual(await readEvents(em(), { runId }, '0', 100));
     // Their ends, and an open with its end, together again.
     calls.length = 0;
     const ended = await Promise.all([
@@ -160,6 +162,44 @@ describe('a tool call in one statement each', () => {
     expect(ended[15]!.events.map((e) => e.type)).toEqual(['tool_call_created', 'tool_call_state', 'tool_call_state', 'tool_call_state', 'execution_state', 'tool_call_state', 'execution_state']);
     const [run] = await em().execute<{ last_seq: number }[]>('SELECT last_seq FROM runs WHERE run_id = ?', [runId]);
     expect(run!.last_seq).toBe(75 + 30 + 7);
+  });
+
+  it('numbers an open\'s events after its run\'s and its session\'s, and notifies as every append does', async () => {
+    const { runId, sessionId } = await newRun();
+    const other = `run_tcc_${++n}`; // a second run of the session, which has events already
+    await em().execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES (?, ?, ?, ?, ?, ?)', [other, sessionId, 'agent', 'RUNNING', 't'.repeat(32), 'default']);
+    await openCall(committer(), opening(other, 'tc_tcc_other'));
+    const listener = new pg.Client({ connectionString: orm().config.get('clientUrl') });
+    const notified: string[] = [];
+    await listener.connect();
+    listener.on('notification', (m) => notified.push(m.payload!));
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    try {
+      const ended = (await openAndEndCall(committer(), opening(runId, 'tc_tcc_numbered'), { hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } }))!;
+      expect(ended.events.map((e) => [e.seq, e.sessionSeq])).toEqual(Array.from({ length: 7 }, (_, i) => [i + 1, i + 6]));
+      expect(ended.events).toEqual(await readEvents(em(), { runId }, '0', 100));
+      await expect.poll(() => notified.filter((p) => p.startsWith(`${sessionId} ${runId} `))).toEqual([`${sessionId} ${runId} ${ended.events.at(-1)!.id} 12 7 `]);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('answers a core of the previous version, which does not ask for numbered events, with every event row whole, open and move', async () => {
+    const { runId } = await newRun();
+    const { numbered, ...open } = openCallArg(opening(runId, 'tc_tcc_previous'))!;
+    expect(numbered).toBe(true);
+    const [row] = await em().execute<{ r: { appended: { seq: number; type: string; payload: Record<string, unknown> }[]; numbered?: unknown } }[]>(
+      "SELECT abc_open_tool_call(?::jsonb, '') AS r",
+      [JSON.stringify(open)],
+    );
+    expect(row!.r.numbered).toBeUndefined();
+    const { numbered: asked, ...move } = moveCallArg({ toolCallId: 'tc_tcc_previous', runId, from: 'RUNNING', hop: { trigger: 'succeed' }, patch: { result: 1 } })!;
+    expect(asked).toBe(true);
+    const [moved] = await em().execute<typeof row[]>("SELECT abc_move_tool_call(?::jsonb, '') AS r", [JSON.stringify(move)]);
+    expect(moved!.r.numbered).toBeUndefined();
+    const log = await readEvents(em(), { runId }, '0', 100);
+    expect(log).toHaveLength(7);
+    expect([...row!.r.appended, ...moved!.r.appended].map((e) => [e.seq, e.type, e.payload])).toEqual(log.map((e) => [e.seq, e.type, e.payload]));
   });
 
   it('tries a refused statement again one commit at a time: a move the row refuses fails no other', async () => {

@@ -21,7 +21,7 @@ export const OPEN_TOOL_CALL_V2 = edit(
   ],
 );
 
-const MOVE_TOOL_CALL_V2 = edit(
+export const MOVE_TOOL_CALL_V2 = edit(
   MOVE_TOOL_CALL_V1,
   ['create or replace function "abc_move_tool_call"(p jsonb) returns setof "tool_calls"', 'create function "abc_move_tool_call"(p jsonb, p_origin text) returns jsonb'],
   ['  v_contract record;', '  v_contract record;\n  v_events jsonb;'],

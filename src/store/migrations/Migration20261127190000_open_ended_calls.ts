@@ -9,7 +9,7 @@ import { OPEN_TOOL_CALL_V2 } from './Migration20261125150000_tool_call_events.js
 // or error and completed_at, the contract with its outcome, its fact, and
 // every hop's transition record and event, written once. Without an end it
 // writes what it wrote before.
-const OPEN_TOOL_CALL_V3 = edit(
+export const OPEN_TOOL_CALL_V3 = edit(
   OPEN_TOOL_CALL_V2,
   ['create function "abc_open_tool_call"(p jsonb, p_origin text)', 'create or replace function "abc_open_tool_call"(p jsonb, p_origin text)'],
   ['  v_events jsonb;', '  v_events jsonb;\n  v_fact_error text;'],

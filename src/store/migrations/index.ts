@@ -35,6 +35,7 @@ import { Migration20261127210000 } from './Migration20261127210000_events_run_in
 import { Migration20261127230000 } from './Migration20261127230000_open_calls_index.js';
 import { Migration20261127233000 } from './Migration20261127233000_approval_pages.js';
 import { Migration20261127235000 } from './Migration20261127235000_tool_call_times.js';
+import { Migration20261128060000 } from './Migration20261128060000_numbered_call_events.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -73,4 +74,5 @@ export const migrations = [
   { name: 'Migration20261127230000_open_calls_index', class: Migration20261127230000 },
   { name: 'Migration20261127233000_approval_pages', class: Migration20261127233000 },
   { name: 'Migration20261127235000_tool_call_times', class: Migration20261127235000 },
+  { name: 'Migration20261128060000_numbered_call_events', class: Migration20261128060000 },
 ];
