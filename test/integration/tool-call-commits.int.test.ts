@@ -164,7 +164,7 @@ describe('a tool call in one statement each', () => {
     expect(run!.last_seq).toBe(75 + 30 + 7);
   });
 
-  it('numbers an open\'s events after its run\'s and its session\'s, and notifies as every append does', async () => {
+  it("numbers an open's events after its run's and its session's, and notifies as every append does", async () => {
     const { runId, sessionId } = await newRun();
     const other = `run_tcc_${++n}`; // a second run of the session, which has events already
     await em().execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES (?, ?, ?, ?, ?, ?)', [other, sessionId, 'agent', 'RUNNING', 't'.repeat(32), 'default']);
