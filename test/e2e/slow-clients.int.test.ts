@@ -7,7 +7,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { chunk, startFakeLlm, type FakeLlm } from '../support/fake-llm.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
@@ -162,11 +162,19 @@ describe('LLM proxy streams and slow clients', () => {
     });
     // The stock SDK's consumer reads the first chunk, then takes nothing more until it goes on iterating.
     const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: s.key, maxRetries: 0 });
-    const chunks = (await client.chat.completions.create({ model: 'gpt-4', messages: [{ role: 'user', content: 'go' }], stream: true }))[Symbol.asyncIterator]();
+    const stream = await client.chat.completions.create({ model: 'gpt-4', messages: [{ role: 'user', content: 'go' }], stream: true });
+    // A failed check leaves no held stream behind for the stack's shutdown to wait on.
+    onTestFinished(() => stream.controller.abort());
+    const chunks = stream[Symbol.asyncIterator]();
     const first = await chunks.next();
     await until(async () => (await gauge('abc_gateway_paused_streams', 'surface="llm"')) === 1, 'the LLM stream to pause');
-    // The upstream waits for its socket to drain, and stays held for longer than its body timeout.
-    await until(async () => progress.waiting, 'the upstream to wait');
+    // The upstream waits for its socket to drain, and stays held for longer than its body timeout. The
+    // buffers between it and the client may take more after its first wait: held is when it writes no more.
+    await until(async () => {
+      const before = progress.written;
+      await new Promise((r) => setTimeout(r, 500));
+      return progress.waiting && progress.written === before;
+    }, 'the upstream to be held');
     const held = progress.written;
     await new Promise((r) => setTimeout(r, LLM_TIMEOUT_MS * 1.5));
     expect(progress.written).toBe(held);
