@@ -4,7 +4,7 @@
 // alone waits for nothing; sixteen at once cost one commit per round, and the
 // calls of one run no longer wait behind each other's flush for the run's row.
 import { fulfilled, GroupCommit, oneByOne, type Outcome } from '../runtime/group-commit.js';
-import { channelFor, eventsOf, type EventRow, type StoredEvent } from './event-log.js';
+import { channelFor, committedEvent, type SentEvent } from './event-log.js';
 import { isGuardRefusal, prepared, refusedByServer, type Queryable } from './native.js';
 import { toCall, type CallCommit, type RawCall } from './tool-call-store.js';
 
@@ -12,16 +12,14 @@ import { toCall, type CallCommit, type RawCall } from './tool-call-store.js';
 export type CallWrite = { open: Record<string, unknown>; move?: never } | { move: Record<string, unknown>; open?: never };
 
 /**
- * A call as its function wrote it, with its events: what the database assigned
- * each, in the order sent (`numbered`: id, seq, session_seq, and the stored
- * payload where the database completed it), with the run's session; or whole
- * (`appended`), as the functions answer a commit that does not ask for numbers.
+ * A call as its function wrote it, with what the database assigned each of its
+ * events, in the order sent (id, seq, session_seq, and the stored payload where
+ * the database completed it), and the run's session. Every write asks for this
+ * answer (`numbered`, migration numbered_call_events).
  */
 type Numbered = [id: number, seq: number, sessionSeq: number, payload?: Record<string, unknown>];
-type Written = RawCall & ({ appended: EventRow[] } | { numbered: Numbered[]; session_id: string });
+type Written = RawCall & { numbered: Numbered[]; session_id: string };
 type Row = { opened: Written | null; moved: Written | null };
-/** An event as abc_append_events' input has it (appendArgs). */
-type SentEvent = Pick<EventRow, 'event_id' | 'run_id' | 'type' | 'payload'> & { ts: number };
 
 // Each element's open or move, in the order of the array.
 const BATCH = prepared(
@@ -78,24 +76,18 @@ export class CallCommitter {
   async #statement(writes: CallWrite[]): Promise<(CallCommit | undefined)[]> {
     const json = JSON.stringify(writes);
     const { rows } = await this.#pool.query<Row>({ ...BATCH, values: [this.#origin, this.#origin, json] });
-    // Numbered events are the rest as sent, their payloads as JSON gives them back, as a read of the log would.
-    const sent = rows.some((r) => (r.opened && 'numbered' in r.opened) || (r.moved && 'numbered' in r.moved)) ? (JSON.parse(json) as CallWrite[]) : [];
-    return writes.map((w, i) => commitOf(w, rows[i]!, (sent[i]?.open ?? sent[i]?.move)?.events as SentEvent[] | undefined));
+    // The rest of each event is what was sent, its payload as JSON gives it back, as a read of the log would.
+    const sent = JSON.parse(json) as CallWrite[];
+    return writes.map((w, i) => commitOf(w, rows[i]!, (sent[i]!.open ?? sent[i]!.move)!.events as SentEvent[]));
   }
 }
 
 /** What a row of the statement says of its commit. */
-function commitOf(write: CallWrite, row: Row, sent: SentEvent[] = []): CallCommit | undefined {
+function commitOf(write: CallWrite, row: Row, sent: SentEvent[]): CallCommit | undefined {
   const written = write.open ? row.opened : row.moved;
   if (!written) return undefined;
-  return { call: toCall(written), events: 'appended' in written ? eventsOf(written.appended) : numberedEvents(written.numbered, written.session_id, sent) };
-}
-
-function numberedEvents(numbered: Numbered[], sessionId: string, sent: SentEvent[]): StoredEvent[] {
-  return eventsOf(
-    numbered.map(([id, seq, sessionSeq, stored], k) => {
-      const e = sent[k]!;
-      return { id: String(id), event_id: e.event_id, run_id: e.run_id, session_id: sessionId, seq, session_seq: String(sessionSeq), ts: e.ts, type: e.type, payload: stored ?? e.payload };
-    }),
+  const events = written.numbered.map(([id, seq, sessionSeq, stored], k) =>
+    committedEvent({ ...sent[k]!, ...(stored && { payload: stored }) }, { id: String(id), session_id: written.session_id, seq, session_seq: String(sessionSeq) }),
   );
+  return { call: toCall(written), events };
 }

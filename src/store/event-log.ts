@@ -114,13 +114,15 @@ export async function appendMany(db: Db, parts: RunEvents[], origin = ''): Promi
   // The append answers only what it assigned; the rest is what was sent, its payloads as JSON gives them
   // back (a payload read from the log later holds the same values, its keys in jsonb's order).
   const sent = new Map((JSON.parse(json) as typeof input).map((e) => [e.event_id, e]));
-  return byRun(
-    rows.map((r) => {
-      const e = sent.get(r.event_id)!;
-      return toEvent({ ...r, run_id: e.run_id, ts: e.ts, type: e.type, payload: e.payload });
-    }),
-  );
+  return byRun(rows.map((r) => committedEvent(sent.get(r.event_id)!, r)));
 }
+
+/** An event as an append's input holds it (appendArgs). */
+export type SentEvent = ReturnType<typeof appendArgs>['input'][number];
+
+/** A committed event: what was sent, with what the database assigned it (its id, session and numbers). */
+export const committedEvent = (e: SentEvent, assigned: Pick<EventRow, 'id' | 'session_id' | 'seq' | 'session_seq'>): StoredEvent =>
+  toEvent({ ...assigned, event_id: e.event_id, run_id: e.run_id, ts: e.ts, type: e.type, payload: e.payload });
 
 /** abc_append_events' input and wanted runs for `parts`, for a statement that appends with other writes. */
 export function appendArgs(parts: RunEvents[]) {
