@@ -4,8 +4,6 @@
 // names and ports mapped to this machine). A run that waits on an approval,
 // the approval, and a contract go through it, across both halves.
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
@@ -16,6 +14,7 @@ import { createTestDatabase, type TestDatabase } from '../support/db.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { WsClient } from '../support/gateway.js';
 import { exited } from '../support/process.js';
+import { freePort } from '../support/ports.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const KEY = 'abc_compose_topology_key_0123456789abcdef';
@@ -31,13 +30,6 @@ const children: ChildProcess[] = [];
 const addresses = new Map<string, string>();
 const gateways: Record<string, string> = {};
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 
 /** The compose file's environment of a service, as this machine runs it. */
 function environment(name: string): Record<string, string> {

@@ -2,12 +2,11 @@
 // and the core's in the text exposition format, a standalone core serves its
 // own on ABC_METRICS_ADDR, counters move with a run and a tool call, and no
 // label carries an id.
-import net from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiKeys } from '../../src/access/api-keys.js';
 import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
+import { freePort } from '../support/ports.js';
 
 let s: TestStack;
 let agent: FakeAgent;
@@ -15,13 +14,6 @@ let metricsPort: number;
 let clientKey: string;
 let otherOperator: string; // an operator key of another tenant
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 
 beforeAll(async () => {
   metricsPort = await freePort();

@@ -2,7 +2,6 @@
 // given. The run continues to the end, the tool runs exactly once, and no text repeats.
 import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -15,6 +14,7 @@ import { migratedOrm } from '../support/db.js';
 import { testLogger } from '../support/log.js';
 import { startCoreProcess } from '../support/process.js';
 import { WsClient } from '../support/gateway.js';
+import { freePort } from '../support/ports.js';
 
 const KEY = 'abc_restart_test_key_0123456789';
 
@@ -27,13 +27,6 @@ let transfers = 0;
 let core: ChildProcess | undefined;
 const servers: http.Server[] = [];
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 
 const startCore = () =>
   startCoreProcess({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: `127.0.0.1:${corePort}`, ABC_PUBLIC_URL: gateway.url, ABC_POLICY_FILE: policyFile, RUN_LEASE_MS: '400' });

@@ -4,7 +4,6 @@
 // counted once, and the run ends with the phase's answer.
 import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -17,6 +16,7 @@ import { migratedOrm } from '../support/db.js';
 import { testLogger } from '../support/log.js';
 import { startCoreProcess } from '../support/process.js';
 import { WsClient } from '../support/gateway.js';
+import { freePort } from '../support/ports.js';
 
 const KEY = 'abc_workflow_restart_key_0123456789';
 
@@ -31,13 +31,6 @@ let transfers = 0;
 /** The model's answers: a tool call, or text. */
 const script: ({ tool: string; args: Record<string, unknown> } | { text: string })[] = [];
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 
 const startCore = (policyFile: string) =>
   startCoreProcess({ DATABASE_URL: store.db.url, ABC_API_KEYS: KEY, ABC_GRPC_ADDR: `127.0.0.1:${corePort}`, ABC_PUBLIC_URL: gateway.url, ABC_POLICY_FILE: policyFile, LLM_ROUTER_URL: model.url, RUN_LEASE_MS: '400' });

@@ -1,9 +1,9 @@
 // A real gateway on a random port in front of a real core.
-import net from 'node:net';
 import WebSocket from 'ws';
 import { startGateway, type Gateway, type StartGatewayOptions } from '../../gateway/server.js';
 import { startTestCore, type TestCore } from './core.js';
 import { testLogger } from './log.js';
+import { freePort } from './ports.js';
 
 /** A Response whose JSON body is untyped: tests assert on it. */
 export type TestResponse = Omit<Response, 'json'> & { json(): Promise<any> };
@@ -99,15 +99,4 @@ export class WsClient {
   close(): void {
     this.ws.close();
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
