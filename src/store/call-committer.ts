@@ -4,7 +4,7 @@
 // alone waits for nothing; sixteen at once cost one commit per round, and the
 // calls of one run no longer wait behind each other's flush for the run's row.
 import { fulfilled, GroupCommit, oneByOne, type Outcome } from '../runtime/group-commit.js';
-import { channelFor, committedEvent, type SentEvent } from './event-log.js';
+import { channelFor, numberedEvents, type Numbered, type SentEvent } from './event-log.js';
 import { isGuardRefusal, prepared, refusedByServer, type Queryable } from './native.js';
 import { toCall, type CallCommit, type RawCall } from './tool-call-store.js';
 
@@ -17,7 +17,6 @@ export type CallWrite = { open: Record<string, unknown>; move?: never } | { move
  * the database completed it), and the run's session. Every write asks for this
  * answer (`numbered`, migration numbered_call_events).
  */
-type Numbered = [id: number, seq: number, sessionSeq: number, payload?: Record<string, unknown>];
 type Written = RawCall & { numbered: Numbered[]; session_id: string };
 type Row = { opened: Written | null; moved: Written | null };
 
@@ -86,8 +85,5 @@ export class CallCommitter {
 function commitOf(write: CallWrite, row: Row, sent: SentEvent[]): CallCommit | undefined {
   const written = write.open ? row.opened : row.moved;
   if (!written) return undefined;
-  const events = written.numbered.map(([id, seq, sessionSeq, stored], k) =>
-    committedEvent({ ...sent[k]!, ...(stored && { payload: stored }) }, { id: String(id), session_id: written.session_id, seq, session_seq: String(sessionSeq) }),
-  );
-  return { call: toCall(written), events };
+  return { call: toCall(written), events: numberedEvents(sent, written.session_id, written.numbered) };
 }

@@ -67,9 +67,6 @@ const toEvent = (r: EventRow): StoredEvent => ({
 
 const COLUMNS = 'id, event_id, run_id, session_id, seq, session_seq, ts, type, payload';
 
-/** Events a function returned as `jsonb_agg(to_jsonb(events row))`. */
-export const eventsOf = (rows: EventRow[]): StoredEvent[] => rows.map(toEvent);
-
 /** Where a statement runs: the caller's transaction, or straight on a pool (autocommit). */
 export type Db = EntityManager | Queryable;
 
@@ -123,6 +120,15 @@ export type SentEvent = ReturnType<typeof appendArgs>['input'][number];
 /** A committed event: what was sent, with what the database assigned it (its id, session and numbers). */
 export const committedEvent = (e: SentEvent, assigned: Pick<EventRow, 'id' | 'session_id' | 'seq' | 'session_seq'>): StoredEvent =>
   toEvent({ ...assigned, event_id: e.event_id, run_id: e.run_id, ts: e.ts, type: e.type, payload: e.payload });
+
+/** What abc_append_run_events assigned each event of one run, in the order sent, with the stored payload where the database completed it. */
+export type Numbered = [id: number, seq: number, sessionSeq: number, payload?: Record<string, unknown>];
+
+/** The events of one run's append (abc_append_run_events): `sent`, as JSON gives it back, numbered as the database answered. */
+export const numberedEvents = (sent: SentEvent[], sessionId: string, numbered: Numbered[]): StoredEvent[] =>
+  numbered.map(([id, seq, sessionSeq, stored], k) =>
+    committedEvent({ ...sent[k]!, ...(stored && { payload: stored }) }, { id: String(id), session_id: sessionId, seq, session_seq: String(sessionSeq) }),
+  );
 
 /** abc_append_events' input and wanted runs for `parts`, for a statement that appends with other writes. */
 export function appendArgs(parts: RunEvents[]) {

@@ -10,7 +10,7 @@ import type { Logger } from '../runtime/log.js';
 import { moveContract } from './execution-contracts.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import { CANCEL_CHANNEL, RUN_ENDED_CHANNEL } from './event-bus.js';
-import { appendArgs, appendEvents, channelFor, eventsOf, type EventRow, type NewEvent, type StoredEvent } from './event-log.js';
+import { appendArgs, appendEvents, channelFor, numberedEvents, type NewEvent, type Numbered, type SentEvent, type StoredEvent } from './event-log.js';
 import { transition } from '../domain/machine.js';
 import { newId } from '../runtime/new-id.js';
 import { executeGuarded, executeOne } from './native.js';
@@ -195,7 +195,7 @@ export async function startRun(
 ): Promise<{ run: RunRow; firstId: string; events: StoredEvent[]; transcript?: MessageRow[] } | undefined> {
   const next = transition(RUN_MACHINE, 'CREATED', 'start');
   if (!next.ok || run.parentRunId) return undefined;
-  const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const { input } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
   const arg = {
     run: {
       run_id: run.runId, session_id: run.sessionId, agent_id: run.agentId, status: next.value, hops: 1, request_id: run.requestId ?? null, trace_id: run.traceId,
@@ -203,13 +203,13 @@ export async function startRun(
     },
     message: { message_id: newId('msg'), content },
     events: input,
-    wanted,
     channel: channelFor(origin),
     origin,
     max_live: maxLive,
     live: LIVE,
+    numbered: true,
   };
-  let started: { run: RawRun; first_id: string; events: EventRow[]; transcript: RawMessage[] | null } | undefined;
+  let started: ({ run: RawRun; transcript: RawMessage[] | null } & Appended) | undefined;
   try {
     started = await oneCall(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
   } catch (error) {
@@ -218,7 +218,8 @@ export async function startRun(
   }
   if (!started) return undefined;
   countMove('start', next.value, started.run.started_at);
-  return { run: toRun(started.run), firstId: started.first_id, events: eventsOf(started.events), ...(started.transcript && { transcript: started.transcript.map(toMessage) }) };
+  const appended = appendedEvents(input, started);
+  return { run: toRun(started.run), firstId: appended[0]!.id, events: appended, ...(started.transcript && { transcript: started.transcript.map(toMessage) }) };
 }
 
 /** A tenant's limit of runs going at once is reached: retry when one ends. */
@@ -250,7 +251,7 @@ export async function completeRun(
 ): Promise<{ run: RunRow; events: StoredEvent[] } | undefined> {
   const next = transition(RUN_MACHINE, 'RUNNING', 'complete');
   if (!next.ok || run.parentRunId) return undefined;
-  const { input, wanted } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const { input } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
   const arg = {
     run_id: run.runId,
     from: 'RUNNING',
@@ -258,15 +259,21 @@ export async function completeRun(
     message: { message_id: newId('msg'), content: message.content, ...(message.metadata && { metadata: message.metadata }) },
     ended_channel: RUN_ENDED_CHANNEL,
     events: input,
-    wanted,
     channel: channelFor(origin),
     origin,
+    numbered: true,
   };
-  const ended = await oneCall<RawRun & { appended: EventRow[] }>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);
+  const ended = await oneCall<RawRun & Appended>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);
   if (!ended) return undefined;
   countMove('complete', next.value, ended.started_at);
-  return { run: toRun(ended), events: eventsOf(ended.appended) };
+  return { run: toRun(ended), events: appendedEvents(input, ended) };
 }
+
+/** What a run's statement answers of its events when asked for `numbered` (migration numbered_run_events). */
+type Appended = { session_id: string; numbered: Numbered[] };
+
+/** The events a run's statement appended: what was sent, as JSON gives it back, numbered as it answered. */
+const appendedEvents = (input: SentEvent[], appended: Appended): StoredEvent[] => numberedEvents(JSON.parse(JSON.stringify(input)) as SentEvent[], appended.session_id, appended.numbered);
 
 async function oneCall<R>(em: EntityManager, sql: string, arg: unknown): Promise<R | undefined> {
   return (await executeGuarded<{ r: R }>(em, sql, [JSON.stringify(arg)]))?.[0]?.r;

@@ -3,13 +3,14 @@
 // makes them write nothing, for the caller's transactional path to decide.
 // The records themselves are pinned field by field in runs.int.test.ts, which
 // the transactional path passes too.
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { readEvents } from '../../src/store/event-log.js';
+import { EVENTS_CHANNEL, readEvents } from '../../src/store/event-log.js';
 import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
 import { listMessages } from '../../src/store/session-store.js';
 import { countedDatabase } from '../support/db.js';
 
-const { em, counted } = countedDatabase();
+const { em, counted, orm } = countedDatabase();
 const newRun = (runId: string, sessionId: string, userId = 'u1'): NewRun => ({
   runId, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: `hash-${runId}`, userId, tenantId: 'default', lease: { owner: 'core_a', ms: 15_000 },
 });
@@ -40,6 +41,50 @@ describe('a run in one statement each', () => {
       messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'bye' }],
       events: ['user_input', 'run_started', 'run_done'],
     });
+  });
+
+  it("numbers a run's events after its session's, and notifies as every append does", async () => {
+    const first = await startRun(em(), newRun('run_rc_9', 'sess_rc_9'), 'one', [{ type: 'user_input' }, { type: 'run_started' }]);
+    await completeRun(em(), first!.run, { content: 'done' }, [{ type: 'run_done', payload: { text: 'done' } }]);
+    const listener = new pg.Client({ connectionString: orm().config.get('clientUrl') });
+    const notified: string[] = [];
+    await listener.connect();
+    listener.on('notification', (m) => notified.push(m.payload!));
+    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    try {
+      const started = (await startRun(em(), newRun('run_rc_10', 'sess_rc_9'), 'two', [{ type: 'user_input', payload: { at: undefined, n: 2 } }, { type: 'run_started' }]))!;
+      const ended = (await completeRun(em(), started.run, { content: 'bye' }, [{ type: 'run_done', payload: { text: 'bye' } }]))!;
+      expect([...started.events, ...ended.events].map((e) => [e.seq, e.sessionSeq])).toEqual([[1, 4], [2, 5], [3, 6]]);
+      expect([...started.events, ...ended.events]).toEqual(await readEvents(em(), { runId: 'run_rc_10' }, '0', 10));
+      expect(started.events[0]!.payload).toEqual({ n: 2 });
+      await expect.poll(() => notified.filter((p) => p.startsWith('sess_rc_9 run_rc_10 '))).toEqual([
+        `sess_rc_9 run_rc_10 ${started.events[1]!.id} 5 2 `,
+        `sess_rc_9 run_rc_10 ${ended.events[0]!.id} 6 3 `,
+      ]);
+    } finally {
+      await listener.end();
+    }
+  });
+
+  it('answers a core of the previous version, which does not ask for numbered events, with every event row whole', async () => {
+    const arg = (runId: string) => ({
+      run: { run_id: runId, session_id: 'sess_rc_11', agent_id: 'agent', status: 'RUNNING', hops: 1, trace_id: 't'.repeat(32), token_hash: `hash-${runId}`, user_id: 'u1', tenant_id: 'default', lease_owner: 'core_a', lease_ms: 15_000 },
+      message: { message_id: `msg_${runId}`, content: 'hi' },
+      events: [{ event_id: `evt_${runId}_1`, run_id: runId, i: 1, ts: 1, type: 'user_input', payload: { n: 1 } }],
+      wanted: [{ run_id: runId, n: 1, active: false }],
+      channel: EVENTS_CHANNEL,
+      origin: '',
+    });
+    type Whole = { seq: number; type: string; payload: Record<string, unknown> };
+    const [started] = await em().execute<{ r: { first_id: string; events: Whole[]; numbered?: unknown } }[]>('SELECT abc_start_run(?::jsonb) AS r', [JSON.stringify(arg('run_rc_11'))]);
+    expect(started!.r.numbered).toBeUndefined();
+    const [ended] = await em().execute<{ r: { appended: Whole[]; numbered?: unknown } }[]>('SELECT abc_complete_run(?::jsonb) AS r', [
+      JSON.stringify({ run_id: 'run_rc_11', from: 'RUNNING', to: 'DONE', message: { message_id: 'msg_rc_11_end', content: 'bye' }, ended_channel: 'abc_run_ended', events: [{ event_id: 'evt_rc_11_2', run_id: 'run_rc_11', i: 1, ts: 2, type: 'run_done', payload: {} }], wanted: [{ run_id: 'run_rc_11', n: 1, active: false }], channel: EVENTS_CHANNEL, origin: '' }),
+    ]);
+    expect(ended!.r.numbered).toBeUndefined();
+    const log = await readEvents(em(), { runId: 'run_rc_11' }, '0', 10);
+    expect(started!.r.first_id).toBe(log[0]!.id);
+    expect([...started!.r.events, ...ended!.r.appended].map((e) => [e.seq, e.type, e.payload])).toEqual(log.map((e) => [e.seq, e.type, e.payload]));
   });
 
   it('writes nothing in a session of another user', async () => {

@@ -17,7 +17,7 @@ export const START_RUN_V2 = edit(
   [`'first_id', v_first::text);`, `'first_id', (v_events->0->>'id'), 'events', coalesce(v_events, '[]'));`],
 );
 
-const COMPLETE_RUN_V2 = edit(
+export const COMPLETE_RUN_V2 = edit(
   COMPLETE_RUN_V1,
   ['  v_run runs;', '  v_run runs;\n  v_events jsonb;'],
   [`  perform 1 from ${APPEND};`, `  ${APPENDED}`],
