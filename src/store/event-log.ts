@@ -140,16 +140,31 @@ export function appendArgs(parts: RunEvents[]) {
   return { input, wanted };
 }
 
+/** One run's append (migration numbered_call_events): the run's session and what it assigned each event. */
+const APPEND_RUN = "SELECT abc_append_run_events(?, ?::jsonb, ?, '', null) AS r";
+
 /**
- * Appends events to one run (see `appendMany`). With `onlyIfActive`, events of
- * a run that has ended are dropped (late deltas); without it, an unknown run is an error.
+ * Appends events to one run, notifying as `appendMany` does. With
+ * `onlyIfActive`, events of a run that has ended are dropped (late deltas);
+ * without it, an unknown run is an error. A run's append alone goes through
+ * abc_append_run_events, which answers only what it assigned.
  */
 export async function appendEvents(db: Db, runId: string, events: NewEvent[], opts: { onlyIfActive?: boolean } = {}): Promise<StoredEvent[]> {
   if (events.length === 0) return [];
-  const onlyIfActive = opts.onlyIfActive ?? false;
-  const added = (await appendMany(db, [{ runId, events, onlyIfActive }])).get(runId) ?? [];
-  if (added.length === 0 && !onlyIfActive) throw new Error(`cannot append events: run ${runId} does not exist`);
-  return added;
+  if (opts.onlyIfActive) return (await appendMany(db, [{ runId, events, onlyIfActive: true }])).get(runId) ?? [];
+  const { input } = appendArgs([{ runId, events, onlyIfActive: false }]);
+  const json = JSON.stringify(input);
+  const started = performance.now();
+  let rows: { r: { session_id: string; numbered: Numbered[] } }[];
+  try {
+    rows = await query(db, APPEND_RUN, [runId, json, EVENTS_CHANNEL]);
+  } catch (error) {
+    if ((error as Error).message?.startsWith('abc_append_run_events: no run')) throw new Error(`cannot append events: run ${runId} does not exist`);
+    throw error;
+  }
+  metrics.eventAppend.observe((performance.now() - started) / 1000);
+  metrics.eventBatch.observe(input.length);
+  return numberedEvents(JSON.parse(json) as SentEvent[], rows[0]!.r.session_id, rows[0]!.r.numbered);
 }
 
 /** Committed events by their ids, by run. */
