@@ -347,10 +347,7 @@ export class ToolCalls {
       await flush();
       return blocked;
     }
-    if (verdict.decision === 'require_approval') {
-      await flush();
-      return this.#requestApproval(tx, id, sessionId, tenantId, tool, req.runId, req.args, verdict.reason);
-    }
+    if (verdict.decision === 'require_approval') return this.#requestApproval(tx, id, sessionId, tenantId, tool, req.runId, req.args, verdict.reason, collect);
     const dispatched = await this.#transition(tx, id, 'dispatch', [{ type: 'tool_dispatched', payload: { tool_call_id: id, kind: tool.kind } }], { deadlineMs: timeoutMs }, collect);
     await flush();
     return this.kinds.clientSide(tool.kind) ? this.#sendToClient(tx, dispatched, sessionId) : dispatched;
@@ -422,21 +419,36 @@ export class ToolCalls {
     });
   }
 
-  /** Resumes a paused run once nothing it waits for is pending. */
-  async #resumeIfIdle(tx: EntityManager, runId: string, detail: Record<string, unknown>): Promise<void> {
+  /**
+   * Resumes a paused run once nothing it waits for is pending. `pending`, the
+   * events of the moves before it in `tx`, go to the log first, in the same append.
+   */
+  async #resumeIfIdle(tx: EntityManager, runId: string, detail: Record<string, unknown>, pending: NewEvent[] = []): Promise<void> {
     const run = (await findRun(tx, runId))!;
-    if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return;
-    if ((await countAwaited(tx, runId, this.kinds.clientKinds())) > 0) return;
+    const stay = async () => void (pending.length && (await appendEvents(tx, runId, pending)));
+    if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return stay();
+    if ((await countAwaited(tx, runId, this.kinds.clientKinds())) > 0) return stay();
     // Seed 004 alignment: resuming expects no execution contract of the run still waiting.
     const waiting = await countWaitingContracts(tx, runId);
     const warning: NewEvent[] = waiting
       ? [{ type: 'execution_alignment_warning', payload: { expected_waiting: 0, actual_waiting: waiting, detail } }]
       : [];
     if (waiting) this.#log.warn({ runId, waiting }, 'resuming a run whose execution contracts still wait');
-    await transitionRun(tx, this.#log, runId, 'resume', [...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
+    await transitionRun(tx, this.#log, runId, 'resume', [...pending, ...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
   }
 
-  async #requestApproval(tx: EntityManager, id: string, sessionId: string, tenantId: string, tool: ToolRow, runId: string, args: Record<string, unknown>, reason: string): Promise<ToolCallRow> {
+  /** Holds a call for approval; `collect`, the events of its hops so far, goes to the log with this one's, in one append. */
+  async #requestApproval(
+    tx: EntityManager,
+    id: string,
+    sessionId: string,
+    tenantId: string,
+    tool: ToolRow,
+    runId: string,
+    args: Record<string, unknown>,
+    reason: string,
+    collect: NewEvent[],
+  ): Promise<ToolCallRow> {
     const approvalId = newId('ap');
     const summary = summarize(tool.name, args);
     const approval = await insertApproval(tx, { approvalId, runId, toolCallId: id, sessionId, tenantId, summary, argsHash: canonicalHash(args), timeoutMs: this.#opts.approvalTimeoutMs });
@@ -449,7 +461,7 @@ export class ToolCalls {
       irreversible: false,
       timeoutSeconds: Math.ceil(this.#opts.approvalTimeoutMs / 1000),
     });
-    await appendEvents(tx, runId, await contractMoves(tx, { runId, subjectId: approvalId }, APPROVAL_TO_CONTRACT.request));
+    collect.push(...(await contractMoves(tx, { runId, subjectId: approvalId }, APPROVAL_TO_CONTRACT.request)));
     const call = await this.#transition(
       tx,
       id,
@@ -461,13 +473,15 @@ export class ToolCalls {
         },
       ],
       { approvalId },
+      collect,
     );
     const run = (await findRun(tx, runId))!;
     if (run.status === 'RUNNING') {
       await transitionRun(tx, this.#log, runId, 'wait_approval', [
+        ...collect.splice(0),
         { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } },
       ]);
-    }
+    } else await appendEvents(tx, runId, collect.splice(0));
     return call;
   }
 
@@ -639,22 +653,24 @@ export class ToolCalls {
     observeApproval(moved.row, moved.to, (await findRun(tx, approval.runId))?.traceId ?? '', decidedBy);
     const next = { value: moved.to };
     const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
-    await appendEvents(tx, approval.runId, await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome));
+    // The moves' events go to the log in one append, with the run's resume when it resumes.
+    const collect = await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome);
     const decisionEvent: NewEvent = {
       type: 'approval_decision',
       payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status: next.value, decided_by: decidedBy, reason: reason || null },
     };
     const call =
       decision === 'approve'
-        ? await this.#transition(tx, approval.toolCallId, 'approve', [decisionEvent])
+        ? await this.#transition(tx, approval.toolCallId, 'approve', [decisionEvent], {}, collect)
         : await this.#transition(
             tx,
             approval.toolCallId,
             decision === 'reject' ? 'reject' : 'time_out',
             [decisionEvent, { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error: rejection(decision) } }],
             { error: rejection(decision), completed: true },
+            collect,
           );
-    await this.#resumeIfIdle(tx, approval.runId, { approval_id: approval.approvalId, decision });
+    await this.#resumeIfIdle(tx, approval.runId, { approval_id: approval.approvalId, decision }, collect);
     return call;
   }
 
