@@ -1,7 +1,6 @@
 // The event log's append: one statement, alone or in a caller's transaction, or
 // shared among runs; and its watchers, which take this process's batches from
 // memory and read the log for everything else.
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallCommitter } from '../../src/store/call-committer.js';
 import { EventAppender } from '../../src/store/event-appender.js';
@@ -15,6 +14,7 @@ import { poolOf, type Queryable } from '../../src/store/native.js';
 import type { Orm } from '../../src/store/orm.js';
 import { migratedOrm } from '../support/db.js';
 import { testLogger } from '../support/log.js';
+import { listen, type Listening } from '../support/notifications.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
 let orm: Orm;
@@ -259,12 +259,7 @@ describe('watching', () => {
 
   it('starts with the events a run’s start just committed and takes its completion from memory, with no read', async () => {
     const sessionId = `sess_log_${++n}`;
-    const notified: string[] = [];
-    const listener = new pg.Client({ connectionString: store.db.url });
-    await listener.connect();
-    const senders = new Set<number>();
-    listener.on('notification', (m) => (notified.push(m.payload!), senders.add(m.processId)));
-    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    const listener = await listen(store.db.url, EVENTS_CHANNEL);
     const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
     const started = (await bus.deliver(run, (origin) => startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }, { type: 'run_started' }], origin)))!;
     const { db, reads } = counted();
@@ -280,23 +275,19 @@ describe('watching', () => {
     expect(seen).toEqual(await readEvents(orm.em.fork(), { sessionId }, '0', 10));
     expect(reads()).toBe(0);
     // Both notifications name this process, whose bus passes them over, and its listener sent them after the commits.
-    const ours = () => notified.filter((p) => p.startsWith(`${sessionId} `));
+    const ours = () => listener.notified.filter((m) => m.payload.startsWith(`${sessionId} `));
     await expect.poll(() => ours().length).toBe(2);
     await listener.end();
-    expect(ours()).toEqual([
+    expect(ours().map((m) => m.payload)).toEqual([
       `${sessionId} ${run.runId} ${started.events[1]!.id} 2 2 ${bus.origin}`,
       `${sessionId} ${run.runId} ${ended.events[0]!.id} 3 3 ${bus.origin}`,
     ]);
-    expect([...senders]).toEqual(await listenerPids());
+    expect([...new Set(listener.notified.map((m) => m.from))]).toEqual(await listenerPids());
   });
 
   it('takes a tool call’s two commits from memory, with no read, and wakes a waiter on its run', async () => {
     const { runId, sessionId } = await newRun('RUNNING');
-    const notified: string[] = [];
-    const listener = new pg.Client({ connectionString: store.db.url });
-    await listener.connect();
-    listener.on('notification', (m) => notified.push(m.payload!));
-    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    const listener = await listen(store.db.url, EVENTS_CHANNEL);
     const { db, reads } = counted();
     const controller = new AbortController();
     const watched = collect(watchEvents(() => db, bus, { filter: { sessionId }, cursor: '0', signal: controller.signal }), 7);
@@ -326,7 +317,7 @@ describe('watching', () => {
     // A waiter on the run (WakeWatch) wakes at each commit, at the position it reached.
     expect(wakes).toEqual([opened.events.at(-1)!.seq, ended.events.at(-1)!.seq]);
     // Both notifications name this process, whose bus passes them over.
-    const ours = () => notified.filter((p) => p.startsWith(`${sessionId} `));
+    const ours = () => listener.payloads().filter((p) => p.startsWith(`${sessionId} `));
     await expect.poll(() => ours().length).toBe(2);
     await listener.end();
     expect(ours().map((p) => p.split(' ').at(-1))).toEqual([bus.origin, bus.origin]);
@@ -357,14 +348,10 @@ describe('watching', () => {
 
 describe('announcing after the commit', () => {
   let bus: EventBus;
-  let listener: pg.Client;
-  const notified: { payload: string; from: number }[] = [];
+  let listener: Listening;
   beforeAll(async () => {
     bus = await EventBus.start(store.db.url, testLogger());
-    listener = new pg.Client({ connectionString: store.db.url });
-    await listener.connect();
-    listener.on('notification', (m) => notified.push({ payload: m.payload!, from: m.processId }));
-    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    listener = await listen(store.db.url, EVENTS_CHANNEL);
   });
   afterAll(async () => {
     await listener.end();
@@ -372,7 +359,7 @@ describe('announcing after the commit', () => {
   });
 
   const batch = (runId: string, seq: number): StoredEvent[] => [{ id: String(seq), eventId: `evt_${runId}_${seq}`, runId, sessionId: `sess_of_${runId}`, seq, sessionSeq: seq, ts: 1, type: 'delta', payload: {} }];
-  const of = (runId: string) => notified.filter((m) => m.payload.includes(` ${runId} `)).map((m) => m.payload);
+  const of = (runId: string) => listener.notified.filter((m) => m.payload.includes(` ${runId} `)).map((m) => m.payload);
 
   it('sends what waits together, the latest position of each run standing for the ones before it', async () => {
     const [a, b] = [`run_ann_${++n}`, `run_ann_${++n}`];
@@ -397,7 +384,7 @@ describe('announcing after the commit', () => {
     bus.publish(batch(runId, 7));
     await expect.poll(() => of(runId), { timeout: 15_000 }).toEqual([`sess_of_${runId} ${runId} 7 7 7 ${bus.origin}`]);
     // Sent by the listener's next connection.
-    const sender = notified.find((m) => m.payload.includes(` ${runId} `))!.from;
+    const sender = listener.notified.find((m) => m.payload.includes(` ${runId} `))!.from;
     expect(sender).not.toBe(before);
     expect(await listenerPids()).toEqual([sender]);
   });

@@ -3,12 +3,12 @@
 // makes them write nothing, for the caller's transactional path to decide.
 // The records themselves are pinned field by field in runs.int.test.ts, which
 // the transactional path passes too.
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { EVENTS_CHANNEL, readEvents } from '../../src/store/event-log.js';
 import { completeRun, startRun, type NewRun } from '../../src/store/run-store.js';
 import { listMessages } from '../../src/store/session-store.js';
 import { countedDatabase } from '../support/db.js';
+import { listen } from '../support/notifications.js';
 
 const { em, counted, orm } = countedDatabase();
 const newRun = (runId: string, sessionId: string, userId = 'u1'): NewRun => ({
@@ -46,18 +46,14 @@ describe('a run in one statement each', () => {
   it("numbers a run's events after its session's, and notifies as every append does", async () => {
     const first = await startRun(em(), newRun('run_rc_9', 'sess_rc_9'), 'one', [{ type: 'user_input' }, { type: 'run_started' }]);
     await completeRun(em(), first!.run, { content: 'done' }, [{ type: 'run_done', payload: { text: 'done' } }]);
-    const listener = new pg.Client({ connectionString: orm().config.get('clientUrl') });
-    const notified: string[] = [];
-    await listener.connect();
-    listener.on('notification', (m) => notified.push(m.payload!));
-    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    const listener = await listen(orm().config.get('clientUrl'), EVENTS_CHANNEL);
     try {
       const started = (await startRun(em(), newRun('run_rc_10', 'sess_rc_9'), 'two', [{ type: 'user_input', payload: { at: undefined, n: 2 } }, { type: 'run_started' }]))!;
       const ended = (await completeRun(em(), started.run, { content: 'bye' }, [{ type: 'run_done', payload: { text: 'bye' } }]))!;
       expect([...started.events, ...ended.events].map((e) => [e.seq, e.sessionSeq])).toEqual([[1, 4], [2, 5], [3, 6]]);
       expect([...started.events, ...ended.events]).toEqual(await readEvents(em(), { runId: 'run_rc_10' }, '0', 10));
       expect(started.events[0]!.payload).toEqual({ n: 2 });
-      await expect.poll(() => notified.filter((p) => p.startsWith('sess_rc_9 run_rc_10 '))).toEqual([
+      await expect.poll(() => listener.payloads().filter((p) => p.startsWith('sess_rc_9 run_rc_10 '))).toEqual([
         `sess_rc_9 run_rc_10 ${started.events[1]!.id} 5 2 `,
         `sess_rc_9 run_rc_10 ${ended.events[0]!.id} 6 3 `,
       ]);

@@ -13,6 +13,7 @@ import { inBatches } from '../../src/runtime/ticker.js';
 import { toolMetrics } from '../../src/store/metrics-reads.js';
 import pg from 'pg';
 import { countedDatabase } from '../support/db.js';
+import { listen } from '../support/notifications.js';
 
 const { em, counted, orm } = countedDatabase();
 /** Commits on the ORM's pool, notifying (no origin); a `counted` EntityManager notes their statements. */
@@ -169,16 +170,12 @@ describe('a tool call in one statement each', () => {
     const other = `run_tcc_${++n}`; // a second run of the session, which has events already
     await em().execute('INSERT INTO runs (run_id, session_id, root_agent_id, status, trace_id, tenant_id) VALUES (?, ?, ?, ?, ?, ?)', [other, sessionId, 'agent', 'RUNNING', 't'.repeat(32), 'default']);
     await openCall(committer(), opening(other, 'tc_tcc_other'));
-    const listener = new pg.Client({ connectionString: orm().config.get('clientUrl') });
-    const notified: string[] = [];
-    await listener.connect();
-    listener.on('notification', (m) => notified.push(m.payload!));
-    await listener.query(`LISTEN ${EVENTS_CHANNEL}`);
+    const listener = await listen(orm().config.get('clientUrl'), EVENTS_CHANNEL);
     try {
       const ended = (await openAndEndCall(committer(), opening(runId, 'tc_tcc_numbered'), { hop: { trigger: 'succeed' }, patch: { result: { n: 1 } } }))!;
       expect(ended.events.map((e) => [e.seq, e.sessionSeq])).toEqual(Array.from({ length: 7 }, (_, i) => [i + 1, i + 6]));
       expect(ended.events).toEqual(await readEvents(em(), { runId }, '0', 100));
-      await expect.poll(() => notified.filter((p) => p.startsWith(`${sessionId} ${runId} `))).toEqual([`${sessionId} ${runId} ${ended.events.at(-1)!.id} 12 7 `]);
+      await expect.poll(() => listener.payloads().filter((p) => p.startsWith(`${sessionId} ${runId} `))).toEqual([`${sessionId} ${runId} ${ended.events.at(-1)!.id} 12 7 `]);
     } finally {
       await listener.end();
     }
