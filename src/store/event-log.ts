@@ -159,7 +159,7 @@ export async function appendEvents(db: Db, runId: string, events: NewEvent[], op
   try {
     rows = await query(db, APPEND_RUN, [runId, json, EVENTS_CHANNEL]);
   } catch (error) {
-    if ((error as Error).message?.startsWith('abc_append_run_events: no run')) throw new Error(`cannot append events: run ${runId} does not exist`);
+    if ((error as { code?: string }).code === 'ABC04') throw new Error(`cannot append events: run ${runId} does not exist`);
     throw error;
   }
   metrics.eventAppend.observe((performance.now() - started) / 1000);

@@ -344,6 +344,14 @@ describe('approvals', () => {
     expect(webhookCalls).toHaveLength(1);
     expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
     expect(await types(run.runId, ['approval_created', 'approval_decision', 'run_state'])).toEqual(['approval_created', 'run_state', 'approval_decision', 'run_state']);
+    // The whole log from the call on, each move in order: the request's and the decision's moves each commit in one append.
+    const log = (await readEvents(s.orm.em.fork(), { runId: run.runId }, '0', 1000)).map((e) => (e.type === 'execution_state' ? `${e.type}:${e.payload.to_status}` : e.type === 'tool_call_state' ? `${e.type}:${e.payload.to}` : e.type));
+    expect(log.slice(log.indexOf('tool_call_created'))).toEqual([
+      'tool_call_created', 'policy_decision', 'tool_call_state:POLICY_CHECKED', 'execution_state:running', 'execution_state:waiting',
+      'approval_created', 'tool_call_state:WAITING_APPROVAL', 'execution_state:running', 'execution_state:waiting', 'run_state',
+      'execution_state:running', 'execution_state:completed', 'approval_decision', 'tool_call_state:APPROVED', 'execution_state:running', 'run_state',
+      'tool_dispatched', 'tool_call_state:RUNNING', 'tool_result', 'tool_call_state:SUCCEEDED', 'execution_state:completed',
+    ]);
     const again = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });
     expect(again.status).toBe(409);
     expect((await again.json()).error.code).toBe('approval_conflict');

@@ -17,6 +17,7 @@ import { MOVE_TOOL_CALL_V2 } from './Migration20261125150000_tool_call_events.js
 // effects; a fact's error). Unasked (a core of the previous version, during an
 // upgrade), they append as before and answer the rows whole (`appended`).
 // PostgreSQL time per echo call: about 0.5 ms less of 2.1 ms, in isolation.
+// A run that does not exist is refused with SQLSTATE ABC04.
 const APPEND_RUN_EVENTS = `create function "abc_append_run_events"(p_run_id text, p_events jsonb, p_channel text, p_origin text, p_payloads_of text)
 returns jsonb language plpgsql as $fn$
 declare
@@ -29,7 +30,7 @@ declare
 begin
   update runs set last_seq = last_seq + v_n where run_id = p_run_id returning session_id, last_seq - v_n into v_session, v_base;
   if not found then
-    raise exception 'abc_append_run_events: no run %', p_run_id;
+    raise exception using errcode = 'ABC04', message = 'abc_append_run_events: no run ' || p_run_id;
   end if;
   update sessions set event_head = event_head + v_n where session_id = v_session returning event_head - v_n into v_head;
   with added as (

@@ -4,11 +4,11 @@ import { START_RUN_V3 } from './Migration20261127080000_start_run_admission.js';
 
 // A run's start and its completion appended their events through
 // abc_append_events, built for many runs at once, and answered every event row
-// whole, which the core had just sent. Their events are all of one run. Asked for `numbered` (p.numbered), abc_start_run and
-// abc_complete_run append through abc_append_run_events (migration
-// numbered_call_events), as a tool call's commits do, and answer only what the
-// database assigned: the run's session and [id, seq, session_seq] per event,
-// in the order sent. Unasked (a core of the previous version, during an
+// whole, which the core had just sent. Their events are all of one run. Asked
+// for `numbered` (p.numbered), abc_start_run and abc_complete_run append
+// through abc_append_run_events (migration numbered_call_events), as a tool
+// call's commits do, and answer only what the database assigned: the run's
+// session and [id, seq, session_seq] per event, in the order sent. Unasked (a core of the previous version, during an
 // upgrade), they append as before and answer the rows whole. In 200 IM runs at
 // once, PostgreSQL's time per start went from 3.5 to 1.7 ms, per completion from
 // 2.0 to 1.1 ms.
