@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { metrics } from '../runtime/metrics.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../runtime/new-id.js';
-import { prepared, type Queryable } from './native.js';
+import { inJsonList, prepared, type Queryable } from './native.js';
 
 export const EVENTS_CHANNEL = 'abc_events';
 
@@ -169,7 +169,7 @@ export async function appendEvents(db: Db, runId: string, events: NewEvent[], op
 
 /** Committed events by their ids, by run. */
 export async function readByIds(db: Db, eventIds: string[]): Promise<Map<string, StoredEvent[]>> {
-  const sql = `SELECT ${COLUMNS} FROM events WHERE event_id IN (SELECT jsonb_array_elements_text(?::jsonb))`;
+  const sql = `SELECT ${COLUMNS} FROM events WHERE ${inJsonList('event_id')}`;
   return byRun((await query<EventRow>(db, sql, [JSON.stringify(eventIds)])).map(toEvent));
 }
 

@@ -100,6 +100,7 @@ export const memoryUpsert = (rows: MemoryRow[]) => ({
 
 /** The statement that deletes a scope's entries, for a writer that sends it with its own statement. */
 export const memoryClear = (tenantId: string, scope: MemoryScope, scopeIds: string[]) => ({
+  // Not inJsonList: a scope's own entries are few (EPHEMERAL ones go with their ticket), and the planner reads a small, busy table whole for an array.
   sql: 'DELETE FROM memory WHERE tenant_id = ? AND scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))',
   params: [tenantId, scope, JSON.stringify(scopeIds)],
 });

@@ -53,6 +53,15 @@ export function prepared(sql: string): { name: string; text: string } {
 }
 
 /**
+ * `column` is one of a JSON array of texts, the statement's next parameter, as
+ * an index condition. `column IN (SELECT jsonb_array_elements_text(?))` is a
+ * join with a set the planner takes for 100 rows, which it may answer by
+ * reading the whole table, at a cost that grows with the table; here the list
+ * is one value, and the column's index finds each row.
+ */
+export const inJsonList = (column: string): string => `${column} = ANY(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))`;
+
+/**
  * Runs one statement written for `em.execute`: outside a transaction, on the
  * ORM's pool as a prepared statement (the SQL's parameters must each take
  * their type from where they stand); inside one, through the transaction.

@@ -20,7 +20,7 @@ import { transition } from '../domain/machine.js';
 import { illegalTransition, writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKET_ENDED_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
-import { executeOne, prepared, type Queryable } from './native.js';
+import { executeOne, inJsonList, prepared, type Queryable } from './native.js';
 
 /** A timestamp column as read: a Date through the ORM, text from its pool (native.ts); read it with `new Date(…)`. */
 export type Timestamp = Date | string;
@@ -393,8 +393,8 @@ export async function deleteExpiredTickets(em: EntityManager, limit = 500): Prom
     );
     if (!gone.length) return 0;
     const tickets = JSON.stringify(gone.map((g) => g.ticket));
-    await tx.execute('DELETE FROM ticket_steps WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
-    await tx.execute('DELETE FROM ticket_events WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))', [tickets]);
+    await tx.execute(`DELETE FROM ticket_steps WHERE ${inJsonList('ticket')}`, [tickets]);
+    await tx.execute(`DELETE FROM ticket_events WHERE ${inJsonList('ticket')}`, [tickets]);
     return gone.length;
   });
 }
@@ -534,7 +534,7 @@ export async function renewTicketLease(em: EntityManager, ticket: string, worker
 /** Drops the claims on `tickets` (only those of `workerId` when given). */
 export async function releaseTicketLeases(em: EntityManager, tickets: string[], workerId?: string): Promise<void> {
   await em.execute(
-    `UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb))${workerId ? ' AND lease_owner = ?' : ''}`,
+    `UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL WHERE ${inJsonList('ticket')}${workerId ? ' AND lease_owner = ?' : ''}`,
     workerId ? [JSON.stringify(tickets), workerId] : [JSON.stringify(tickets)],
   );
 }
@@ -554,7 +554,7 @@ export async function addAdmittedJobs(pool: Queryable, tickets: string[], job: (
   await pool.query({
     ...prepared(`WITH mine AS (
       UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL
-      WHERE ticket IN (SELECT jsonb_array_elements_text(?::jsonb)) AND lease_owner = '${ADMITTED}' || ticket
+      WHERE ${inJsonList('ticket')} AND lease_owner = '${ADMITTED}' || ticket
       RETURNING ticket)
     SELECT count(${add.sql}) AS n FROM mine`),
     values: [JSON.stringify(tickets), ...add.params],

@@ -1,0 +1,98 @@
+// Statements that take a list of keys (a JSON array, one parameter) reach
+// their rows through the key's index, however much history the table holds:
+// a retention sweep's deletes of steps and events, the release of claims, and
+// an async admission's jobs.
+// Each runs in a transaction whose own counters (pg_stat_xact_user_tables) say
+// how it read the tables.
+import { beforeAll, expect, it } from 'vitest';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { nativePool } from '../../src/store/native.js';
+import { addAdmittedJobs, admissionOwner, deleteExpiredTickets, insertSteps, insertTicket, releaseTicketLeases } from '../../src/store/ticket-store.js';
+import { countedDatabase } from '../support/db.js';
+
+const { em, orm } = countedDatabase();
+
+/** How `tx` has read `table` so far: sequential scans and index scans. */
+const readsOf = async (tx: EntityManager, table: string) =>
+  (await tx.execute<{ seq: number; idx: number }[]>('SELECT seq_scan::int AS seq, idx_scan::int AS idx FROM pg_stat_xact_user_tables WHERE relname = ?', [table]))[0];
+
+// A history of 4,000 tickets, each with two steps and ten events, analysed as autovacuum would.
+beforeAll(async () => {
+  await em().transactional(async (tx) => {
+    await insertTicket(tx, {
+      ticket: 'tkt_ll_seed', tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: 'req-ll', session_id: 'sess-ll', idempotency_key: 'tkt_ll_seed',
+      request_hash: 'h', request: {}, mode: 'async', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
+    });
+    await insertSteps(tx, 'tkt_ll_seed', ['s1', 's2'].map((step_id, position) => ({ step_id, position, label: step_id, capability: 'tool.pure', side_effect: false })));
+    const copy = (table: string) =>
+      `INSERT INTO ${table} SELECT (jsonb_populate_record(t, jsonb_build_object('ticket', 'tkt_ll_' || g, 'idempotency_key', 'tkt_ll_' || g))).* FROM ${table} t, generate_series(1, 4000) g WHERE t.ticket = 'tkt_ll_seed'`;
+    await tx.execute(copy('tickets'));
+    await tx.execute(copy('ticket_steps'));
+    await tx.execute("INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT 'tkt_ll_' || g, s, 0, 'NOTE', '{}' FROM generate_series(1, 4000) g, generate_series(1, 10) s");
+  });
+  await em().execute('ANALYZE tickets, ticket_steps, ticket_events');
+});
+
+it("deletes the expired tickets' steps and events through the ticket's index", async () => {
+  await em().execute("UPDATE tickets SET status = 'SUCCEEDED', expires_at = now() - interval '1 hour' WHERE ticket IN ('tkt_ll_1', 'tkt_ll_2')");
+  await em().transactional(async (tx) => {
+    expect(await deleteExpiredTickets(tx, 10)).toBe(2);
+    for (const table of ['ticket_steps', 'ticket_events']) {
+      const reads = await readsOf(tx, table);
+      expect(reads, table).toMatchObject({ seq: 0 });
+      expect(reads!.idx, table).toBeGreaterThan(0);
+    }
+  });
+  const left = await em().execute<{ steps: number; events: number }[]>(
+    "SELECT (SELECT count(*)::int FROM ticket_steps WHERE ticket IN ('tkt_ll_1', 'tkt_ll_2')) AS steps, (SELECT count(*)::int FROM ticket_events WHERE ticket IN ('tkt_ll_1', 'tkt_ll_2')) AS events",
+  );
+  expect(left).toEqual([{ steps: 0, events: 0 }]);
+  const [kept] = await em().execute<{ n: number }[]>('SELECT count(*)::int AS n FROM ticket_events');
+  expect(kept!.n).toBe(39_980);
+});
+
+it("releases claims through the ticket's index, only the given worker's", async () => {
+  await em().execute("UPDATE tickets SET lease_owner = CASE WHEN ticket = 'tkt_ll_5' THEN 'worker-b' ELSE 'worker-a' END, lease_expires_at = now() + interval '1 minute' WHERE ticket IN ('tkt_ll_3', 'tkt_ll_4', 'tkt_ll_5')");
+  await em().transactional(async (tx) => {
+    await releaseTicketLeases(tx, ['tkt_ll_3', 'tkt_ll_4', 'tkt_ll_5'], 'worker-a');
+    const reads = await readsOf(tx, 'tickets');
+    expect(reads).toMatchObject({ seq: 0 });
+    expect(reads!.idx).toBeGreaterThan(0);
+  });
+  const leases = await em().execute("SELECT ticket, lease_owner FROM tickets WHERE ticket IN ('tkt_ll_3', 'tkt_ll_4', 'tkt_ll_5') ORDER BY ticket");
+  expect(leases).toEqual([
+    { ticket: 'tkt_ll_3', lease_owner: null },
+    { ticket: 'tkt_ll_4', lease_owner: null },
+    { ticket: 'tkt_ll_5', lease_owner: 'worker-b' },
+  ]);
+});
+
+it("adds the admitted tickets' jobs through the ticket's index, only for those its admission still claims", async () => {
+  await em().execute(
+    "UPDATE tickets SET lease_owner = CASE WHEN ticket = 'tkt_ll_8' THEN 'worker-a' ELSE 'admitted-' || ticket END, lease_expires_at = now() + interval '1 minute' WHERE ticket IN ('tkt_ll_6', 'tkt_ll_7', 'tkt_ll_8')",
+  );
+  expect(admissionOwner('tkt_ll_6')).toBe('admitted-tkt_ll_6');
+  // One connection, in a transaction rolled back at the end: what it creates stays its own.
+  const client = await (await nativePool(orm())).connect();
+  try {
+    await client.query('BEGIN');
+    // The job, as an expression over each claimed ticket: here a row that names it.
+    await client.query('CREATE TEMP TABLE jobs_added (ticket text) ON COMMIT DROP');
+    await client.query("CREATE FUNCTION pg_temp.add_job(t text) RETURNS int LANGUAGE sql AS $$ INSERT INTO jobs_added VALUES (t) RETURNING 1 $$");
+    await addAdmittedJobs(client, ['tkt_ll_6', 'tkt_ll_7', 'tkt_ll_8'], (column) => ({ sql: `pg_temp.add_job(${column})`, params: [] }));
+    const reads = (await client.query<{ seq: number; idx: number }>("SELECT seq_scan::int AS seq, idx_scan::int AS idx FROM pg_stat_xact_user_tables WHERE relname = 'tickets'")).rows[0];
+    expect(reads).toMatchObject({ seq: 0 });
+    expect(reads!.idx).toBeGreaterThan(0);
+    const added = await client.query<{ ticket: string }>('SELECT ticket FROM jobs_added ORDER BY ticket');
+    expect(added.rows.map((r) => r.ticket)).toEqual(['tkt_ll_6', 'tkt_ll_7']);
+    const leases = await client.query("SELECT ticket, lease_owner FROM tickets WHERE ticket IN ('tkt_ll_6', 'tkt_ll_7', 'tkt_ll_8') ORDER BY ticket");
+    expect(leases.rows).toEqual([
+      { ticket: 'tkt_ll_6', lease_owner: null },
+      { ticket: 'tkt_ll_7', lease_owner: null },
+      { ticket: 'tkt_ll_8', lease_owner: 'worker-a' },
+    ]);
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+});
