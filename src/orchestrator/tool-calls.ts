@@ -425,7 +425,10 @@ export class ToolCalls {
    */
   async #resumeIfIdle(tx: EntityManager, runId: string, detail: Record<string, unknown>, pending: NewEvent[] = []): Promise<void> {
     const run = (await findRun(tx, runId))!;
-    const stay = async () => void (pending.length && (await appendEvents(tx, runId, pending)));
+    // Not resuming: the moves' events still go to the log.
+    const stay = async () => {
+      if (pending.length) await appendEvents(tx, runId, pending);
+    };
     if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return stay();
     if ((await countAwaited(tx, runId, this.kinds.clientKinds())) > 0) return stay();
     // Seed 004 alignment: resuming expects no execution contract of the run still waiting.

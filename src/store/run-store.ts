@@ -195,14 +195,13 @@ export async function startRun(
 ): Promise<{ run: RunRow; firstId: string; events: StoredEvent[]; transcript?: MessageRow[] } | undefined> {
   const next = transition(RUN_MACHINE, 'CREATED', 'start');
   if (!next.ok || run.parentRunId) return undefined;
-  const { input } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const sent = JSON.stringify(appendArgs([{ runId: run.runId, events, onlyIfActive: false }]).input);
   const arg = {
     run: {
       run_id: run.runId, session_id: run.sessionId, agent_id: run.agentId, status: next.value, hops: 1, request_id: run.requestId ?? null, trace_id: run.traceId,
       traceparent: run.traceparent ?? null, token_hash: run.tokenHash, user_id: run.userId ?? null, tenant_id: run.tenantId, lease_owner: run.lease.owner, lease_ms: run.lease.ms,
     },
     message: { message_id: newId('msg'), content },
-    events: input,
     channel: channelFor(origin),
     origin,
     max_live: maxLive,
@@ -211,14 +210,14 @@ export async function startRun(
   };
   let started: ({ run: RawRun; transcript: RawMessage[] | null } & Appended) | undefined;
   try {
-    started = await oneCall(em, 'SELECT abc_start_run(?::jsonb) AS r', arg);
+    started = await oneCall(em, 'abc_start_run', arg, sent);
   } catch (error) {
     if ((error as { code?: string }).code === 'ABC03') throw tenantRunsExhausted(maxLive);
     throw error;
   }
   if (!started) return undefined;
   countMove('start', next.value, started.run.started_at);
-  const appended = appendedEvents(input, started);
+  const appended = appendedEvents(sent, started);
   return { run: toRun(started.run), firstId: appended[0]!.id, events: appended, ...(started.transcript && { transcript: started.transcript.map(toMessage) }) };
 }
 
@@ -251,32 +250,33 @@ export async function completeRun(
 ): Promise<{ run: RunRow; events: StoredEvent[] } | undefined> {
   const next = transition(RUN_MACHINE, 'RUNNING', 'complete');
   if (!next.ok || run.parentRunId) return undefined;
-  const { input } = appendArgs([{ runId: run.runId, events, onlyIfActive: false }]);
+  const sent = JSON.stringify(appendArgs([{ runId: run.runId, events, onlyIfActive: false }]).input);
   const arg = {
     run_id: run.runId,
     from: 'RUNNING',
     to: next.value,
     message: { message_id: newId('msg'), content: message.content, ...(message.metadata && { metadata: message.metadata }) },
     ended_channel: RUN_ENDED_CHANNEL,
-    events: input,
     channel: channelFor(origin),
     origin,
     numbered: true,
   };
-  const ended = await oneCall<RawRun & Appended>(em, 'SELECT abc_complete_run(?::jsonb) AS r', arg);
+  const ended = await oneCall<RawRun & Appended>(em, 'abc_complete_run', arg, sent);
   if (!ended) return undefined;
   countMove('complete', next.value, ended.started_at);
-  return { run: toRun(ended), events: appendedEvents(input, ended) };
+  return { run: toRun(ended), events: appendedEvents(sent, ended) };
 }
 
 /** What a run's statement answers of its events when asked for `numbered` (migration numbered_run_events). */
 type Appended = { session_id: string; numbered: Numbered[] };
 
-/** The events a run's statement appended: what was sent, as JSON gives it back, numbered as it answered. */
-const appendedEvents = (input: SentEvent[], appended: Appended): StoredEvent[] => numberedEvents(JSON.parse(JSON.stringify(input)) as SentEvent[], appended.session_id, appended.numbered);
+/** The events a run's statement appended: what was sent (`events`, its JSON), numbered as it answered. */
+const appendedEvents = (events: string, appended: Appended): StoredEvent[] => numberedEvents(JSON.parse(events) as SentEvent[], appended.session_id, appended.numbered);
 
-async function oneCall<R>(em: EntityManager, sql: string, arg: unknown): Promise<R | undefined> {
-  return (await executeGuarded<{ r: R }>(em, sql, [JSON.stringify(arg)]))?.[0]?.r;
+/** Calls `fn` with `arg` and its `events` (their JSON, serialised once for the call and the answer). */
+async function oneCall<R>(em: EntityManager, fn: 'abc_start_run' | 'abc_complete_run', arg: Record<string, unknown>, events: string): Promise<R | undefined> {
+  const sql = `SELECT ${fn}(?::jsonb || jsonb_build_object('events', ?::jsonb)) AS r`;
+  return (await executeGuarded<{ r: R }>(em, sql, [JSON.stringify(arg), events]))?.[0]?.r;
 }
 
 const RUNS: MachineTable<RunState, RunTrigger> = { machine: RUN_MACHINE, table: 'runs', state: 'status', key: ['run_id'] };

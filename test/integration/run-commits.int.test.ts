@@ -24,7 +24,7 @@ describe('a run in one statement each', () => {
   it('starts with its session, its message and its first events, and completes', async () => {
     const calls: string[] = [];
     const started = await startRun(counted(calls), newRun('run_rc_1', 'sess_rc_1'), 'hi', [{ type: 'user_input' }, { type: 'run_started' }]);
-    expect(calls).toEqual(['SELECT abc_start_run($1::jsonb) AS r']);
+    expect(calls).toEqual(["SELECT abc_start_run($1::jsonb || jsonb_build_object('events', $2::jsonb)) AS r"]);
     expect(started!.run).toMatchObject({ runId: 'run_rc_1', sessionId: 'sess_rc_1', status: 'RUNNING', userId: 'u1', startedAt: expect.any(Date) });
     const [first, second] = await readEvents(em(), { runId: 'run_rc_1' }, '0', 2);
     expect(started!.firstId).toBe(first!.id);
@@ -33,7 +33,7 @@ describe('a run in one statement each', () => {
 
     calls.length = 0;
     const ended = await completeRun(counted(calls), started!.run, { content: 'bye' }, [{ type: 'run_done' }]);
-    expect(calls).toEqual(['SELECT abc_complete_run($1::jsonb) AS r']);
+    expect(calls).toEqual(["SELECT abc_complete_run($1::jsonb || jsonb_build_object('events', $2::jsonb)) AS r"]);
     expect(ended!.run).toMatchObject({ status: 'DONE', endedAt: expect.any(Date) });
     expect(ended!.events).toEqual(await readEvents(em(), { runId: 'run_rc_1' }, first!.id, 10).then((events) => events.slice(1)));
     expect(await written('run_rc_1')).toEqual({
