@@ -65,6 +65,8 @@ export interface Config {
   logLevel: LogLevel;
   /** Contract queue workers in this core; 0 only accepts and enqueues. */
   contractWorkers: number;
+  /** Sync submissions this core runs at once in their own request; more wait in the queue. */
+  contractSyncExecutions: number;
   /** A contract execution whose worker stops renewing for this long is resumed by another. */
   contractLeaseMs: number;
   /** How long a ticket stays pollable. */
@@ -191,6 +193,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
     },
     logLevel: read('LOG_LEVEL', 'info', parseLogLevel),
     contractWorkers: read('ABC_CONTRACT_WORKERS', 4, parseCount),
+    contractSyncExecutions: read('ABC_CONTRACT_SYNC_EXECUTIONS', 16, parseCount),
     contractLeaseMs: ms('ABC_CONTRACT_LEASE_MS', 15_000),
     ticketRetentionMs: ms('ABC_TICKET_RETENTION_MS', 86_400_000),
     contractLlmModel: read('ABC_CONTRACT_LLM_MODEL', 'gpt-4o-mini', (raw) => ({ value: raw })),
@@ -268,6 +271,7 @@ export function coreSettings(config: Config) {
     llm: { routerUrl: config.llmRouterUrl, apiKey: config.llmRouterApiKey, timeoutMs: config.llmTimeoutMs, fallbacks: config.llmFallbacks, model: config.contractLlmModel },
     contracts: {
       workers: config.contractWorkers,
+      syncExecutions: config.contractSyncExecutions,
       leaseMs: config.contractLeaseMs,
       ticketRetentionMs: config.ticketRetentionMs,
       stepConcurrency: config.engineStepConcurrency,

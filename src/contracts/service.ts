@@ -70,14 +70,19 @@ export class ContractService {
     const sync = prefs.mode === 'sync' || (prefs.mode === 'auto' && expected <= prefs.max_latency_ms);
 
     // A sync submission runs in this core at once when it has room, created claimed and without a queue job: its claim is the way back.
-    const now = sync && this.opts.engine.canExecuteNow;
-    const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected, now);
+    const slot = sync ? this.opts.engine.reserveNow() : undefined;
+    const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected, slot !== undefined).catch((error: unknown) => {
+      slot?.free();
+      throw error;
+    });
+    const runsHere = slot && row.created && !isFinished(row);
+    if (slot && !runsHere) slot.free();
     const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
     // An idempotent replay of a finished execution answers with its outcome, whatever the mode.
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
     const deadline = received + prefs.max_latency_ms;
-    const ran = now && row.created && !isFinished(row) ? this.opts.engine.executeNow(row.ticket, row) : undefined;
+    const ran = runsHere ? slot.run(row.ticket, row) : undefined;
     // The row the engine finished the ticket with in this core, else what the ticket's notifications lead to.
     const last = ran && (await settlesWithin(ran, deadline - Date.now(), signal)) ? await ran : undefined;
     const finished = isFinished(row) ? row : last && isFinished(last) ? last : await this.#waitFor(row.ticket, deadline, signal);

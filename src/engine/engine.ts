@@ -43,6 +43,22 @@ import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
 import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type AnnounceTicket, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
+/** One sync submission's room to run in the submitting core (see ContractEngine.reserveNow); used once. */
+export interface NowSlot {
+  /**
+   * Runs the submission's ticket in this core at once. The ticket is created
+   * claimed by this core (claimNow), with no queue job; the claim, renewed
+   * while this runs, is the way back: if this core stops, the claim lapses
+   * and the recovery sweep queues the ticket, so a worker on any core resumes
+   * it from its last transition. Afterwards a ticket neither finished nor
+   * waiting for a human (its deadline job) is queued to run now. The ticket
+   * as this core finished it, else undefined.
+   */
+  run(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined>;
+  /** Gives the room back unused (the submission created no ticket to run). */
+  free(): void;
+}
+
 export interface EngineOptions {
   orm: Orm;
   bus: EventBus;
@@ -58,6 +74,8 @@ export interface EngineOptions {
   llm?: TenantLlm;
   /** Queue workers in this process; 0 only enqueues. */
   concurrency: number;
+  /** Sync submissions this process runs at once in their own request (only with queue workers); more go through the queue. */
+  syncExecutions: number;
   /** Default for steps of one execution that may run at once (max_active_steps). */
   stepConcurrency: number;
   /** How long a step without side effects may run before its start is committed alone (0: always before it runs). */
@@ -98,10 +116,12 @@ export class ContractEngine {
   readonly #running = new InFlight();
   #stopping = false;
   /**
-   * The tickets `executeNow` is running, by ticket: shutdown waits for them as
+   * The tickets sync slots are running, by ticket: shutdown waits for them as
    * for the queue's, and their packaging drops their queue job.
    */
   readonly #now = new Map<string, Promise<unknown>>();
+  /** Sync slots taken (see reserveNow): the tickets of `#now` and those being created to run here. */
+  #slotsTaken = 0;
   /** Announces a ticket's change after a commit on its own (see announcing). */
   readonly #announce: AnnounceTicket = (ticket) => this.opts.bus.announceTicket(ticket);
 
@@ -145,28 +165,40 @@ export class ContractEngine {
     await this.queue.close();
   }
 
-  /** Whether `executeNow` may take one more ticket in this core now. */
-  get canExecuteNow(): boolean {
-    return !this.#stopping && this.opts.concurrency > 0 && this.#now.size < this.opts.concurrency;
-  }
-
   /**
-   * Runs a sync submission's ticket in this core at once, instead of waiting
-   * for a queue worker. The ticket is created claimed by this core, with no
-   * queue job; the claim, renewed while this runs, is the way back: if this
-   * core stops, the claim lapses and the recovery sweep queues the ticket, so
-   * a worker on any core resumes it from its last transition. Afterwards a
-   * ticket neither finished nor waiting for a human (its deadline job) is
-   * queued to run now.
+   * A slot to run one sync submission in this core at once, instead of waiting
+   * for a queue worker; undefined when this core has no room (its
+   * `syncExecutions` are taken, it has no workers, or it is stopping). The slot
+   * is taken before the ticket is created, so concurrent submissions never
+   * run more than that many here: each one either runs its ticket or frees it.
    */
-  executeNow(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined> {
-    const run = this.#executeNow(ticket, claimed);
-    this.#now.set(ticket, run);
-    void run.finally(() => this.#now.delete(ticket));
-    return run;
+  reserveNow(): NowSlot | undefined {
+    if (this.#stopping || this.opts.concurrency <= 0 || this.#slotsTaken >= this.opts.syncExecutions) return undefined;
+    this.#slotsTaken++;
+    let used = false;
+    const use = () => {
+      if (used) throw new Error('a sync slot is used once');
+      used = true;
+    };
+    return {
+      run: (ticket, claimed) => {
+        use();
+        const run = this.#executeNow(ticket, claimed);
+        this.#now.set(ticket, run);
+        void run.finally(() => {
+          this.#now.delete(ticket);
+          this.#slotsTaken--;
+        });
+        return run;
+      },
+      free: () => {
+        use();
+        this.#slotsTaken--;
+      },
+    };
   }
 
-  /** The claim a sync submission's ticket is created with when this core runs it at once: it is `executeNow`'s. */
+  /** The claim a sync submission's ticket is created with when this core runs it at once (NowSlot.run). */
   claimNow(ticket: string): { owner: string; ms: number } {
     return { owner: `now-${ticket}`, ms: this.opts.leaseMs };
   }

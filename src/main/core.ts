@@ -204,6 +204,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     db: packDb(raw),
     llm: llmStep,
     concurrency: c.workers,
+    syncExecutions: c.syncExecutions,
     stepConcurrency: c.stepConcurrency,
     stepStartDeferMs: c.stepStartDeferMs,
     leaseMs: c.leaseMs,
