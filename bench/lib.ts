@@ -67,7 +67,8 @@ export interface BenchDb {
 /** DATABASE_URL's server, or a throwaway embedded cluster, with a fresh database. */
 export async function benchDatabase(name: string): Promise<BenchDb> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'abc-bench-'));
-  const cluster = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), logger: createLogger('warn') });
+  // Room for every side of a comparison at once: the durable bench keeps ABC, its peers and its floors connected.
+  const cluster = process.env.DATABASE_URL ? undefined : await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), logger: createLogger('warn'), maxConnections: 200 });
   const admin = process.env.DATABASE_URL ?? cluster!.adminUrl;
   const db = `${name}_${Date.now()}`;
   await ensureDatabase(admin, db);

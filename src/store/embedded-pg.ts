@@ -31,6 +31,8 @@ export interface EmbeddedOptions {
   ephemeral?: boolean;
   /** The port to listen on; a free one when unset. */
   port?: number;
+  /** PostgreSQL's max_connections; its default (100) when unset. */
+  maxConnections?: number;
 }
 
 const USER = 'postgres';
@@ -67,6 +69,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedOptions): Promise<Embe
       '-c', 'listen_addresses=127.0.0.1',
       '-c', `unix_socket_directories=${socket ?? ''}`,
       ...(opts.ephemeral ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'] : []),
+      ...(opts.maxConnections ? ['-c', `max_connections=${opts.maxConnections}`] : []),
     ],
     onLog: (message) => log.debug(message.trim()),
     onError: (error) => log.error({ err: error }, 'embedded postgres error'),
