@@ -6,13 +6,14 @@
 // each step runs the pack's own analyze_portfolio units (bench/portfolio-steps.ts).
 // Reported: submit-to-done p50/p99 at c=1 and write transactions per unit (the
 // cluster's transaction ids consumed), one side at a time, the others idle;
-// then completed per second at c=16, in rounds the sides take in
-// turn, so that a machine whose speed drifts slows them alike; beside them the floor of ABC's records (bench/records-floor.ts:
-// one contract's rows written straight, in DBOS's number of commits) and the floor
-// of its path (bench/contract-floor.ts: HTTP -> gRPC, the same eight units, the
-// records in ABC's three commits, and nothing else); then an
-// approval round trip against a LangGraph interrupt()/resume, with the side
-// effects each re-executes (both timed after as many warm-up round trips).
+// then completed per second at c=16, in rounds the sides take in turn, so that
+// a machine whose speed drifts slows them alike. Beside them, the floor of
+// ABC's records (bench/records-floor.ts: one contract's rows written straight,
+// in DBOS's number of commits) and the floor of its path (bench/contract-floor.ts:
+// HTTP -> gRPC, the same eight units, the records in ABC's three commits, and
+// nothing else). Then an approval round trip against a LangGraph
+// interrupt()/resume, with the side effects each re-executes (both timed after
+// as many warm-up round trips).
 import { execFile } from 'node:child_process';
 import { writeFile, mkdtemp } from 'node:fs/promises';
 import http from 'node:http';
@@ -318,21 +319,22 @@ export async function durable(): Promise<void> {
     const abcLatency = await latency(abcSide, admin);
     // Both floors copy the contract ABC completed last, not each other's copies.
     const template = await lastContract(db.url);
-    const begin = async (runner: Promise<Runner> | Runner, previous: string) => {
-      // Each side starts with nothing left of the last one's load (autovacuum, dirty pages).
+    /** Starts a side once the cluster has settled after the last one's load (autovacuum, dirty pages). */
+    const begin = async (previous: string, start: () => Promise<Runner>): Promise<Runner> => {
       await settle(previous);
-      started.push(await runner);
-      return started.at(-1)!;
+      const runner = await start();
+      started.push(runner);
+      return runner;
     };
-    const floor = await begin(floorRunner(db.url, template), db.url);
+    const floor = await begin(db.url, () => floorRunner(db.url, template));
     const floorLatency = await latency(floor, admin);
-    const pathFloor = await begin(pathFloorRunner(db.url, template), db.url);
+    const pathFloor = await begin(db.url, () => pathFloorRunner(db.url, template));
     const pathLatency = await latency(pathFloor, admin);
     for (const name of ['bench_dbos', 'bench_langgraph']) await ensureDatabase(databaseOn(db.url, 'postgres'), name);
-    const dbos = await begin(dbosRunner(dbosUrl, work), db.url);
+    const dbos = await begin(db.url, () => dbosRunner(dbosUrl, work));
     const dbosLatency = await latency(dbos, admin);
     const { lg, saver } = await langGraph(langGraphUrl);
-    const graph = await begin({ ...langGraphRunner(lg, saver, work), stop: () => saver.end() }, dbosUrl);
+    const graph = await begin(dbosUrl, async () => ({ ...langGraphRunner(lg, saver, work), stop: () => saver.end() }));
     const graphLatency = await latency(graph, admin);
 
     // Completed per second: every side in turn.
