@@ -5,7 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { executeOne } from './native.js';
 import { newId } from '../runtime/new-id.js';
-import type { MemoryScope } from '../domain/engine-types.js';
+import { MEMORY_SCOPES, type MemoryScope } from '../domain/engine-types.js';
 
 export const GLOBAL_SCOPE_ID = 'global';
 
@@ -98,12 +98,20 @@ export const memoryUpsert = (rows: MemoryRow[]) => ({
   params: [JSON.stringify(rows)],
 });
 
-/** The statement that deletes a scope's entries, for a writer that sends it with its own statement. */
-export const memoryClear = (tenantId: string, scope: MemoryScope, scopeIds: string[]) => ({
-  // Not inJsonList: a scope's own entries are few (EPHEMERAL ones go with their ticket), and the planner reads a small, busy table whole for an array.
-  sql: 'DELETE FROM memory WHERE tenant_id = ? AND scope = ? AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))',
-  params: [tenantId, scope, JSON.stringify(scopeIds)],
-});
+/**
+ * The statement that deletes a scope's entries, for a writer that sends it with its own statement.
+ * Not inJsonList: a scope's own entries are few (EPHEMERAL ones go with their ticket), and the
+ * planner reads a small, busy table whole for an array. The scope is written into the text: as a
+ * parameter, a prepared statement's generic plan takes it for a third of the table and reads it
+ * whole, so PostgreSQL plans the writer's whole statement again on every execution instead.
+ */
+export const memoryClear = (tenantId: string, scope: MemoryScope, scopeIds: string[]) => {
+  if (!MEMORY_SCOPES.includes(scope)) throw new Error(`not a memory scope: ${String(scope)}`);
+  return {
+    sql: `DELETE FROM memory WHERE tenant_id = ? AND scope = '${scope}' AND scope_id IN (SELECT jsonb_array_elements_text(?::jsonb))`,
+    params: [tenantId, JSON.stringify(scopeIds)],
+  };
+};
 
 /**
  * A scope's keys under `prefix` (which ends in ASCII), as a range of

@@ -3,10 +3,13 @@
 // a retention sweep's deletes of steps and events, the release of claims, and
 // an async admission's jobs.
 // Each runs in a transaction whose own counters (pg_stat_xact_user_tables) say
-// how it read the tables.
+// how it read the tables. The clear of a ticket's ephemeral memory, which goes
+// out inside the final move's prepared statement, keeps an index in the plan
+// PostgreSQL prepares for any parameters.
 import { beforeAll, expect, it } from 'vitest';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { nativePool } from '../../src/store/native.js';
+import { nativePool, prepared } from '../../src/store/native.js';
+import { memoryClear } from '../../src/store/memory.js';
 import { addAdmittedJobs, admissionOwner, deleteExpiredTickets, insertSteps, insertTicket, releaseTicketLeases } from '../../src/store/ticket-store.js';
 import { countedDatabase } from '../support/db.js';
 
@@ -95,4 +98,28 @@ it("adds the admitted tickets' jobs through the ticket's index, only for those i
     await client.query('ROLLBACK');
     client.release();
   }
+});
+
+it("clears a ticket's ephemeral memory through the scope's index, in a plan prepared for any parameters", async () => {
+  // 3,000 entries: GLOBAL and SESSION ones, and the ephemeral entries of three tickets.
+  await em().execute(
+    `INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+     SELECT 'mem_ll_' || g, 'default', CASE WHEN g <= 30 THEN 'EPHEMERAL' WHEN g % 2 = 0 THEN 'SESSION' ELSE 'GLOBAL' END,
+            CASE WHEN g <= 30 THEN 'tkt_ll_' || (g % 3) ELSE 'sess-ll-' || (g % 50) END, 'k' || g, '{}', '[]'
+     FROM generate_series(1, 3000) g`,
+  );
+  await em().execute('ANALYZE memory');
+  const clear = memoryClear('default', 'EPHEMERAL', ['tkt_ll_0', 'tkt_ll_1']);
+  const { text } = prepared(clear.sql);
+  const [plan] = await em().execute<{ 'QUERY PLAN': unknown }[]>(`EXPLAIN (GENERIC_PLAN, FORMAT JSON) ${text}`);
+  const nodes = JSON.stringify(plan!['QUERY PLAN']);
+  expect(nodes).not.toContain('"Seq Scan"');
+  expect(nodes).toContain('"Relation Name":"memory"');
+  await em().execute(clear.sql, clear.params);
+  const left = await em().execute<{ scope: string; n: number }[]>("SELECT scope, count(*)::int AS n FROM memory WHERE memory_id LIKE 'mem_ll_%' GROUP BY scope ORDER BY scope");
+  expect(left).toEqual([
+    { scope: 'EPHEMERAL', n: 10 },
+    { scope: 'GLOBAL', n: 1485 },
+    { scope: 'SESSION', n: 1485 },
+  ]);
 });
