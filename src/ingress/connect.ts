@@ -71,6 +71,8 @@ class Connection {
   readonly #signal: AbortSignal;
   readonly #log: Logger;
   readonly #watchers = new Map<string, AbortController>();
+  /** The sessions whose client this connection has announced itself as, with that write. */
+  readonly #present = new Map<string, Promise<void>>();
   readonly #id = newId('conn');
   #user: { userId: string; principal: KeyPrincipal } | undefined;
   /** Closes a connection that has said no valid hello in time. */
@@ -190,6 +192,8 @@ class Connection {
       userId: this.#user!.userId,
       tenantId: this.#user!.principal.tenantId,
       context: invoke.context,
+      // The agent may call a client tool at once: it must find this client online.
+      beforeLaunch: () => this.#join(sessionId),
     }));
     if (this.#watchers.has(sessionId)) {
       // Already watching: a new run's run_started arrives from the log; a duplicate gets its answer now.
@@ -241,13 +245,27 @@ class Connection {
     if (session.userId !== this.#user!.userId) throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `session ${sessionId} belongs to another user` });
   }
 
+  /**
+   * Marks this connection as a client of the session, once, so that it can
+   * run the session's client tools. A write that fails is logged. A closed
+   * connection joins nothing: its row would outlive it.
+   */
+  #join(sessionId: string): Promise<void> {
+    if (this.out.ended) return Promise.resolve();
+    let joined = this.#present.get(sessionId);
+    if (!joined) {
+      joined = this.#deps.presence.join(this.#id, sessionId, this.#user!.userId).catch((error) => this.#log.warn({ err: error }, 'presence update failed'));
+      this.#present.set(sessionId, joined);
+    }
+    return joined;
+  }
+
   /** Streams the session's frames after `cursor` (the first of them `known`, when given), replacing any earlier watcher of it. */
   #watch(sessionId: string, cursor: string, known?: StoredEvent[]): void {
     this.#watchers.get(sessionId)?.abort(REPLACED);
     const controller = new AbortController();
     this.#watchers.set(sessionId, controller);
-    // This connection can now run the session's client tools.
-    void this.#deps.presence.join(this.#id, sessionId, this.#user!.userId).catch((error) => this.#log.warn({ err: error }, 'presence update failed'));
+    void this.#join(sessionId);
     const pool = poolOf(this.#deps.orm);
     void (async () => {
       try {

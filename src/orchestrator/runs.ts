@@ -95,6 +95,12 @@ export interface StartCommand {
   traceparent?: string;
   /** Runs inside the creating transaction, e.g. to record the call on a parent run. */
   onCreated?: (tx: EntityManager, runId: string) => Promise<void>;
+  /**
+   * Runs once the new run is stored, and before its agent is called: e.g. to
+   * mark the caller's client online, so that the agent's first client tool
+   * finds it. A failure is logged; the run goes on.
+   */
+  beforeLaunch?: () => Promise<void>;
 }
 
 export interface Started {
@@ -212,6 +218,7 @@ export class Runs {
       throw error;
     }
     const { run, firstId } = started;
+    await cmd.beforeLaunch?.().catch((error: unknown) => this.#log.warn({ err: error, runId }, 'before launch failed'));
     this.#launch(run, agent, token, { context: cmd.context ?? {}, parent, transcript: started.transcript });
     return { run, created: true, cursorBefore: String(BigInt(firstId) - 1n), ...(started.events && { events: started.events }) };
   }

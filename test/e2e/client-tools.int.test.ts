@@ -1,18 +1,22 @@
 // Client tools (seed 001 §4.4): sent to the session's client, completed by its tool_result.
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readEvents } from '../../src/store/event-log.js';
-import { sse, startFakeAgent, type FakeAgent } from '../support/fake-agent.js';
+import { sse, startFakeAgent, type Behaviour, type FakeAgent } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 
 let s: TestStack;
 let agent: FakeAgent;
 
+/** The agent's usual turn: a delta, then it waits for its client tools. */
+const waitForTools: Behaviour = async (inv, res) => {
+  sse(res, 'delta', { text: 'need a screenshot' });
+  await inv.closed;
+};
+
 beforeAll(async () => {
   s = await startTestStack({ timerSweepMs: 50 });
-  agent = await startFakeAgent(async (inv, res) => {
-    sse(res, 'delta', { text: 'need a screenshot' });
-    await inv.closed;
-  });
+  agent = await startFakeAgent(waitForTools);
   await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: 'viewer', name: 'Viewer', endpoint: agent.url } });
   const tool = await s.http('/v1/tools/register', {
     method: 'POST',
@@ -63,6 +67,39 @@ describe('client tools', () => {
     await ws.until((f) => f.filter((x) => x.type === 'error').length === 2);
     expect(ws.of('error')[1]).toMatchObject({ code: 'not_found' });
     ws.close();
+  });
+
+  it("invokes the agent only once its client is online: a client tool the agent calls at once reaches the client", async () => {
+    // The connection's presence write waits on a lock; an agent that runs meanwhile would find its client offline.
+    const lock = new pg.Client({ connectionString: s.orm.config.get('clientUrl')! });
+    await lock.connect();
+    await lock.query('BEGIN');
+    await lock.query('LOCK TABLE client_connections IN EXCLUSIVE MODE');
+    let toolCalled!: () => void;
+    const called = new Promise<void>((resolve) => (toolCalled = resolve));
+    agent.behave(async (inv, res) => {
+      const answer = await invoke(String(inv.headers['x-abc-run-token']), { run_id: inv.body.run_id, args: { url: 'https://eager.example' } });
+      toolCalled();
+      sse(res, 'delta', { text: JSON.stringify(answer) });
+      await inv.closed;
+    });
+    const ws = await new WsClient(s.url).open();
+    try {
+      ws.send({ type: 'hello', api_key: s.key, user_id: 'u1' });
+      ws.send({ type: 'agent_invoke', session_id: `sess_eager_${Date.now()}`, agent_id: 'viewer', message: { role: 'user', content: 'look now' } });
+      // The lock goes once the agent has called its tool, or once the presence write has waited half a second without it.
+      const joinWaits = () =>
+        s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO client_connections%'").then(([row]) => row!.n);
+      await Promise.race([called, expect.poll(joinWaits, { timeout: 10_000 }).toBe(1).then(() => new Promise((r) => setTimeout(r, 500)))]);
+      await lock.query('COMMIT');
+      const answer = JSON.parse((await ws.next('delta')).text);
+      expect(answer).toMatchObject({ status: 'pending', reason: 'waiting_client' });
+      expect(await ws.next('tool_request')).toMatchObject({ tool_call_id: answer.tool_call_id, args: { url: 'https://eager.example' } });
+    } finally {
+      ws.close();
+      await lock.end();
+      agent.behave(waitForTools);
+    }
   });
 
   it('fails at once with client_offline when no client of the session is connected', async () => {
