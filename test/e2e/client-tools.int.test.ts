@@ -89,7 +89,7 @@ describe('client tools', () => {
       ws.send({ type: 'agent_invoke', session_id: `sess_eager_${Date.now()}`, agent_id: 'viewer', message: { role: 'user', content: 'look now' } });
       // The lock goes once the agent has called its tool, or once the presence write has waited half a second without it.
       const joinWaits = () =>
-        s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO client_connections%'").then(([row]) => row!.n);
+        s.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO client_connections%'").then(([row]) => row!.n);
       await Promise.race([called, expect.poll(joinWaits, { timeout: 10_000 }).toBe(1).then(() => new Promise((r) => setTimeout(r, 500)))]);
       await lock.query('COMMIT');
       const answer = JSON.parse((await ws.next('delta')).text);
