@@ -8,6 +8,7 @@ import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../d
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import type { StoredEvent } from './event-log.js';
+import { executeOne } from './native.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
 export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
@@ -298,7 +299,7 @@ export async function lockStepApproval(tx: EntityManager, ticket: string): Promi
 /** An approval with its tool's name; `lock` takes its row, `pendingOnly` (with lock) skips it unless PENDING and free. */
 export async function readApproval(em: EntityManager, approvalId: string, o: { lock?: boolean; pendingOnly?: boolean } = {}): Promise<(ApprovalRow & { argsHash: string | null }) | undefined> {
   const lock = o.pendingOnly ? " AND a.status = 'PENDING' FOR UPDATE OF a SKIP LOCKED" : o.lock ? ' FOR UPDATE OF a' : '';
-  const [row] = await em.execute<RawApproval[]>(`${APPROVAL_SELECT} WHERE a.approval_id = ?${lock}`, [approvalId]);
+  const [row] = await executeOne<RawApproval>(em, `${APPROVAL_SELECT} WHERE a.approval_id = ?${lock}`, [approvalId]);
   return row && { ...toApproval(row), argsHash: row.args_hash };
 }
 
