@@ -5,7 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { DEFAULT_SETTINGS } from '../domain/engine-policy.js';
 import { AbcError } from '../domain/errors.js';
-import { moveContract, openContract } from '../store/execution-contracts.js';
+import { moveContract, moveContractThrough, openContract } from '../store/execution-contracts.js';
 import { errorDocument, errorEvent, skipPending } from './events.js';
 import type { Memory } from '../store/memory.js';
 import type { ContractQueue } from '../store/ticket-queue.js';
@@ -43,8 +43,10 @@ export async function awaitHuman(tx: EntityManager, queue: ContractQueue, row: T
     irreversible: false,
     timeoutSeconds: Math.ceil(settings.human_timeout_ms / 1000),
   });
-  const started = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'start', 'graph_runner');
-  const waiting = await moveContract(tx, { ticket: row.ticket, subjectId: subject }, 'suspend', 'ecs_node');
+  const [started, waiting] = await moveContractThrough(tx, { ticket: row.ticket, subjectId: subject }, [
+    { trigger: 'start', actor: 'graph_runner' },
+    { trigger: 'suspend', actor: 'ecs_node' },
+  ]);
   if (ask.kind === 'step_approval' && ask.stepId) await transitionStep(tx, row.ticket, ask.stepId, 'await_human', { message: `waiting for human approval: ${ask.reason}` });
   // A step to approve is in the approvals API and its inbox too, until the same deadline.
   const approvalId = ask.kind === 'step_approval' && ask.stepId && ask.step ? newId('ap') : undefined;
@@ -118,8 +120,8 @@ export async function answerHuman(tx: EntityManager, queue: ContractQueue, memor
   const where = { ticket, subjectId: subjectOf(rec) };
   const moves =
     input.action === 'reject'
-      ? [await moveContract(tx, where, 'reject', 'human')]
-      : [await moveContract(tx, where, 'resume', 'human'), await moveContract(tx, where, 'succeed', 'ecs_node', { result: input.feedback.slice(0, 200) })];
+      ? await moveContractThrough(tx, where, [{ trigger: 'reject', actor: 'human' }])
+      : await moveContractThrough(tx, where, [{ trigger: 'resume', actor: 'human' }, { trigger: 'succeed', actor: 'ecs_node' }], { result: input.feedback.slice(0, 200) });
   const trace: TicketEventInput[] = [{ type: 'HUMAN_INTERACTION', payload: { direction: 'answered', action: input.action, actor: input.actor, feedback: input.feedback, request: human } }, ...states(moves)];
   if (input.action === 'reject') {
     await skipPending(tx, ticket);

@@ -30,7 +30,7 @@ import { getSession } from '../store/session-store.js';
 import type { ToolRow } from '../store/tool-store.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
 import { TtlCache } from '../runtime/ttl-cache.js';
-import { moveContract, openContract, summariseOutcome } from '../store/execution-contracts.js';
+import { moveContractThrough, openContract, summariseOutcome } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
 import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
 import { CallCommitter } from '../store/call-committer.js';
@@ -844,23 +844,14 @@ export class ToolCalls {
   }
 }
 
-
-
-
-/** Applies contract moves in `tx`; returns their `execution_state` events. */
+/** Applies contract moves in `tx`, in one statement; returns their `execution_state` events. */
 async function contractMoves(
   tx: EntityManager,
   where: { runId: string; subjectId: string },
   moves: readonly Move[],
   outcome: { result?: string; errorMessage?: string } = {},
 ): Promise<NewEvent[]> {
-  const events: NewEvent[] = [];
-  for (const [i, m] of moves.entries()) {
-    const last = i === moves.length - 1;
-    const state = await moveContract(tx, where, m.trigger, m.actor, last ? outcome : {});
-    if (state) events.push({ type: 'execution_state', payload: { ...state } });
-  }
-  return events;
+  return (await moveContractThrough(tx, where, moves, outcome)).map((state) => ({ type: 'execution_state', payload: { ...state } }));
 }
 
 const createdEvent = (id: string, tool: ToolRow, args: Record<string, unknown>, key: string): NewEvent => ({

@@ -73,14 +73,20 @@ export function contractsInsert(contracts: NewContract[]): { sql: string; params
   };
 }
 
+const CONTRACTS: MachineTable<ExecutionState, ExecutionTrigger> = { machine: EXECUTION_CONTRACT_MACHINE, table: 'execution_contracts', state: 'status', key: ['execution_id'] };
+
+/** One hop of a contract: its trigger, and who makes it. */
+export interface ContractMove {
+  trigger: ExecutionTrigger;
+  actor: string;
+}
+
 /**
  * Moves the contract mirroring `subjectId` (of a ticket or a run) by `trigger`,
  * records the transition, and returns the `execution_state` event to emit.
  * A subject with no contract (created before contracts were mirrored) is left
  * alone: undefined.
  */
-const CONTRACTS: MachineTable<ExecutionState, ExecutionTrigger> = { machine: EXECUTION_CONTRACT_MACHINE, table: 'execution_contracts', state: 'status', key: ['execution_id'] };
-
 export async function moveContract(
   tx: EntityManager,
   where: { ticket?: string; runId?: string; subjectId: string },
@@ -88,32 +94,55 @@ export async function moveContract(
   actor: string,
   outcome: { result?: string; errorMessage?: string } = {},
 ): Promise<ExecutionStateEvent | undefined> {
-  const at = moveTime();
-  const moved = await writeTransition<ExecutionState, ExecutionTrigger, { execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean }>(tx, CONTRACTS, trigger, {
+  const [state] = await moveContractThrough(tx, where, [{ trigger, actor }], outcome);
+  return state;
+}
+
+/**
+ * Moves the contract mirroring `subjectId` by each of `moves` in turn, in one
+ * statement: the machine checks every hop, and each gets its transition
+ * record. The `execution_state` events, one per hop; none for a subject with
+ * no contract. `outcome` is the last hop's.
+ */
+export async function moveContractThrough(
+  tx: EntityManager,
+  where: { ticket?: string; runId?: string; subjectId: string },
+  moves: readonly ContractMove[],
+  outcome: { result?: string; errorMessage?: string } = {},
+): Promise<ExecutionStateEvent[]> {
+  if (!moves.length) return [];
+  const at = moves.map(() => moveTime());
+  const moved = await writeTransition<ExecutionState, ExecutionTrigger, { execution_id: string; status: ExecutionState; action_summary: string; irreversible: boolean }>(tx, CONTRACTS, moves.at(-1)!.trigger, {
+    through: moves.slice(0, -1).map((m) => m.trigger),
     columns: 'execution_id, status, action_summary, irreversible',
     where: `subject_id = ? AND ${where.ticket ? 'ticket = ?' : 'run_id = ?'}`,
     params: [where.subjectId, where.ticket ?? where.runId],
     order: 'created_at DESC',
-    set: () => ({ sql: ['entered_at = ?', 'result = coalesce(?, result)', 'error_message = coalesce(?, error_message)', 'version = version + 1'], params: [at, outcome.result ?? null, outcome.errorMessage ?? null] }),
-    // Its TransitionRecord in the same statement. Each move bumps the version (from 1), so the
-    // written version numbers it even when the statement's snapshot predates the row lock.
-    also: ({ from, to: next }) => ({
+    set: () => ({
+      sql: ['entered_at = ?', 'result = coalesce(?, result)', 'error_message = coalesce(?, error_message)', 'version = version + ?::int'],
+      params: [at.at(-1), outcome.result ?? null, outcome.errorMessage ?? null, moves.length],
+    }),
+    // Its TransitionRecords in the same statement. Each hop bumps the version (from 1), so the
+    // written version numbers them even when the statement's snapshot predates the row lock.
+    also: ({ hops }) => ({
       sql: `INSERT INTO execution_transitions (execution_id, sequence_number, from_status, to_status, trigger, actor, actor_category, ts)
-            SELECT moved.execution_id, greatest(moved.version - 2, coalesce((SELECT max(sequence_number) + 1 FROM execution_transitions WHERE execution_id = moved.execution_id), 0)), ?, ?, ?, ?, ?, ? FROM moved`,
-      params: [from, next, trigger, actor, actorCategory(actor), at],
+            SELECT moved.execution_id, greatest(moved.version - 1 - ?::int, coalesce((SELECT max(sequence_number) + 1 FROM execution_transitions WHERE execution_id = moved.execution_id), 0)) + h.n,
+                   h.from_status, h.to_status, h.trigger, h.actor, h.actor_category, h.ts
+            FROM moved, (VALUES ${hops.map(() => '(?::int, ?, ?, ?, ?, ?, ?::timestamptz)').join(', ')}) AS h(n, from_status, to_status, trigger, actor, actor_category, ts)`,
+      params: [hops.length, ...hops.flatMap((h, i) => [i, h.from, h.to, h.trigger, moves[i]!.actor, actorCategory(moves[i]!.actor), at[i]])],
     }),
     oneStatement: true,
   });
-  if (!moved) return undefined;
-  const { row, to } = moved;
+  if (!moved) return [];
+  const { row, hops, to } = moved;
   const factError = EXECUTION_CONTRACT_MACHINE.isTerminal(to) ? await recordFact(tx, row.execution_id) : undefined;
-  return {
+  return hops.map((h, i) => ({
     execution_id: row.execution_id,
     action_summary: row.action_summary,
-    ...moveFacts(row.status, to, trigger, actor, at),
+    ...moveFacts(h.from, h.to, h.trigger as ExecutionTrigger, moves[i]!.actor, at[i]!),
     has_side_effects: row.irreversible,
-    ...(factError && { fact_error: factError }),
-  };
+    ...(factError && i === hops.length - 1 && { fact_error: factError }),
+  }));
 }
 
 /** What an `execution_state` event says of a move itself (the contract's id, summary and side effects aside). */

@@ -1,7 +1,7 @@
 // The execution-contract writer: machine-checked moves, transitions in the
 // caller's transaction, and a best-effort execution_fact.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { moveContract, openContract } from '../../src/store/execution-contracts.js';
+import { moveContract, moveContractThrough, openContract } from '../../src/store/execution-contracts.js';
 import { migratedOrm } from '../support/db.js';
 
 let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -74,4 +74,42 @@ it('moves in one statement, numbers its transitions in order, and a move that lo
     { sequence_number: 0, from_status: 'pending', to_status: 'running' },
     { sequence_number: 1, from_status: 'running', to_status: 'completed' },
   ]);
+});
+
+it('takes several hops in one write: a transition record and an event for each, in order, and nothing when one hop is refused', async () => {
+  const id = await open('tc-5');
+  const where = { runId: 'run-ec', subjectId: 'tc-5' };
+  const through = (moves: { trigger: 'start' | 'suspend' | 'resume' | 'succeed'; actor: string }[], outcome = {}) =>
+    store.orm.em.fork().transactional((tx) => moveContractThrough(tx, where, moves, outcome));
+  const transitions = () =>
+    store.orm.em.fork().execute<Record<string, unknown>[]>('SELECT sequence_number, from_status, to_status, trigger, actor, actor_category FROM execution_transitions WHERE execution_id = ? ORDER BY sequence_number', [id]);
+
+  const suspended = await through([{ trigger: 'start', actor: 'ecs_node' }, { trigger: 'suspend', actor: 'ecs_node' }]);
+  expect(suspended.map((e) => [e.execution_id, e.from_status, e.to_status, e.trigger, e.is_resumable])).toEqual([
+    [id, 'pending', 'running', 'start', false],
+    [id, 'running', 'waiting', 'suspend', true],
+  ]);
+  expect(suspended[0]!.timestamp).toBeLessThan(suspended[1]!.timestamp);
+
+  // resume then start: the second hop is refused from running, and neither is written.
+  await expect(through([{ trigger: 'resume', actor: 'human' }, { trigger: 'start', actor: 'ecs_node' }])).rejects.toMatchObject({
+    payload: { code: 'illegal_transition', details: { from: 'running', trigger: 'start' } },
+  });
+  expect(await transitions()).toHaveLength(2);
+
+  const done = await through([{ trigger: 'resume', actor: 'human' }, { trigger: 'succeed', actor: 'ecs_node' }], { result: 'confirmed' });
+  expect(done.map((e) => [e.to_status, e.is_terminal, e.actor_category, e.fact_error])).toEqual([
+    ['running', false, 'human', undefined],
+    ['completed', true, 'system', undefined],
+  ]);
+  expect(await transitions()).toEqual([
+    { sequence_number: 0, from_status: 'pending', to_status: 'running', trigger: 'start', actor: 'ecs_node', actor_category: 'system' },
+    { sequence_number: 1, from_status: 'running', to_status: 'waiting', trigger: 'suspend', actor: 'ecs_node', actor_category: 'system' },
+    { sequence_number: 2, from_status: 'waiting', to_status: 'running', trigger: 'resume', actor: 'human', actor_category: 'human' },
+    { sequence_number: 3, from_status: 'running', to_status: 'completed', trigger: 'succeed', actor: 'ecs_node', actor_category: 'system' },
+  ]);
+  const [row] = await store.orm.em.fork().execute<{ status: string; result: string; version: number }[]>('SELECT status, result, version FROM execution_contracts WHERE execution_id = ?', [id]);
+  expect(row).toEqual({ status: 'completed', result: 'confirmed', version: 5 });
+  const facts = await store.orm.em.fork().execute<{ n: number }[]>("SELECT count(*)::int AS n FROM memory WHERE key = 'execution_fact:' || ?", [id]);
+  expect(facts[0]!.n).toBe(1);
 });
