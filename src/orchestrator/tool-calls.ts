@@ -36,7 +36,6 @@ import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-c
 import { CallCommitter } from '../store/call-committer.js';
 import { poolOf } from '../store/native.js';
 import {
-  answerIdempotencyKey,
   APPROVALS,
   observeApproval,
   claimIdempotencyKey,
@@ -326,7 +325,6 @@ export class ToolCalls {
     const id = newId('tc');
     const timeoutMs = req.timeoutMs ?? tool.timeoutMs;
     await insertToolCall(tx, { toolCallId: id, runId: req.runId, toolName: tool.name, kind: tool.kind, args: req.args, idempotencyKey: key, timeoutMs, traceparent: traceparentOf() });
-    await answerIdempotencyKey(tx, 'tool_call', key, { tool_call_id: id });
     await openContract(tx, {
       sessionId,
       runId: req.runId,
@@ -614,10 +612,10 @@ export class ToolCalls {
       // A run that ended (cancelled, failed) withdraws its open approvals: nothing may act for it any more.
       const run = await findRun(tx, approval.runId);
       if (run && RUN_MACHINE.isTerminal(run.status) && approval.status === 'PENDING') {
-        await this.#settle(tx, approval, 'expire', 'system', `run ${run.runId} ended (${run.status}) before a decision`);
+        await this.#settle(tx, approval, 'expire', 'system', `run ${run.runId} ended (${run.status}) before a decision`, run);
         return { withdrawn: run, call: undefined };
       }
-      return { withdrawn: undefined, call: await this.#settle(tx, approval, decision, `user:${userId}`, reason) };
+      return { withdrawn: undefined, call: await this.#settle(tx, approval, decision, `user:${userId}`, reason, run ?? undefined) };
     });
     if (outcome.withdrawn) {
       const { runId, status } = outcome.withdrawn;
@@ -630,8 +628,15 @@ export class ToolCalls {
     return this.approval(approvalId);
   }
 
-  /** Applies a decision (or expiry) to an approval, its call and its run, in `tx`. */
-  async #settle(tx: EntityManager, approval: CallApproval, decision: 'approve' | 'reject' | 'expire', decidedBy: string, reason: string): Promise<ToolCallRow> {
+  /** Applies a decision (or expiry) to an approval, its call and its run (read here unless given), in `tx`. */
+  async #settle(
+    tx: EntityManager,
+    approval: CallApproval,
+    decision: 'approve' | 'reject' | 'expire',
+    decidedBy: string,
+    reason: string,
+    run?: { traceId: string },
+  ): Promise<ToolCallRow> {
     let moved;
     try {
       moved = await writeTransition(tx, APPROVALS, decision as ApprovalTrigger, {
@@ -653,7 +658,7 @@ export class ToolCalls {
       });
     }
     if (!moved) throw notFound('approval', approval.approvalId);
-    observeApproval(moved.row, moved.to, (await findRun(tx, approval.runId))?.traceId ?? '', decidedBy);
+    observeApproval(moved.row, moved.to, (run ?? (await findRun(tx, approval.runId)))?.traceId ?? '', decidedBy);
     const next = { value: moved.to };
     const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
     // The moves' events go to the log in one append, with the run's resume when it resumes.

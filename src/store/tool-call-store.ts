@@ -169,18 +169,16 @@ export async function readIdempotencyKey<T>(tx: EntityManager, scope: string, ke
   return row;
 }
 
-export async function answerIdempotencyKey(tx: EntityManager, scope: string, key: string, response: unknown): Promise<void> {
-  await tx.execute('UPDATE idempotency_keys SET response = ?::jsonb WHERE scope = ? AND key = ?', [JSON.stringify(response), scope, key]);
-}
-
+/** A new call, CREATED, in the statement that answers its idempotency key (claimed by claimIdempotencyKey) with the call's id. */
 export async function insertToolCall(
   tx: EntityManager,
   c: { toolCallId: string; runId: string; toolName: string; kind: string; args: Record<string, unknown>; idempotencyKey: string; timeoutMs: number; traceparent?: string },
 ): Promise<void> {
   await tx.execute(
-    `INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms, traceparent)
+    `WITH answered AS (UPDATE idempotency_keys SET response = jsonb_build_object('tool_call_id', ?::text) WHERE scope = 'tool_call' AND key = ?)
+     INSERT INTO tool_calls (tool_call_id, run_id, tool_name, kind, status, args, idempotency_key, timeout_ms, traceparent)
      VALUES (?, ?, ?, ?, 'CREATED', ?::jsonb, ?, ?, ?)`,
-    [c.toolCallId, c.runId, c.toolName, c.kind, JSON.stringify(c.args), c.idempotencyKey, c.timeoutMs, c.traceparent ?? null],
+    [c.toolCallId, c.idempotencyKey, c.toolCallId, c.runId, c.toolName, c.kind, JSON.stringify(c.args), c.idempotencyKey, c.timeoutMs, c.traceparent ?? null],
   );
 }
 
