@@ -189,7 +189,7 @@ export interface CallCommit {
 }
 
 export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {
-  const [row] = await em.execute<RawCall[]>('SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);
+  const [row] = await executeOne<RawCall>(em, 'SELECT * FROM tool_calls WHERE tool_call_id = ?', [toolCallId]);
   return row && toCall(row);
 }
 
