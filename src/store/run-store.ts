@@ -99,12 +99,12 @@ export async function findRun(em: EntityManager, runId: string): Promise<RunRow 
 }
 
 export async function findRunByRequest(em: EntityManager, sessionId: string, requestId: string): Promise<RunRow | null> {
-  const [row] = await em.execute<RawRun[]>(`SELECT ${COLUMNS} FROM runs WHERE session_id = ? AND request_id = ?`, [sessionId, requestId]);
+  const [row] = await executeOne<RawRun>(em, `SELECT ${COLUMNS} FROM runs WHERE session_id = ? AND request_id = ?`, [sessionId, requestId]);
   return row ? toRun(row) : null;
 }
 
 export async function findRunByTokenHash(em: EntityManager, tokenHash: string): Promise<RunRow | null> {
-  const [row] = await em.execute<RawRun[]>(`SELECT ${COLUMNS} FROM runs WHERE token_hash = ?`, [tokenHash]);
+  const [row] = await executeOne<RawRun>(em, `SELECT ${COLUMNS} FROM runs WHERE token_hash = ?`, [tokenHash]);
   return row ? toRun(row) : null;
 }
 
