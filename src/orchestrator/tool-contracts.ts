@@ -2,11 +2,9 @@
 // like the machines: each tool-call hop lists the contract moves it makes.
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import type { ToolCallState, ToolCallTrigger } from '../domain/tool-call.machine.js';
+import type { ContractMove } from '../store/execution-contracts.js';
 
-export interface Move {
-  trigger: ExecutionTrigger;
-  actor: string;
-}
+export type Move = ContractMove;
 
 const move = (trigger: ExecutionTrigger, actor: string): Move => ({ trigger, actor });
 

@@ -100,9 +100,9 @@ export async function moveContract(
 
 /**
  * Moves the contract mirroring `subjectId` by each of `moves` in turn, in one
- * statement: the machine checks every hop, and each gets its transition
- * record. The `execution_state` events, one per hop; none for a subject with
- * no contract. `outcome` is the last hop's.
+ * write: the machine checks every hop, the row is written once, and each hop
+ * gets its transition record. The `execution_state` events, one per hop; none
+ * for a subject with no contract. `outcome` is the last hop's.
  */
 export async function moveContractThrough(
   tx: EntityManager,
