@@ -40,8 +40,6 @@ import {
   observeApproval,
   claimIdempotencyKey,
   completedElsewhere,
-  countAwaited,
-  countWaitingContracts,
   expiredApprovals,
   insertApproval,
   insertToolCall,
@@ -54,6 +52,7 @@ import {
   readCallAndRun,
   readIdempotencyKey,
   readToolCall,
+  runWaits,
   TOOL_CALLS,
   toCall,
   type ApprovalKey,
@@ -422,15 +421,15 @@ export class ToolCalls {
    * events of the moves before it in `tx`, go to the log first, in the same append.
    */
   async #resumeIfIdle(tx: EntityManager, runId: string, detail: Record<string, unknown>, pending: NewEvent[] = []): Promise<void> {
-    const run = (await findRun(tx, runId))!;
+    const run = (await runWaits(tx, runId, this.kinds.clientKinds()))!;
     // Not resuming: the moves' events still go to the log.
     const stay = async () => {
       if (pending.length) await appendEvents(tx, runId, pending);
     };
     if (run.status !== 'PAUSED_WAITING_APPROVAL' && run.status !== 'PAUSED_WAITING_TOOL') return stay();
-    if ((await countAwaited(tx, runId, this.kinds.clientKinds())) > 0) return stay();
+    if (run.calls > 0) return stay();
     // Seed 004 alignment: resuming expects no execution contract of the run still waiting.
-    const waiting = await countWaitingContracts(tx, runId);
+    const waiting = run.contracts;
     const warning: NewEvent[] = waiting
       ? [{ type: 'execution_alignment_warning', payload: { expected_waiting: 0, actual_waiting: waiting, detail } }]
       : [];

@@ -8,7 +8,7 @@ import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../d
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import type { StoredEvent } from './event-log.js';
-import { executeOne } from './native.js';
+import { executeOne, inJsonList } from './native.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
 export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
@@ -223,18 +223,20 @@ export async function readCallAndRun(tx: EntityManager, toolCallId: string): Pro
   return row;
 }
 
-/** Calls a run still waits on: approvals, and client-side calls running. */
-export async function countAwaited(tx: EntityManager, runId: string, clientKinds: string[]): Promise<number> {
-  const [row] = await tx.execute<{ n: number }[]>(
-    "SELECT count(*)::int AS n FROM tool_calls WHERE run_id = ? AND (status = 'WAITING_APPROVAL' OR (status = 'RUNNING' AND kind IN (SELECT jsonb_array_elements_text(?::jsonb))))",
-    [runId, JSON.stringify(clientKinds)],
+/**
+ * A run's state, with what it still waits on: its calls awaiting approval or
+ * running on a client (`calls`), and its execution contracts still waiting
+ * (`contracts`). Undefined for no such run.
+ */
+export async function runWaits(tx: EntityManager, runId: string, clientKinds: string[]): Promise<{ status: RunState; calls: number; contracts: number } | undefined> {
+  const [row] = await tx.execute<{ status: RunState; calls: number; contracts: number }[]>(
+    `SELECT r.status,
+            (SELECT count(*)::int FROM tool_calls WHERE run_id = r.run_id AND (status = 'WAITING_APPROVAL' OR (status = 'RUNNING' AND ${inJsonList('kind')}))) AS calls,
+            (SELECT count(*)::int FROM execution_contracts WHERE run_id = r.run_id AND status = 'waiting') AS contracts
+       FROM runs r WHERE r.run_id = ?`,
+    [JSON.stringify(clientKinds), runId],
   );
-  return row!.n;
-}
-
-export async function countWaitingContracts(tx: EntityManager, runId: string): Promise<number> {
-  const [row] = await tx.execute<{ waiting: number }[]>("SELECT count(*)::int AS waiting FROM execution_contracts WHERE run_id = ? AND status = 'waiting'", [runId]);
-  return row!.waiting;
+  return row;
 }
 
 export async function insertApproval(
