@@ -39,7 +39,6 @@ import {
   APPROVALS,
   observeApproval,
   claimIdempotencyKey,
-  completedElsewhere,
   expiredApprovals,
   insertApproval,
   insertToolCall,
@@ -498,7 +497,7 @@ export class ToolCalls {
         // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
         const ended = RUN_MACHINE.isTerminal(current.runStatus);
         // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
-        const done = ended ? undefined : await completedElsewhere(tx, toolCallId);
+        const done = ended ? undefined : (current.doneElsewhere ?? undefined);
         if (!ended && !done) {
           // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
           const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];

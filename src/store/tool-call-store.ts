@@ -212,12 +212,18 @@ interface CallAndRun {
   sessionId: string;
   traceId: string;
   traceparent: string | null;
+  /** Another completed irreversible contract of the same session with this call's idempotency key, if any. */
+  doneElsewhere: string | null;
 }
 
-/** A call's state with its run's, read together. */
+/** A call's state with its run's, and whether its action already completed elsewhere, read together. */
 export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<CallAndRun | undefined> {
   const [row] = await tx.execute<CallAndRun[]>(
-    'SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId", r.session_id AS "sessionId", r.trace_id AS "traceId", c.traceparent FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?',
+    `SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId", r.session_id AS "sessionId", r.trace_id AS "traceId", c.traceparent,
+            (SELECT o.execution_id FROM execution_contracts k
+               JOIN execution_contracts o ON o.idempotency_key = k.idempotency_key AND o.session_id = k.session_id AND o.execution_id <> k.execution_id
+              WHERE k.run_id = c.run_id AND k.subject_id = c.tool_call_id AND o.status = 'completed' AND o.irreversible LIMIT 1) AS "doneElsewhere"
+       FROM tool_calls c JOIN runs r ON r.run_id = c.run_id WHERE c.tool_call_id = ?`,
     [toolCallId],
   );
   return row;
@@ -364,16 +370,4 @@ export async function orphanCalls(em: EntityManager, clientKinds: string[]): Pro
     [JSON.stringify(clientKinds)],
   );
   return rows.map((r) => r.tool_call_id);
-}
-
-export /** Another completed irreversible contract of the same session with this call's idempotency key, if any. */
-async function completedElsewhere(tx: EntityManager, toolCallId: string): Promise<string | undefined> {
-  const [row] = await tx.execute<{ execution_id: string }[]>(
-    `SELECT o.execution_id FROM tool_calls t
-     JOIN execution_contracts c ON c.run_id = t.run_id AND c.subject_id = t.tool_call_id
-     JOIN execution_contracts o ON o.idempotency_key = c.idempotency_key AND o.session_id = c.session_id AND o.execution_id <> c.execution_id
-     WHERE t.tool_call_id = ? AND o.status = 'completed' AND o.irreversible LIMIT 1`,
-    [toolCallId],
-  );
-  return row?.execution_id;
 }
