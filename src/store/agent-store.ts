@@ -97,8 +97,11 @@ export async function listAgents(em: EntityManager, tenantId: string): Promise<A
   return (await em.execute<RawAgent[]>('SELECT * FROM agents WHERE tenant_id = ? ORDER BY agent_id', [tenantId])).map(toAgent);
 }
 
+/** An agent's columns by name: a prepared read keeps its result's shape when a migration adds a column. */
+const AGENT_COLUMNS = 'tenant_id, agent_id, name, endpoint, capabilities, resumable, status, status_reason, last_heartbeat, created_at, auth_token, owner_key_id';
+
 export async function getAgent(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow | null> {
-  const [row] = await executeOne<RawAgent>(em, 'SELECT * FROM agents WHERE tenant_id = ? AND agent_id = ?', [tenantId, agentId]);
+  const [row] = await executeOne<RawAgent>(em, `SELECT ${AGENT_COLUMNS} FROM agents WHERE tenant_id = ? AND agent_id = ?`, [tenantId, agentId]);
   return row ? toAgent(row) : null;
 }
 
