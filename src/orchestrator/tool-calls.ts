@@ -30,8 +30,8 @@ import { getSession } from '../store/session-store.js';
 import type { ToolRow } from '../store/tool-store.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
 import { TtlCache } from '../runtime/ttl-cache.js';
-import { moveContractThrough, openContract, summariseOutcome } from '../store/execution-contracts.js';
-import { actionSummary, APPROVAL_TO_CONTRACT, movesOf, type Move } from './tool-contracts.js';
+import { moveContractThrough, openContract, summariseOutcome, type ContractMove } from '../store/execution-contracts.js';
+import { actionSummary, APPROVAL_TO_CONTRACT, movesOf } from './tool-contracts.js';
 import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
 import { CallCommitter } from '../store/call-committer.js';
 import { poolOf } from '../store/native.js';
@@ -851,7 +851,7 @@ export class ToolCalls {
 async function contractMoves(
   tx: EntityManager,
   where: { runId: string; subjectId: string },
-  moves: readonly Move[],
+  moves: readonly ContractMove[],
   outcome: { result?: string; errorMessage?: string } = {},
 ): Promise<NewEvent[]> {
   return (await moveContractThrough(tx, where, moves, outcome)).map((state) => ({ type: 'execution_state', payload: { ...state } }));

@@ -4,9 +4,7 @@ import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
 import type { ToolCallState, ToolCallTrigger } from '../domain/tool-call.machine.js';
 import type { ContractMove } from '../store/execution-contracts.js';
 
-export type Move = ContractMove;
-
-const move = (trigger: ExecutionTrigger, actor: string): Move => ({ trigger, actor });
+const move = (trigger: ExecutionTrigger, actor: string): ContractMove => ({ trigger, actor });
 
 /**
  * Tool call (from state, trigger) → contract moves. A call that needs approval
@@ -16,7 +14,7 @@ const move = (trigger: ExecutionTrigger, actor: string): Move => ({ trigger, act
  * Dispatch and policy checks leave a call pending; a call that never ran is
  * rejected, cancelled or failed.
  */
-export const TOOL_CALL_TO_CONTRACT: Readonly<Record<string, readonly Move[]>> = {
+export const TOOL_CALL_TO_CONTRACT: Readonly<Record<string, readonly ContractMove[]>> = {
   'POLICY_CHECKED:block': [move('reject', 'policy')],
   'POLICY_CHECKED:require_approval': [move('start', 'ecs_node'), move('suspend', 'ecs_node')],
   'WAITING_APPROVAL:approve': [move('resume', 'graph_runner')],
@@ -30,10 +28,10 @@ export const TOOL_CALL_TO_CONTRACT: Readonly<Record<string, readonly Move[]>> = 
   'RUNNING:time_out': [move('fail', 'system')],
 };
 
-export const movesOf = (from: ToolCallState, trigger: ToolCallTrigger): readonly Move[] => TOOL_CALL_TO_CONTRACT[`${from}:${trigger}`] ?? [];
+export const movesOf = (from: ToolCallState, trigger: ToolCallTrigger): readonly ContractMove[] => TOOL_CALL_TO_CONTRACT[`${from}:${trigger}`] ?? [];
 
 /** The approval (human confirmation, seed 004 `ecs_request`): suspended by the ECS node, resumed by the runner. */
-export const APPROVAL_TO_CONTRACT: Readonly<Record<'request' | 'approve' | 'reject' | 'expire', readonly Move[]>> = {
+export const APPROVAL_TO_CONTRACT: Readonly<Record<'request' | 'approve' | 'reject' | 'expire', readonly ContractMove[]>> = {
   request: [move('start', 'ecs_node'), move('suspend', 'ecs_node')],
   approve: [move('resume', 'graph_runner'), move('succeed', 'graph_runner')],
   reject: [move('reject', 'human')],
