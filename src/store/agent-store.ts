@@ -97,7 +97,7 @@ export async function listAgents(em: EntityManager, tenantId: string): Promise<A
   return (await em.execute<RawAgent[]>('SELECT * FROM agents WHERE tenant_id = ? ORDER BY agent_id', [tenantId])).map(toAgent);
 }
 
-/** An agent's columns by name: a prepared read keeps its result's shape when a migration adds a column. */
+/** The columns an agent's row maps. */
 const AGENT_COLUMNS = 'tenant_id, agent_id, name, endpoint, capabilities, resumable, status, status_reason, last_heartbeat, created_at, auth_token, owner_key_id';
 
 export async function getAgent(em: EntityManager, tenantId: string, agentId: string): Promise<AgentRow | null> {

@@ -32,7 +32,7 @@ export function poolOf(orm: Orm): Queryable {
   const known = pools.get(orm);
   if (known) return known;
   const native = nativePool(orm);
-  const pool: Queryable = { query: async <R>(config: { name?: string; text: string; values?: unknown[] }) => (await native).query(config) as unknown as { rows: R[] } };
+  const pool: Queryable = { query: async <R>(config: { name?: string; text: string; values?: unknown[] }) => queryNamed<R>(await native, config) };
   pools.set(orm, pool);
   return pool;
 }
@@ -68,7 +68,32 @@ export const inJsonList = (column: string): string => `${column} = ANY(ARRAY(SEL
  */
 export async function executeOne<R>(em: EntityManager, sql: string, params: unknown[]): Promise<R[]> {
   if (em.isInTransaction()) return em.execute<R[]>(sql, params);
-  return ((await poolOfEm(em)).query({ ...prepared(sql), values: params }) as unknown as Promise<{ rows: R[] }>).then((r) => r.rows);
+  return (await queryNamed<R>(await poolOfEm(em), { ...prepared(sql), values: params })).rows;
+}
+
+/** The name each statement goes by now, when a migration made its first one stale (see queryNamed). */
+const renamed = new Map<string, string>();
+let renames = 0;
+
+/**
+ * Runs `config` on `pool`. A migration that changes what a prepared statement
+ * returns (a column added to a table it reads with `*` or `RETURNING *`, by
+ * another core or `abc migrate`) makes every connection that prepared it
+ * refuse it from then on, before running it (SQLSTATE 0A000, "cached plan
+ * must not change result type"). The statement then goes by a new name, which
+ * each connection prepares afresh, and runs again once.
+ */
+async function queryNamed<R>(pool: pg.Pool, config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: R[] }> {
+  const first = config.name;
+  if (!first) return pool.query(config) as unknown as Promise<{ rows: R[] }>;
+  const name = renamed.get(first) ?? first;
+  try {
+    return (await pool.query({ ...config, name })) as unknown as { rows: R[] };
+  } catch (error) {
+    if ((error as { code?: string }).code !== '0A000') throw error;
+    if ((renamed.get(first) ?? first) === name) renamed.set(first, `${first}_${++renames}`);
+    return (await pool.query({ ...config, name: renamed.get(first)! })) as unknown as { rows: R[] };
+  }
 }
 
 /** Whether PostgreSQL answered `error` with a SQLSTATE: the statement's own transaction rolled back, and nothing of it committed. */

@@ -188,7 +188,7 @@ export interface CallCommit {
   events: StoredEvent[];
 }
 
-/** A call's columns by name: a prepared read keeps its result's shape when a migration adds a column. */
+/** The columns a call's row maps. */
 const CALL_COLUMNS = 'tool_call_id, run_id, tool_name, kind, status, args, result, error, approval_id, idempotency_key, created_at, started_at, completed_at, deadline_at, timeout_ms';
 
 export async function readToolCall(em: EntityManager, toolCallId: string): Promise<ToolCallRow | undefined> {
