@@ -269,9 +269,10 @@ export class ContractService {
 
   /**
    * Waits until the ticket has finished or the deadline, woken by its end's
-   * notification, and reads the whole row once, at the end. A core of an
-   * earlier version ends a ticket without that notification: the state is
-   * read again each second as well.
+   * notification, and reads the whole row once, at the end. The state is
+   * read again each second as well: the core that ended the ticket may have
+   * died between its commit and that notification, which goes after it, or
+   * be of an earlier version, which sends none.
    */
   async #waitFor(ticket: string, deadline: number, signal?: AbortSignal): Promise<TicketRow> {
     const em = () => rawEm(this.opts.orm);

@@ -123,7 +123,7 @@ export class ContractEngine {
   /** Sync slots taken (see reserveNow): the tickets of `#now` and those being created to run here. */
   #slotsTaken = 0;
   /** Announces a ticket's change after a commit on its own (see announcing). */
-  readonly #announce: AnnounceTicket = (ticket) => this.opts.bus.announceTicket(ticket);
+  readonly #announce: AnnounceTicket = (ticket, ended) => this.opts.bus.announceTicket(ticket, ended);
 
   /** transitionTicket, announced after its commit when `em` commits it on its own (see announcing). */
   #transition(...[em, ticket, trigger, patch, actor, opts]: Parameters<typeof transitionTicket>): Promise<TicketRow> {

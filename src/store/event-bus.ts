@@ -223,9 +223,10 @@ export class EventBus {
     this.#notifier.announce(EVENTS_CHANNEL, `${run.sessionId} ${run.runId} ${positions} ${this.origin}`, run.runId);
   }
 
-  /** Announces, after its commit, that a ticket's execution row changed (a TICKETS_CHANNEL notification). */
-  announceTicket(ticket: string): void {
+  /** Announces, after its commit, that a ticket's execution row changed (a TICKETS_CHANNEL notification), and that its lifecycle ended (TICKET_ENDED_CHANNEL). */
+  announceTicket(ticket: string, ended = false): void {
     this.#notifier.announce(TICKETS_CHANNEL, ticket);
+    if (ended) this.#notifier.announce(TICKET_ENDED_CHANNEL, ticket);
   }
 
   /**

@@ -147,7 +147,13 @@ export const appendTicketEvent = (tx: EntityManager, ticket: string, type: strin
  * Throws illegal_transition (store/transition.ts) for a move the table does not allow.
  */
 export async function transitionTicket(tx: EntityManager, ticket: string, trigger: LifecycleTrigger, patch: TicketPatch = {}, actor = 'engine', opts: MoveTicketOptions = {}): Promise<TicketRow> {
-  const moved = await announcing(tx, ticket, opts.announce, (announced) => moveTicket(tx, ticket, trigger, patch, actor, opts, announced));
+  const moved = await announcing(
+    tx,
+    ticket,
+    opts.announce,
+    (announced) => moveTicket(tx, ticket, trigger, patch, actor, opts, announced),
+    (row) => row !== undefined && CONTRACT_LIFECYCLE_MACHINE.isTerminal(row.lifecycle_state),
+  );
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'TICKET_NOT_FOUND', message: `ticket ${ticket} does not exist`, retryable: false });
   return moved;
 }
@@ -164,8 +170,8 @@ export function transitionTicketFrom(tx: EntityManager, ticket: string, from: Li
  */
 export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number };
 
-/** Announces, after its commit, that a ticket's execution row changed (EventBus.announceTicket). */
-export type AnnounceTicket = (ticket: string) => void;
+/** Announces, after its commit, that a ticket's execution row changed, and whether its lifecycle ended (EventBus.announceTicket). */
+export type AnnounceTicket = (ticket: string, ended?: boolean) => void;
 
 /**
  * Runs `write`, a statement on `em` that changes `ticket`, and announces the
@@ -173,14 +179,18 @@ export type AnnounceTicket = (ticket: string) => void;
  * to it), when `em` commits each statement on its own; inside a transaction,
  * whose commit comes later, the statement notifies. A write that fails may
  * have committed all the same: it is announced too, since a wake-up that finds
- * nothing new costs only a read.
+ * nothing new costs only a read. `ended` says whether what it wrote ended
+ * the ticket's lifecycle; a write that failed is not announced as an end.
  */
-export async function announcing<T>(em: EntityManager, ticket: string, announce: AnnounceTicket | undefined, write: (announce: boolean) => Promise<T>): Promise<T> {
+export async function announcing<T>(em: EntityManager, ticket: string, announce: AnnounceTicket | undefined, write: (announce: boolean) => Promise<T>, ended?: (written: T) => boolean): Promise<T> {
   if (!announce || em.isInTransaction()) return write(false);
+  let end = false;
   try {
-    return await write(true);
+    const written = await write(true);
+    end = ended?.(written) ?? false;
+    return written;
   } finally {
-    announce(ticket);
+    announce(ticket, end);
   }
 }
 
@@ -196,7 +206,7 @@ interface MoveTicketOptions {
   calls?: { sql: string; params: unknown[] }[];
   /** Records written ahead of the move's own hop (the last; each hop of `through` has its own). */
   first?: RecordsFirst;
-  /** Announces the move after its commit, a move on its own (see announcing); the end of the lifecycle still notifies in it. */
+  /** Announces the move after its commit, a move on its own (see announcing), and the end of the lifecycle with it. */
   announce?: AnnounceTicket;
 }
 
@@ -266,9 +276,9 @@ async function moveTicket(
       },
       ...(opts.also ?? []),
     ],
-    ...(!announced && { notify: { channel: TICKETS_CHANNEL, payload: 'ticket' } }),
-    // A waiter for the end reads the ticket only then: this notification goes in the commit, which not even a crash can part it from.
-    notifyOnEnd: { channel: TICKET_ENDED_CHANNEL, payload: 'ticket' },
+    // Announced, the move notifies no one: a commit that notifies holds PostgreSQL's notification lock through its WAL flush (store/notifier.ts).
+    // A crash between the commit and the announcement leaves a waiter for the end to its recheck (contracts/service.ts).
+    ...(!announced && { notify: { channel: TICKETS_CHANNEL, payload: 'ticket' }, notifyOnEnd: { channel: TICKET_ENDED_CHANNEL, payload: 'ticket' } }),
     returning: true,
     oneStatement: true,
     prepared: true,

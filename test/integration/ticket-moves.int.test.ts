@@ -146,6 +146,30 @@ it('wakes the waiters of a ticket at each move, and those of its end only at the
   }
 });
 
+it('announces a move on its own after its commit, and its end with it, its statement notifying no one', async () => {
+  await seed('tkt_mv_announced', 'GLOBAL_REVIEW');
+  const bus = await EventBus.start(em().config.get('clientUrl')!, testLogger());
+  const wakes: string[] = [];
+  const off = [bus.onWake('ticket:tkt_mv_announced', () => wakes.push('moved')), bus.onWake('ticket-ended:tkt_mv_announced', () => wakes.push('ended'))];
+  const announced: [string, boolean | undefined][] = [];
+  const announce = (ticket: string, ended?: boolean) => {
+    announced.push([ticket, ended]);
+    bus.announceTicket(ticket, ended);
+  };
+  try {
+    const calls: string[] = [];
+    await transitionTicket(counted(calls), 'tkt_mv_announced', 'review_passed', {}, 'engine', { from: 'GLOBAL_REVIEW', announce });
+    await transitionTicket(counted(calls), 'tkt_mv_announced', 'packaged', {}, 'engine', { from: 'PACKAGING', announce });
+    expect(calls).toHaveLength(2);
+    for (const sql of calls) expect(sql).not.toContain('pg_notify');
+    expect(announced).toEqual([['tkt_mv_announced', false], ['tkt_mv_announced', true]]);
+    await expect.poll(() => wakes).toEqual(['moved', 'moved', 'ended']);
+  } finally {
+    off.forEach((f) => f());
+    await bus.close();
+  }
+});
+
 it('calls functions with the written row in the move\'s one statement, and returns the row without their values', async () => {
   await seed('tkt_mv_calls', 'PACKAGING');
   await em().execute('CREATE TABLE test_calls (ticket text, state text); CREATE FUNCTION test_call(t text, s text) RETURNS int LANGUAGE sql AS $$ INSERT INTO test_calls VALUES (t, s) RETURNING 1 $$');
