@@ -9,7 +9,8 @@
 // "look again", and the latest position says it all. One that fails waits for
 // the next connection. One lost with its process (a crash between the commit
 // and the send) leaves other processes' watchers to the next wake-up of the
-// same run or ticket: its recovery's, or a reconnect's "look again".
+// same run or ticket: its recovery's, or a reconnect's "look again"; and a
+// waiter for a ticket's end to its own recheck.
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import type { Logger } from '../runtime/log.js';
