@@ -106,7 +106,7 @@ interface CallEnd {
 }
 
 /** An approval an agent's tool call waits on. */
-type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null };
+type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null; callArgs?: Record<string, unknown> | null };
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
@@ -603,8 +603,8 @@ export class ToolCalls {
       if (!session || session.userId !== userId || !speaksFor(principal, userId)) {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
       }
-      const current = await this.get(approval.toolCallId, tx);
-      if (canonicalHash(current.args) !== approval.argsHash) {
+      if (!approval.callArgs) throw notFound('tool_call', approval.toolCallId);
+      if (canonicalHash(approval.callArgs) !== approval.argsHash) {
         throw new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
       }
       // A run that ended (cancelled, failed) withdraws its open approvals: nothing may act for it any more.
@@ -688,8 +688,9 @@ export class ToolCalls {
     });
   }
 
-  async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null }> {
-    const row = await readApproval(tx, approvalId, { lock: true });
+  /** The approval, locked, with its call's arguments as they are now. */
+  async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null; callArgs?: Record<string, unknown> | null }> {
+    const row = await readApproval(tx, approvalId, { lock: true, callArgs: true });
     if (!row) throw notFound('approval', approvalId);
     return row;
   }

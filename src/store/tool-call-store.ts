@@ -109,6 +109,7 @@ interface RawApproval {
   tool_name: string;
   tenant_id: string;
   user_id: string | null;
+  call_args?: Record<string, unknown> | null;
 }
 
 const APPROVAL_COLUMNS = `a.approval_id, a.run_id, a.tool_call_id, a.ticket, a.step_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
@@ -305,11 +306,21 @@ export async function lockStepApproval(tx: EntityManager, ticket: string): Promi
   return row && { ...toApproval(row), argsHash: row.args_hash };
 }
 
-/** An approval with its tool's name; `lock` takes its row, `pendingOnly` (with lock) skips it unless PENDING and free. */
-export async function readApproval(em: EntityManager, approvalId: string, o: { lock?: boolean; pendingOnly?: boolean } = {}): Promise<(ApprovalRow & { argsHash: string | null }) | undefined> {
+/**
+ * An approval with its tool's name; `lock` takes its row, `pendingOnly` (with
+ * lock) skips it unless PENDING and free, `callArgs` reads its call's
+ * arguments as they are now.
+ */
+export async function readApproval(
+  em: EntityManager,
+  approvalId: string,
+  o: { lock?: boolean; pendingOnly?: boolean; callArgs?: boolean } = {},
+): Promise<(ApprovalRow & { argsHash: string | null; callArgs?: Record<string, unknown> | null }) | undefined> {
   const lock = o.pendingOnly ? " AND a.status = 'PENDING' FOR UPDATE OF a SKIP LOCKED" : o.lock ? ' FOR UPDATE OF a' : '';
-  const [row] = await executeOne<RawApproval>(em, `${APPROVAL_SELECT} WHERE a.approval_id = ?${lock}`, [approvalId]);
-  return row && { ...toApproval(row), argsHash: row.args_hash };
+  // A call's arguments as its row maps them (none stored: {}); null when it has no call.
+  const select = o.callArgs ? `SELECT ${APPROVAL_COLUMNS}, CASE WHEN c.tool_call_id IS NOT NULL THEN coalesce(c.args, '{}') END AS call_args ${APPROVAL_FROM}` : APPROVAL_SELECT;
+  const [row] = await executeOne<RawApproval>(em, `${select} WHERE a.approval_id = ?${lock}`, [approvalId]);
+  return row && { ...toApproval(row), argsHash: row.args_hash, ...(o.callArgs && { callArgs: row.call_args ?? null }) };
 }
 
 /** A place in a list of approvals, oldest first: after this creation time (epoch microseconds) and id. */

@@ -419,6 +419,23 @@ describe('approvals', () => {
     run.ws.close();
   });
 
+  it('refuses to approve a call whose arguments are no longer those the approval was asked for', async () => {
+    const run = await liveRun('erin');
+    const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 400, to: 'acct-1' } });
+    const [approval] = (await (await s.http(`/v1/approvals?run_id=${run.runId}&status=PENDING`)).json()).approvals;
+    // Written behind ABC's back: the human was shown 400 to acct-1.
+    await s.orm.em.fork().execute(`UPDATE tool_calls SET args = '{"amount": 40000, "to": "acct-666"}' WHERE tool_call_id = ?`, [pending.body.tool_call_id]);
+    const res = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'erin' } });
+    expect(res.status).toBe(412);
+    expect((await res.json()).error).toMatchObject({ code: 'approval_args_mismatch' });
+    expect((await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals[0]).toMatchObject({ status: 'PENDING', decided_by: null });
+    expect((await (await s.http(`/v1/tool_calls/${pending.body.tool_call_id}`)).json()).status).toBe('waiting_approval');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(webhookCalls).toHaveLength(0);
+    run.release();
+    run.ws.close();
+  });
+
   it('lets exactly one of two racing decisions win', async () => {
     const run = await liveRun('carol');
     await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 300, to: 'y' } });
