@@ -474,13 +474,18 @@ export class ToolCalls {
       { approvalId },
       collect,
     );
-    const run = (await findRun(tx, runId))!;
-    if (run.status === 'RUNNING') {
-      await transitionRun(tx, this.#log, runId, 'wait_approval', [
-        ...collect.splice(0),
-        { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } },
-      ]);
-    } else await appendEvents(tx, runId, collect.splice(0));
+    // A running run pauses for the approval; one already paused (another call's approval) or ended only records it.
+    const paused = await transitionRun(
+      tx,
+      this.#log,
+      runId,
+      'wait_approval',
+      [...collect, { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } }],
+      undefined,
+      'RUNNING',
+    );
+    if (!paused) await appendEvents(tx, runId, collect);
+    collect.splice(0);
     return call;
   }
 
@@ -501,7 +506,7 @@ export class ToolCalls {
         if (!ended && !done) {
           // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
           const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
-          return this.#transition(tx, toolCallId, 'start', dispatched, { started: true });
+          return this.#transition(tx, toolCallId, 'start', dispatched, { started: true, from: current.status });
         }
         const error = ended
           ? { code: 'run_ended', message: `run ${current.runId} ended (${current.runStatus}) before this call could start` }
@@ -798,7 +803,16 @@ export class ToolCalls {
     toolCallId: string,
     trigger: ToolCallTrigger,
     events: NewEvent[],
-    patch: { result?: unknown; error?: { code: string; message: string }; approvalId?: string; started?: boolean; completed?: boolean; deadlineMs?: number } = {},
+    patch: {
+      result?: unknown;
+      error?: { code: string; message: string };
+      approvalId?: string;
+      started?: boolean;
+      completed?: boolean;
+      deadlineMs?: number;
+      /** The state the call was just read in: the move goes in one statement from it (a call that moved on meanwhile takes the locking read). */
+      from?: ToolCallState;
+    } = {},
     collect?: NewEvent[],
   ): Promise<ToolCallRow> {
     let moved;
@@ -829,6 +843,7 @@ export class ToolCalls {
         }),
         returning: true,
         oneStatement: true,
+        ...(patch.from && { from: patch.from }),
       });
     } catch (error) {
       if (isIllegalTransition(error)) this.#log.warn({ toolCallId, trigger }, 'illegal tool call transition rejected');

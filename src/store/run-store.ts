@@ -119,8 +119,20 @@ export interface Transitioned {
 /**
  * Applies `trigger` to a run under a row lock, records `error` when given,
  * and appends `events`, all in transaction `tx`. An illegal transition is
- * logged and thrown as FAILED_PRECONDITION `illegal_transition`.
+ * logged and thrown as FAILED_PRECONDITION `illegal_transition`. With
+ * `onlyFrom`, a run in another state is left as it is and nothing is
+ * appended: undefined, in one statement with no locking read.
  */
+export async function transitionRun(tx: EntityManager, log: Logger, runId: string, trigger: RunTrigger, events: NewEvent[], error?: Record<string, unknown>): Promise<Transitioned>;
+export async function transitionRun(
+  tx: EntityManager,
+  log: Logger,
+  runId: string,
+  trigger: RunTrigger,
+  events: NewEvent[],
+  error: Record<string, unknown> | undefined,
+  onlyFrom: RunState,
+): Promise<Transitioned | undefined>;
 export async function transitionRun(
   tx: EntityManager,
   log: Logger,
@@ -128,7 +140,8 @@ export async function transitionRun(
   trigger: RunTrigger,
   events: NewEvent[],
   error?: Record<string, unknown>,
-): Promise<Transitioned> {
+  onlyFrom?: RunState,
+): Promise<Transitioned | undefined> {
   let moved;
   try {
     // An ended run NOTIFYs at commit: every process forgets its token (it dies with its run).
@@ -144,11 +157,13 @@ export async function transitionRun(
       notifyOnEnd: { channel: RUN_ENDED_CHANNEL, payload: 'run_id' },
       returning: true,
       oneStatement: true,
+      ...(onlyFrom && { onlyFrom }),
     });
   } catch (e) {
     if (isIllegalTransition(e)) log.warn({ runId, trigger }, 'illegal run transition rejected');
     throw e;
   }
+  if (!moved && onlyFrom) return undefined;
   if (!moved) throw new AbcError('NOT_FOUND', { code: 'not_found', message: `run ${runId} not found` });
   const row = { status: moved.from, parent_run_id: moved.row.parent_run_id };
   const next = { value: moved.to };

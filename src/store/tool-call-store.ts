@@ -208,7 +208,7 @@ export async function lockCallWithOwner(tx: EntityManager, toolCallId: string): 
 }
 
 interface CallAndRun {
-  status: string;
+  status: ToolCallState;
   kind: string;
   runId: string;
   runStatus: RunState;

@@ -436,6 +436,27 @@ describe('approvals', () => {
     run.ws.close();
   });
 
+  it('pauses a run once for two calls waiting on approvals, and resumes it when both are decided', async () => {
+    const run = await liveRun('fay');
+    const first = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 500, to: 'acct-a' } });
+    const second = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 600, to: 'acct-b' } });
+    expect([first.body.status, second.body.status]).toEqual(['pending', 'pending']);
+    const runStatus = async () => (await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status;
+    expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
+    // Both approvals are recorded in the run's log; the run paused once.
+    expect((await types(run.runId, ['approval_created', 'run_state'])).sort()).toEqual(['approval_created', 'approval_created', 'run_state']);
+    const approvals = (await (await s.http(`/v1/approvals?run_id=${run.runId}&status=PENDING`)).json()).approvals as { approval_id: string }[];
+    expect(approvals).toHaveLength(2);
+    const decide = (id: string) => s.http(`/v1/approvals/${id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'fay' } });
+    expect((await decide(approvals[0]!.approval_id)).status).toBe(200);
+    expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
+    expect((await decide(approvals[1]!.approval_id)).status).toBe(200);
+    expect(await runStatus()).toBe('RUNNING');
+    await expect.poll(() => webhookCalls.map((c) => c.args.to).sort()).toEqual(['acct-a', 'acct-b']);
+    run.release();
+    run.ws.close();
+  });
+
   it('lets exactly one of two racing decisions win', async () => {
     const run = await liveRun('carol');
     await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 300, to: 'y' } });
