@@ -24,7 +24,7 @@ import type { Secrets } from '../access/secrets.js';
 import { requireRun, seesRun, speaksFor, type KeyPrincipal, type Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
-import { findRun, transitionRun, type RunFacts, type RunRow } from '../store/run-store.js';
+import { findRun, transitionRun, transitionRunFrom, type RunFacts, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import { getSession } from '../store/session-store.js';
 import type { ToolRow } from '../store/tool-store.js';
@@ -475,15 +475,10 @@ export class ToolCalls {
       collect,
     );
     // A running run pauses for the approval; one already paused (another call's approval) or ended only records it.
-    const paused = await transitionRun(
-      tx,
-      this.#log,
-      runId,
-      'wait_approval',
-      [...collect, { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } }],
-      undefined,
-      'RUNNING',
-    );
+    const paused = await transitionRunFrom(tx, this.#log, runId, 'RUNNING', 'wait_approval', [
+      ...collect,
+      { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } },
+    ]);
     if (!paused) await appendEvents(tx, runId, collect);
     collect.splice(0);
     return call;

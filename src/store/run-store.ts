@@ -119,29 +119,18 @@ export interface Transitioned {
 /**
  * Applies `trigger` to a run under a row lock, records `error` when given,
  * and appends `events`, all in transaction `tx`. An illegal transition is
- * logged and thrown as FAILED_PRECONDITION `illegal_transition`. With
- * `onlyFrom`, a run in another state is left as it is and nothing is
- * appended: undefined, in one statement with no locking read.
+ * logged and thrown as FAILED_PRECONDITION `illegal_transition`.
  */
-export async function transitionRun(tx: EntityManager, log: Logger, runId: string, trigger: RunTrigger, events: NewEvent[], error?: Record<string, unknown>): Promise<Transitioned>;
-export async function transitionRun(
-  tx: EntityManager,
-  log: Logger,
-  runId: string,
-  trigger: RunTrigger,
-  events: NewEvent[],
-  error: Record<string, unknown> | undefined,
-  onlyFrom: RunState,
-): Promise<Transitioned | undefined>;
-export async function transitionRun(
-  tx: EntityManager,
-  log: Logger,
-  runId: string,
-  trigger: RunTrigger,
-  events: NewEvent[],
-  error?: Record<string, unknown>,
-  onlyFrom?: RunState,
-): Promise<Transitioned | undefined> {
+export async function transitionRun(tx: EntityManager, log: Logger, runId: string, trigger: RunTrigger, events: NewEvent[], error?: Record<string, unknown>): Promise<Transitioned> {
+  return (await moveRun(tx, log, runId, trigger, events, error))!;
+}
+
+/** transitionRun for a run in `from` only: undefined, with nothing written or appended, for a run in another state (one statement, no locking read). */
+export function transitionRunFrom(tx: EntityManager, log: Logger, runId: string, from: RunState, trigger: RunTrigger, events: NewEvent[]): Promise<Transitioned | undefined> {
+  return moveRun(tx, log, runId, trigger, events, undefined, from);
+}
+
+async function moveRun(tx: EntityManager, log: Logger, runId: string, trigger: RunTrigger, events: NewEvent[], error?: Record<string, unknown>, onlyFrom?: RunState): Promise<Transitioned | undefined> {
   let moved;
   try {
     // An ended run NOTIFYs at commit: every process forgets its token (it dies with its run).
