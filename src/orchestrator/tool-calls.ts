@@ -486,18 +486,17 @@ export class ToolCalls {
 
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
-    let run: CallRun = { runId: '', sessionId: '', tenantId: '', traceId: '' };
-    let traceparent: string | null = null;
+    // Read before the transaction, as a prepared statement: the start's move, from the state read here, is the claim.
+    const current = await readCallAndRun(this.#em(), toolCallId);
+    if (!current) throw notFound('tool_call', toolCallId);
+    const run: CallRun = current;
+    const traceparent = current.traceparent;
+    // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
+    const ended = RUN_MACHINE.isTerminal(current.runStatus);
+    // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
+    const done = ended ? undefined : (current.doneElsewhere ?? undefined);
     const started = await this.#em()
       .transactional(async (tx) => {
-        const current = await readCallAndRun(tx, toolCallId);
-        if (!current) throw notFound('tool_call', toolCallId);
-        run = current;
-        traceparent = current.traceparent;
-        // An approved call whose run ended meanwhile (cancelled, failed) must not act on the world.
-        const ended = RUN_MACHINE.isTerminal(current.runStatus);
-        // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
-        const done = ended ? undefined : (current.doneElsewhere ?? undefined);
         if (!ended && !done) {
           // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
           const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];

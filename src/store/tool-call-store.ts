@@ -221,8 +221,9 @@ interface CallAndRun {
 }
 
 /** A call's state with its run's, and whether its action already completed elsewhere, read together. */
-export async function readCallAndRun(tx: EntityManager, toolCallId: string): Promise<CallAndRun | undefined> {
-  const [row] = await tx.execute<CallAndRun[]>(
+export async function readCallAndRun(em: EntityManager, toolCallId: string): Promise<CallAndRun | undefined> {
+  const [row] = await executeOne<CallAndRun>(
+    em,
     `SELECT c.status, c.kind, c.run_id AS "runId", r.status AS "runStatus", r.tenant_id AS "tenantId", r.session_id AS "sessionId", r.trace_id AS "traceId", c.traceparent,
             (SELECT o.execution_id FROM execution_contracts k
                JOIN execution_contracts o ON o.idempotency_key = k.idempotency_key AND o.session_id = k.session_id AND o.execution_id <> k.execution_id
