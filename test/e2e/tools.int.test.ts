@@ -79,6 +79,13 @@ const liveRun = (userId = 'u1') => startLiveRun(s, agent, { agentId: 'worker', u
 const invoke = (token: string, tool: string, body: Record<string, unknown>) =>
   s.http(`/v1/tools/${tool}:invoke`, { method: 'POST', json: body, key: token }).then(async (r) => ({ status: r.status, body: await r.json() }));
 
+/** A run's approvals over HTTP, oldest first; `query` narrows them (`status=PENDING`). */
+const approvalsOf = async (runId: string, query = '') => (await (await s.http(`/v1/approvals?run_id=${runId}${query && `&${query}`}`)).json()).approvals;
+
+/** A decision over HTTP, by `userId`. */
+const decide = (approvalId: string, decision: string, userId: string, reason?: string) =>
+  s.http(`/v1/approvals/${approvalId}:decide`, { method: 'POST', json: { decision, ...(reason && { reason }) }, headers: { 'x-user-id': userId } });
+
 const types = async (runId: string, only?: string[]) => (await readEvents(s.orm.em.fork(), { runId, types: only }, '0', 1000)).map((e) => e.type);
 
 describe('allowed server tools', () => {
@@ -317,10 +324,10 @@ describe('approvals', () => {
     expect(pending.body.status).toBe('pending');
     const asked = await run.ws.next('approval_required');
     expect((await s.http(`/v1/runs/${run.runId}:cancel`, { method: 'POST', json: { reason: 'changed my mind' } })).status).toBe(200);
-    const late = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });
+    const late = await decide(asked.approval_id, 'approve', 'u1');
     expect(late.status).toBe(412);
     expect((await late.json()).error).toMatchObject({ code: 'run_ended', details: { status: 'CANCELLED' } });
-    const approvals = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals;
+    const approvals = await approvalsOf(run.runId);
     expect(approvals[0]).toMatchObject({ status: 'EXPIRED', decided_by: 'system' });
     await new Promise((r) => setTimeout(r, 300));
     expect(webhookCalls).toHaveLength(0);
@@ -352,7 +359,7 @@ describe('approvals', () => {
       'execution_state:running', 'execution_state:completed', 'approval_decision', 'tool_call_state:APPROVED', 'execution_state:running', 'run_state',
       'tool_dispatched', 'tool_call_state:RUNNING', 'tool_result', 'tool_call_state:SUCCEEDED', 'execution_state:completed',
     ]);
-    const again = await s.http(`/v1/approvals/${asked.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'u1' } });
+    const again = await decide(asked.approval_id, 'approve', 'u1');
     expect(again.status).toBe(409);
     expect((await again.json()).error.code).toBe('approval_conflict');
     await new Promise((r) => setTimeout(r, 300));
@@ -407,10 +414,10 @@ describe('approvals', () => {
   it('fails the call with rejected when the user rejects over HTTP', async () => {
     const run = await liveRun('bob');
     const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 900, to: 'x' } });
-    const [approval] = (await (await s.http(`/v1/approvals?run_id=${run.runId}&status=PENDING`)).json()).approvals;
-    const stranger = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'mallory' } });
+    const [approval] = await approvalsOf(run.runId, 'status=PENDING');
+    const stranger = await decide(approval.approval_id, 'approve', 'mallory');
     expect(stranger.status).toBe(403);
-    const res = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision: 'reject', reason: 'too much' }, headers: { 'x-user-id': 'bob' } });
+    const res = await decide(approval.approval_id, 'reject', 'bob', 'too much');
     expect((await res.json()).approval).toMatchObject({ status: 'REJECTED', decided_by: 'user:bob', reason: 'too much' });
     const call = await (await s.http(`/v1/tool_calls/${pending.body.tool_call_id}`)).json();
     expect(call).toMatchObject({ status: 'rejected', error: { code: 'rejected' } });
@@ -422,13 +429,13 @@ describe('approvals', () => {
   it('refuses to approve a call whose arguments are no longer those the approval was asked for', async () => {
     const run = await liveRun('erin');
     const pending = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 400, to: 'acct-1' } });
-    const [approval] = (await (await s.http(`/v1/approvals?run_id=${run.runId}&status=PENDING`)).json()).approvals;
+    const [approval] = await approvalsOf(run.runId, 'status=PENDING');
     // Written behind ABC's back: the human was shown 400 to acct-1.
     await s.orm.em.fork().execute(`UPDATE tool_calls SET args = '{"amount": 40000, "to": "acct-666"}' WHERE tool_call_id = ?`, [pending.body.tool_call_id]);
-    const res = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'erin' } });
+    const res = await decide(approval.approval_id, 'approve', 'erin');
     expect(res.status).toBe(412);
     expect((await res.json()).error).toMatchObject({ code: 'approval_args_mismatch' });
-    expect((await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals[0]).toMatchObject({ status: 'PENDING', decided_by: null });
+    expect((await approvalsOf(run.runId))[0]).toMatchObject({ status: 'PENDING', decided_by: null });
     expect((await (await s.http(`/v1/tool_calls/${pending.body.tool_call_id}`)).json()).status).toBe('waiting_approval');
     await new Promise((r) => setTimeout(r, 300));
     expect(webhookCalls).toHaveLength(0);
@@ -445,12 +452,11 @@ describe('approvals', () => {
     expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
     // Both approvals are recorded in the run's log; the run paused once.
     expect((await types(run.runId, ['approval_created', 'run_state'])).sort()).toEqual(['approval_created', 'approval_created', 'run_state']);
-    const approvals = (await (await s.http(`/v1/approvals?run_id=${run.runId}&status=PENDING`)).json()).approvals as { approval_id: string }[];
+    const approvals = (await approvalsOf(run.runId, 'status=PENDING')) as { approval_id: string }[];
     expect(approvals).toHaveLength(2);
-    const decide = (id: string) => s.http(`/v1/approvals/${id}:decide`, { method: 'POST', json: { decision: 'approve' }, headers: { 'x-user-id': 'fay' } });
-    expect((await decide(approvals[0]!.approval_id)).status).toBe(200);
+    expect((await decide(approvals[0]!.approval_id, 'approve', 'fay')).status).toBe(200);
     expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
-    expect((await decide(approvals[1]!.approval_id)).status).toBe(200);
+    expect((await decide(approvals[1]!.approval_id, 'approve', 'fay')).status).toBe(200);
     expect(await runStatus()).toBe('RUNNING');
     await expect.poll(() => webhookCalls.map((c) => c.args.to).sort()).toEqual(['acct-a', 'acct-b']);
     run.release();
@@ -460,11 +466,10 @@ describe('approvals', () => {
   it('lets exactly one of two racing decisions win', async () => {
     const run = await liveRun('carol');
     await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 300, to: 'y' } });
-    const [approval] = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals;
-    const decide = (decision: string) => s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', json: { decision }, headers: { 'x-user-id': 'carol' } });
-    const results = await Promise.all([decide('approve'), decide('reject'), decide('approve')]);
+    const [approval] = await approvalsOf(run.runId);
+    const results = await Promise.all(['approve', 'reject', 'approve'].map((decision) => decide(approval.approval_id, decision, 'carol')));
     expect(results.map((r) => r.status).sort()).toEqual([200, 409, 409]);
-    const winner = (await (await s.http(`/v1/approvals?run_id=${run.runId}`)).json()).approvals[0].status;
+    const winner = (await approvalsOf(run.runId))[0].status;
     await new Promise((r) => setTimeout(r, 300));
     expect(webhookCalls).toHaveLength(winner === 'APPROVED' ? 1 : 0);
     run.release();
