@@ -15,10 +15,10 @@ import { storedError } from '../domain/stored-error.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { newId } from '../runtime/new-id.js';
 import { EVENTS_CHANNEL, appendArgs, type NewEvent } from '../store/event-log.js';
-import { moveFacts, moveTime, summariseOutcome } from '../store/execution-contracts.js';
+import { moveFacts, moveTime, summariseOutcome, type ContractMove } from '../store/execution-contracts.js';
 import type { CallCommitter } from '../store/call-committer.js';
 import type { CallCommit } from '../store/tool-call-store.js';
-import { movesOf } from './tool-contracts.js';
+import { APPROVAL_TO_CONTRACT, movesOf } from './tool-contracts.js';
 
 /** A hop of a call, with the events logged before its `tool_call_state`. */
 export interface CallHop {
@@ -43,6 +43,19 @@ export interface OpenCall {
   created: NewEvent[];
   /** The hops from CREATED; the last one's state is written. */
   hops: CallHop[];
+  /** A call held for approval: the approval written with it (its hops end with `require_approval`). */
+  approval?: HeldCall;
+}
+
+/** The approval of a held call, and the pause of its run. */
+export interface HeldCall {
+  approvalId: string;
+  summary: string;
+  argsHash: string;
+  expiresAt: Date;
+  timeoutSeconds: number;
+  /** The run's pause, logged last, and only if the run was running: `run_state`. */
+  pause: NewEvent;
 }
 
 export interface MoveCall {
@@ -75,14 +88,21 @@ export async function openCall(committer: CallCommitter, c: OpenCall): Promise<C
  */
 export function openCallArg(c: OpenCall, end?: MoveCall['patch']): Record<string, unknown> | undefined {
   const created = moveTime();
-  const path = pathOf('CREATED', c.toolCallId, c.hops, 'pending');
+  const held = c.approval && heldArg(c.approval);
+  if (c.approval && (!held || c.hops.at(-1)?.trigger !== 'require_approval')) return undefined;
+  // The approval's contract moves as the call is held: its events go before `approval_created`.
+  const hops = held ? c.hops.map((h, i) => (i === c.hops.length - 1 ? { ...h, events: [...held.events, ...(h.events ?? [])] } : h)) : c.hops;
+  const path = pathOf('CREATED', c.toolCallId, hops, 'pending');
   if (!path) return undefined;
   if (end && !TOOL_CALL_MACHINE.isTerminal(path.to)) return undefined;
   const executionId = newId('exe');
+  // The call's contract's events; the approval's carry their own contract's id.
   const contractEvents = path.events.map((e) =>
-    e.type === 'execution_state' ? { ...e, payload: { ...e.payload, execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), has_side_effects: c.contract.irreversible } } : e,
+    e.type === 'execution_state' && !('execution_id' in (e.payload ?? {}))
+      ? { ...e, payload: { ...e.payload, execution_id: executionId, action_summary: c.contract.actionSummary.slice(0, 500), has_side_effects: c.contract.irreversible } }
+      : e,
   );
-  const { input, wanted } = appendArgs([{ runId: c.runId, events: [...c.created, ...contractEvents], onlyIfActive: false }]);
+  const { input, wanted } = appendArgs([{ runId: c.runId, events: [...c.created, ...contractEvents, ...(c.approval ? [c.approval.pause] : [])], onlyIfActive: false }]);
   return {
     call: {
       tool_call_id: c.toolCallId, run_id: c.runId, tool_name: c.toolName, kind: c.kind, status: path.to, args: c.args, idempotency_key: c.idempotencyKey,
@@ -98,11 +118,34 @@ export function openCallArg(c: OpenCall, end?: MoveCall['patch']): Record<string
       status: path.contract.to, created_at: created.toISOString(), at: (path.contract.at ?? created).toISOString(), hops: path.contract.hops,
       ...(end && EXECUTION_CONTRACT_MACHINE.isTerminal(path.contract.to) && { terminal: true, fact_id: newId('mem'), ...outcomeOf(path.to, end) }),
     },
+    ...(held && { approval: held.arg }),
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
     // Answer the events with only what the database assigned them (migration numbered_call_events).
     numbered: true,
+  };
+}
+
+/**
+ * abc_open_tool_call's `approval` (migration held_call_opens): the approval,
+ * its contract through APPROVAL_TO_CONTRACT.request with those moves' events,
+ * and the run's pause; undefined for a move a machine refuses.
+ */
+function heldArg(a: HeldCall) {
+  const opened = moveTime();
+  const moved = contractPath('pending', APPROVAL_TO_CONTRACT.request);
+  const pause = transition(RUN_MACHINE, 'RUNNING', 'wait_approval');
+  if (!moved || !pause.ok) return undefined;
+  const executionId = newId('exe');
+  const actionSummary = `confirm ${a.summary}`.slice(0, 500);
+  return {
+    arg: {
+      approval_id: a.approvalId, args_summary: a.summary, args_hash: a.argsHash, expires_at: a.expiresAt.toISOString(),
+      contract: { execution_id: executionId, action_summary: actionSummary, timeout_seconds: a.timeoutSeconds, status: moved.to, created_at: opened.toISOString(), at: moved.at!.toISOString(), hops: moved.hops },
+      pause: { from: 'RUNNING', to: pause.value },
+    },
+    events: moved.events.map((e) => ({ ...e, payload: { ...e.payload, execution_id: executionId, action_summary: actionSummary, has_side_effects: false } })),
   };
 }
 
@@ -168,16 +211,35 @@ function pathOf(from: ToolCallState, toolCallId: string, hops: CallHop[], contra
     const next = transition(TOOL_CALL_MACHINE, state, hop.trigger);
     if (!next.ok) return undefined;
     events.push(...(hop.events ?? []), { type: 'tool_call_state', payload: { tool_call_id: toolCallId, from: state, to: next.value, trigger: hop.trigger } });
-    for (const move of movesOf(state, hop.trigger)) {
-      const moved = transition(EXECUTION_CONTRACT_MACHINE, contract, move.trigger);
-      if (!moved.ok) return undefined;
-      at = moveTime();
-      contractHops.push({ n: contractHops.length + 1, from_status: contract, to_status: moved.value, trigger: move.trigger, actor: move.actor, actor_category: actorCategory(move.actor), ts: at.toISOString() });
-      // The statement adds the contract's id, summary and side effects (and a fact's error).
-      events.push({ type: 'execution_state', payload: moveFacts(contract, moved.value, move.trigger, move.actor, at) });
-      contract = moved.value;
-    }
+    const moved = contractPath(contract, movesOf(state, hop.trigger), contractHops.length);
+    if (!moved) return undefined;
+    contractHops.push(...moved.hops);
+    events.push(...moved.events);
+    contract = moved.to;
+    at = moved.at ?? at;
     state = next.value;
   }
   return { to: state, events, contract: { to: contract, at, hops: contractHops } };
+}
+
+/**
+ * A contract's moves from `from` by its machine's table: a transition record
+ * per hop (numbered on from `before`) and its `execution_state` event, to
+ * which the statement adds the contract's id, summary and side effects (and a
+ * fact's error); undefined for a move the table refuses.
+ */
+function contractPath(from: ExecutionState, moves: readonly ContractMove[], before = 0) {
+  const hops: Record<string, unknown>[] = [];
+  const events: NewEvent[] = [];
+  let state = from;
+  let at: Date | undefined;
+  for (const move of moves) {
+    const moved = transition(EXECUTION_CONTRACT_MACHINE, state, move.trigger);
+    if (!moved.ok) return undefined;
+    at = moveTime();
+    hops.push({ n: before + hops.length + 1, from_status: state, to_status: moved.value, trigger: move.trigger, actor: move.actor, actor_category: actorCategory(move.actor), ts: at.toISOString() });
+    events.push({ type: 'execution_state', payload: moveFacts(state, moved.value, move.trigger, move.actor, at) });
+    state = moved.value;
+  }
+  return { to: state, at, hops, events };
 }

@@ -187,6 +187,9 @@ export class ToolCalls {
     const traceparent = traceparentOf() ?? null;
     const ran = verdict.decision === 'allow' && !this.kinds.clientSide(tool.kind) ? await this.#openAndRun(run, tool, this.#opening(tool, req, key, hash, verdict, traceparent)) : undefined;
     if (ran) return this.outcome(ran);
+    // A held call of a run without a parent (whose contract would mirror the pause) opens with its approval in one statement.
+    const held = verdict.decision === 'require_approval' && !run.parentRunId ? await this.#hold(run, tool, this.#opening(tool, req, key, hash, verdict, traceparent), verdict.reason) : undefined;
+    if (held) return this.outcome(held);
     const created = await this.#em().transactional(async (tx) => {
       const existing = await this.#claimKey(tx, key, hash);
       if (existing) return { call: existing, fresh: false };
@@ -225,6 +228,32 @@ export class ToolCalls {
       const opened = await open();
       return opened && ((await this.#end(opened.toolCallId, run, opened, await running)) ?? (await this.get(opened.toolCallId)));
     });
+  }
+
+  /**
+   * Opens a call that policy holds for approval: through `policy_checked` and
+   * `require_approval`, with its approval and the run's pause, in one
+   * statement (HeldCall). Undefined when nothing was written, as openCall:
+   * the transactional path then decides.
+   */
+  async #hold(run: RunFacts, tool: ToolRow, opening: OpenCall, reason: string): Promise<ToolCallRow | undefined> {
+    const id = opening.toolCallId;
+    const approvalId = newId('ap');
+    const summary = summarize(tool.name, opening.args);
+    const expiresAt = new Date(Date.now() + this.#opts.approvalTimeoutMs);
+    const held: OpenCall = {
+      ...opening,
+      hops: [opening.hops[0]!, { trigger: 'require_approval', events: [approvalCreated(approvalId, id, tool.name, summary, reason, expiresAt)] }],
+      approval: {
+        approvalId,
+        summary,
+        argsHash: canonicalHash(opening.args),
+        expiresAt,
+        timeoutSeconds: Math.ceil(this.#opts.approvalTimeoutMs / 1000),
+        pause: pausedFor(approvalId, id),
+      },
+    };
+    return (await this.#opts.bus.deliver(run, () => openCall(this.#committer, held)))?.call;
   }
 
   /** An allowed server call's open through its first hops, to RUNNING. */
@@ -461,24 +490,9 @@ export class ToolCalls {
       timeoutSeconds: Math.ceil(this.#opts.approvalTimeoutMs / 1000),
     });
     collect.push(...(await contractMoves(tx, { runId, subjectId: approvalId }, APPROVAL_TO_CONTRACT.request)));
-    const call = await this.#transition(
-      tx,
-      id,
-      'require_approval',
-      [
-        {
-          type: 'approval_created',
-          payload: { approval_id: approvalId, tool_call_id: id, tool_name: tool.name, args_summary: summary, reason, expires_at: new Date(approval!.expires_at).getTime() },
-        },
-      ],
-      { approvalId },
-      collect,
-    );
+    const call = await this.#transition(tx, id, 'require_approval', [approvalCreated(approvalId, id, tool.name, summary, reason, approval.expires_at)], { approvalId }, collect);
     // A running run pauses for the approval; one already paused (another call's approval) or ended only records it.
-    const paused = await transitionRunFrom(tx, this.#log, runId, 'RUNNING', 'wait_approval', [
-      ...collect,
-      { type: 'run_state', payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } } },
-    ]);
+    const paused = await transitionRunFrom(tx, this.#log, runId, 'RUNNING', 'wait_approval', [...collect, pausedFor(approvalId, id)]);
     if (!paused) await appendEvents(tx, runId, collect);
     collect.splice(0);
     return call;
@@ -866,6 +880,17 @@ async function contractMoves(
 ): Promise<NewEvent[]> {
   return (await moveContractThrough(tx, where, moves, outcome)).map((state) => ({ type: 'execution_state', payload: { ...state } }));
 }
+
+const approvalCreated = (approvalId: string, id: string, tool: string, summary: string, reason: string, expiresAt: Date | string): NewEvent => ({
+  type: 'approval_created',
+  payload: { approval_id: approvalId, tool_call_id: id, tool_name: tool, args_summary: summary, reason, expires_at: new Date(expiresAt).getTime() },
+});
+
+/** The run's pause for an approval. */
+const pausedFor = (approvalId: string, id: string): NewEvent => ({
+  type: 'run_state',
+  payload: { from: 'RUNNING', to: 'PAUSED_WAITING_APPROVAL', detail: { approval_id: approvalId, tool_call_id: id } },
+});
 
 const createdEvent = (id: string, tool: ToolRow, args: Record<string, unknown>, key: string): NewEvent => ({
   type: 'tool_call_created',

@@ -450,8 +450,10 @@ describe('approvals', () => {
     expect([first.body.status, second.body.status]).toEqual(['pending', 'pending']);
     const runStatus = async () => (await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status;
     expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
-    // Both approvals are recorded in the run's log; the run paused once.
+    // Both approvals are recorded in the run's log; the run paused once, and the log has no gap where the second pause was not logged.
     expect((await types(run.runId, ['approval_created', 'run_state'])).sort()).toEqual(['approval_created', 'approval_created', 'run_state']);
+    const seqs = (await readEvents(s.orm.em.fork(), { runId: run.runId }, '0', 1000)).map((e) => Number(e.seq));
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     const approvals = (await approvalsOf(run.runId, 'status=PENDING')) as { approval_id: string }[];
     expect(approvals).toHaveLength(2);
     expect((await decide(approvals[0]!.approval_id, 'approve', 'fay')).status).toBe(200);

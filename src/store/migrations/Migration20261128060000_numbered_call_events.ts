@@ -49,7 +49,7 @@ begin
 end
 $fn$`;
 
-const OPEN_TOOL_CALL_V4 = edit(
+export const OPEN_TOOL_CALL_V4 = edit(
   OPEN_TOOL_CALL_V3,
   [
     "  select jsonb_agg(to_jsonb(e) order by e.id) into v_events from abc_append_events(case when v_fact_error is null then p->'events'\n",

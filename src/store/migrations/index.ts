@@ -37,6 +37,7 @@ import { Migration20261127233000 } from './Migration20261127233000_approval_page
 import { Migration20261127235000 } from './Migration20261127235000_tool_call_times.js';
 import { Migration20261128060000 } from './Migration20261128060000_numbered_call_events.js';
 import { Migration20261128090000 } from './Migration20261128090000_numbered_run_events.js';
+import { Migration20261129000000 } from './Migration20261129000000_held_call_opens.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -77,4 +78,5 @@ export const migrations = [
   { name: 'Migration20261127235000_tool_call_times', class: Migration20261127235000 },
   { name: 'Migration20261128060000_numbered_call_events', class: Migration20261128060000 },
   { name: 'Migration20261128090000_numbered_run_events', class: Migration20261128090000 },
+  { name: 'Migration20261129000000_held_call_opens', class: Migration20261129000000 },
 ];
