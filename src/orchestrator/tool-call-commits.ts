@@ -68,7 +68,7 @@ export interface MoveCall {
 }
 
 /** The contract's state while its call is in a state, where the one-call path knows it. */
-const CONTRACT_STATE_OF: Partial<Record<ToolCallState, ExecutionState>> = { CREATED: 'pending', POLICY_CHECKED: 'pending', DISPATCHED: 'pending', RUNNING: 'running' };
+const CONTRACT_STATE_OF: Partial<Record<ToolCallState, ExecutionState>> = { CREATED: 'pending', POLICY_CHECKED: 'pending', DISPATCHED: 'pending', APPROVED: 'running', RUNNING: 'running' };
 
 /**
  * Opens a call through `hops` in one statement, with the key's claim: the row

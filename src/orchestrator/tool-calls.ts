@@ -500,7 +500,7 @@ export class ToolCalls {
 
   /** Runs a DISPATCHED or APPROVED server call exactly once: the start transition is the claim. */
   async #execute(toolCallId: string, tool?: ToolRow): Promise<void> {
-    // Read before the transaction, as a prepared statement: the start's move, from the state read here, is the claim.
+    // Read first, as a prepared statement: the start's move, from the state read here, is the claim.
     const current = await readCallAndRun(this.#em(), toolCallId);
     if (!current) throw notFound('tool_call', toolCallId);
     const run: CallRun = current;
@@ -509,24 +509,27 @@ export class ToolCalls {
     const ended = RUN_MACHINE.isTerminal(current.runStatus);
     // Seed 004 resume alignment: an irreversible action whose key already completed never runs twice.
     const done = ended ? undefined : (current.doneElsewhere ?? undefined);
-    const started = await this.#em()
-      .transactional(async (tx) => {
-        if (!ended && !done) {
-          // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
-          const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
-          return this.#transition(tx, toolCallId, 'start', dispatched, { started: true, from: current.status });
-        }
-        const error = ended
-          ? { code: 'run_ended', message: `run ${current.runId} ended (${current.runStatus}) before this call could start` }
-          : { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
-        if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
-        await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });
-        return null;
-      })
-      .catch((error) => {
-        if (isIllegalTransition(error)) return null; // another core has it
-        throw error;
-      });
+    // An approved call is dispatched only now (seed 001 §9.1): say so in the log.
+    const dispatched = current.status === 'APPROVED' ? [{ type: 'tool_dispatched', payload: { tool_call_id: toolCallId, kind: current.kind, after_approval: true } }] : [];
+    // The start, in one statement from the state read; a call that moved on meanwhile takes the transactional way, which decides.
+    const start = { toolCallId, runId: current.runId, from: current.status, hop: { trigger: 'start' as const, events: dispatched }, patch: {} };
+    const moved = !ended && !done ? await this.#opts.bus.deliver(run, () => moveCall(this.#committer, start)) : undefined;
+    const started =
+      moved?.call ??
+      (await this.#em()
+        .transactional(async (tx) => {
+          if (!ended && !done) return this.#transition(tx, toolCallId, 'start', dispatched, { started: true, from: current.status });
+          const error = ended
+            ? { code: 'run_ended', message: `run ${current.runId} ended (${current.runStatus}) before this call could start` }
+            : { code: 'already_completed', message: `an irreversible action with this idempotency key already completed (${done})` };
+          if (current.status === 'APPROVED') await this.#transition(tx, toolCallId, 'start', [], { started: true });
+          await this.#transition(tx, toolCallId, 'fail', [{ type: 'tool_result', payload: { tool_call_id: toolCallId, status: 'failed', error } }], { error, completed: true });
+          return null;
+        })
+        .catch((error) => {
+          if (isIllegalTransition(error)) return null; // another core has it
+          throw error;
+        }));
     if (!started) return;
     const definition = tool ?? (await this.#opts.tools.get(run.tenantId, started.toolName));
     await this.#runInSpan(started, definition, run, traceparent);
