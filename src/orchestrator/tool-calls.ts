@@ -462,7 +462,9 @@ export class ToolCalls {
       ? [{ type: 'execution_alignment_warning', payload: { expected_waiting: 0, actual_waiting: waiting, detail } }]
       : [];
     if (waiting) this.#log.warn({ runId, waiting }, 'resuming a run whose execution contracts still wait');
-    await transitionRun(tx, this.#log, runId, 'resume', [...pending, ...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }]);
+    const resumed = [...pending, ...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }];
+    // In one statement from the state read; a run that moved on meanwhile takes the locking read, which decides.
+    if (!(await transitionRunFrom(tx, this.#log, runId, run.status, 'resume', resumed))) await transitionRun(tx, this.#log, runId, 'resume', resumed);
   }
 
   /** Holds a call for approval; `collect`, the events of its hops so far, goes to the log with this one's, in one append. */
@@ -658,6 +660,9 @@ export class ToolCalls {
         where: 'approval_id = ?',
         params: [approval.approvalId],
         set: () => ({ sql: ['decided_at = now()', 'decided_by = ?', 'reason = ?', 'version = version + 1'], params: [decidedBy, reason || null] }),
+        // The approval was read locked: its move goes in one statement from the state read.
+        oneStatement: true,
+        from: approval.status,
       });
     } catch (error) {
       if (!isIllegalTransition(error)) throw error;
