@@ -26,7 +26,6 @@ import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
 import { findRun, transitionRun, transitionRunFrom, type RunFacts, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
-import { getSession } from '../store/session-store.js';
 import type { ToolRow } from '../store/tool-store.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
 import { TtlCache } from '../runtime/ttl-cache.js';
@@ -54,6 +53,7 @@ import {
   runWaits,
   TOOL_CALLS,
   toCall,
+  type ApprovalForDecision,
   type ApprovalKey,
   type ApprovalRow,
   type RawCall,
@@ -106,7 +106,7 @@ interface CallEnd {
 }
 
 /** An approval an agent's tool call waits on. */
-type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null; callArgs?: Record<string, unknown> | null };
+type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null };
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
@@ -616,17 +616,16 @@ export class ToolCalls {
       return this.approval(approvalId);
     }
     const outcome = await this.#em().transactional(async (tx) => {
-      const approval = (await this.#lockApproval(tx, approvalId)) as CallApproval;
-      const session = await getSession(tx, approval.sessionId);
-      if (!session || session.userId !== userId || !speaksFor(principal, userId)) {
+      const approval = (await this.#lockApproval(tx, approvalId)) as CallApproval & { decision: ApprovalForDecision };
+      const { callArgs, sessionUserId, run } = approval.decision;
+      if (sessionUserId === null || sessionUserId !== userId || !speaksFor(principal, userId)) {
         throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
       }
-      if (!approval.callArgs) throw notFound('tool_call', approval.toolCallId);
-      if (canonicalHash(approval.callArgs) !== approval.argsHash) {
+      if (!callArgs) throw notFound('tool_call', approval.toolCallId);
+      if (canonicalHash(callArgs) !== approval.argsHash) {
         throw new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
       }
       // A run that ended (cancelled, failed) withdraws its open approvals: nothing may act for it any more.
-      const run = await findRun(tx, approval.runId);
       if (run && RUN_MACHINE.isTerminal(run.status) && approval.status === 'PENDING') {
         await this.#settle(tx, approval, 'expire', 'system', `run ${run.runId} ended (${run.status}) before a decision`, run);
         return { withdrawn: run, call: undefined };
@@ -709,9 +708,9 @@ export class ToolCalls {
     });
   }
 
-  /** The approval, locked, with its call's arguments as they are now. */
-  async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null; callArgs?: Record<string, unknown> | null }> {
-    const row = await readApproval(tx, approvalId, { lock: true, callArgs: true });
+  /** The approval, locked, with what a decision checks. */
+  async #lockApproval(tx: EntityManager, approvalId: string): Promise<ApprovalRow & { argsHash: string | null; decision?: ApprovalForDecision }> {
+    const row = await readApproval(tx, approvalId, { lock: true, decision: true });
     if (!row) throw notFound('approval', approvalId);
     return row;
   }

@@ -110,6 +110,19 @@ interface RawApproval {
   tenant_id: string;
   user_id: string | null;
   call_args?: Record<string, unknown> | null;
+  session_user_id?: string | null;
+  run_status?: RunState | null;
+  run_trace_id?: string | null;
+}
+
+/** What a decision checks of an approval, read with it: its call's arguments as they are now, its session's user and its run's state. */
+export interface ApprovalForDecision {
+  /** Null when it has no call. */
+  callArgs: Record<string, unknown> | null;
+  /** Null when its session is gone. */
+  sessionUserId: string | null;
+  /** Null when its run is gone. */
+  run: { runId: string; status: RunState; traceId: string } | null;
 }
 
 const APPROVAL_COLUMNS = `a.approval_id, a.run_id, a.tool_call_id, a.ticket, a.step_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
@@ -308,21 +321,30 @@ export async function lockStepApproval(tx: EntityManager, ticket: string): Promi
 }
 
 /**
- * An approval with its tool's name; `lock` takes its row, `pendingOnly` (with
- * lock) skips it unless PENDING and free, `callArgs` reads its call's
- * arguments as they are now.
+ * An approval with its tool's name; `lock` takes its row (only its row),
+ * `pendingOnly` (with lock) skips it unless PENDING and free, `decision` reads
+ * what a decision checks (ApprovalForDecision).
  */
 export async function readApproval(
   em: EntityManager,
   approvalId: string,
-  o: { lock?: boolean; pendingOnly?: boolean; callArgs?: boolean } = {},
-): Promise<(ApprovalRow & { argsHash: string | null; callArgs?: Record<string, unknown> | null }) | undefined> {
+  o: { lock?: boolean; pendingOnly?: boolean; decision?: boolean } = {},
+): Promise<(ApprovalRow & { argsHash: string | null; decision?: ApprovalForDecision }) | undefined> {
   const lock = o.pendingOnly ? " AND a.status = 'PENDING' FOR UPDATE OF a SKIP LOCKED" : o.lock ? ' FOR UPDATE OF a' : '';
   // A call's arguments as its row maps them (none stored: {}); null when it has no call.
-  const select = o.callArgs ? `SELECT ${APPROVAL_COLUMNS}, CASE WHEN c.tool_call_id IS NOT NULL THEN coalesce(c.args, '{}') END AS call_args ${APPROVAL_FROM}` : APPROVAL_SELECT;
+  const select = o.decision
+    ? `SELECT ${APPROVAL_COLUMNS}, CASE WHEN c.tool_call_id IS NOT NULL THEN coalesce(c.args, '{}') END AS call_args,
+         (SELECT s.user_id FROM sessions s WHERE s.session_id = a.session_id) AS session_user_id, r.status AS run_status, r.trace_id AS run_trace_id ${APPROVAL_FROM}`
+    : APPROVAL_SELECT;
   const [row] = await executeOne<RawApproval>(em, `${select} WHERE a.approval_id = ?${lock}`, [approvalId]);
-  return row && { ...toApproval(row), argsHash: row.args_hash, ...(o.callArgs && { callArgs: row.call_args ?? null }) };
+  return row && { ...toApproval(row), argsHash: row.args_hash, ...(o.decision && { decision: decisionOf(row) }) };
 }
+
+const decisionOf = (row: RawApproval): ApprovalForDecision => ({
+  callArgs: row.call_args ?? null,
+  sessionUserId: row.session_user_id ?? null,
+  run: row.run_id && row.run_status ? { runId: row.run_id, status: row.run_status, traceId: row.run_trace_id ?? '' } : null,
+});
 
 /** A place in a list of approvals, oldest first: after this creation time (epoch microseconds) and id. */
 export interface ApprovalKey {
