@@ -108,6 +108,12 @@ interface CallEnd {
 /** An approval an agent's tool call waits on. */
 type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null };
 
+/** What a decision writes of an approval's row. */
+type DecidedApproval = { approval_id: string; status: ApprovalState; created_at: Date; decided_at: Date | null; decided_by: string | null; reason: string | null };
+
+/** The approval's own fields, without what a read added for its decision. */
+const approvalOf = ({ argsHash: _hash, decision: _decision, ...row }: ApprovalRow & { argsHash?: string | null; decision?: unknown }): ApprovalRow => row;
+
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
 /** How many runs' facts an invoke keeps (#runFacts), and for how long. */
@@ -628,9 +634,9 @@ export class ToolCalls {
       // A run that ended (cancelled, failed) withdraws its open approvals: nothing may act for it any more.
       if (run && RUN_MACHINE.isTerminal(run.status) && approval.status === 'PENDING') {
         await this.#settle(tx, approval, 'expire', 'system', `run ${run.runId} ended (${run.status}) before a decision`, run);
-        return { withdrawn: run, call: undefined };
+        return { withdrawn: run };
       }
-      return { withdrawn: undefined, call: await this.#settle(tx, approval, decision, `user:${userId}`, reason, run ?? undefined) };
+      return { withdrawn: undefined, ...(await this.#settle(tx, approval, decision, `user:${userId}`, reason, run ?? undefined)) };
     });
     if (outcome.withdrawn) {
       const { runId, status } = outcome.withdrawn;
@@ -640,10 +646,10 @@ export class ToolCalls {
     if (call.status === 'APPROVED') {
       this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
     }
-    return this.approval(approvalId);
+    return outcome.approval!;
   }
 
-  /** Applies a decision (or expiry) to an approval, its call and its run (read here unless given), in `tx`. */
+  /** Applies a decision (or expiry) to an approval, its call and its run (read here unless given), in `tx`: the call and the approval as written. */
   async #settle(
     tx: EntityManager,
     approval: CallApproval,
@@ -651,10 +657,10 @@ export class ToolCalls {
     decidedBy: string,
     reason: string,
     run?: { traceId: string },
-  ): Promise<ToolCallRow> {
+  ): Promise<{ call: ToolCallRow; approval: ApprovalRow }> {
     let moved;
     try {
-      moved = await writeTransition(tx, APPROVALS, decision as ApprovalTrigger, {
+      moved = await writeTransition<ApprovalState, ApprovalTrigger, DecidedApproval>(tx, APPROVALS, decision as ApprovalTrigger, {
         columns: 'approval_id, status, created_at',
         where: 'approval_id = ?',
         params: [approval.approvalId],
@@ -662,6 +668,7 @@ export class ToolCalls {
         // The approval was read locked: its move goes in one statement from the state read.
         oneStatement: true,
         from: approval.status,
+        returning: true,
       });
     } catch (error) {
       if (!isIllegalTransition(error)) throw error;
@@ -697,7 +704,8 @@ export class ToolCalls {
             collect,
           );
     await this.#resumeIfIdle(tx, approval.runId, { approval_id: approval.approvalId, decision }, collect);
-    return call;
+    const { decided_at, decided_by, reason: kept } = moved.after!;
+    return { call, approval: { ...approvalOf(approval), status: moved.to, decidedAt: decided_at && new Date(decided_at), decidedBy: decided_by, reason: kept } };
   }
 
   async #sendApprovedToClient(toolCallId: string): Promise<void> {

@@ -418,7 +418,10 @@ describe('approvals', () => {
     const stranger = await decide(approval.approval_id, 'approve', 'mallory');
     expect(stranger.status).toBe(403);
     const res = await decide(approval.approval_id, 'reject', 'bob', 'too much');
-    expect((await res.json()).approval).toMatchObject({ status: 'REJECTED', decided_by: 'user:bob', reason: 'too much' });
+    const decided = (await res.json()).approval;
+    expect(decided).toMatchObject({ status: 'REJECTED', decided_by: 'user:bob', reason: 'too much' });
+    // The answer is the approval as written: as a later read shows it.
+    expect(decided).toEqual((await approvalsOf(run.runId))[0]);
     const call = await (await s.http(`/v1/tool_calls/${pending.body.tool_call_id}`)).json();
     expect(call).toMatchObject({ status: 'rejected', error: { code: 'rejected' } });
     expect(webhookCalls).toHaveLength(0);
