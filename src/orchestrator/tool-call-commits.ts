@@ -10,7 +10,8 @@
 // path in a transaction, which decides and fails as it always has.
 import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
-import { RUN_MACHINE } from '../domain/run.machine.js';
+import { APPROVAL_MACHINE } from '../domain/approval.machine.js';
+import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { storedError } from '../domain/stored-error.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
 import { newId } from '../runtime/new-id.js';
@@ -192,6 +193,61 @@ export function moveCallArg(m: MoveCall): Record<string, unknown> | undefined {
     wanted,
     channel: EVENTS_CHANNEL,
     numbered: true,
+  };
+}
+
+/** A decision on a held call's approval, decided from what was read: see decisionArg. */
+export interface CallDecision {
+  approvalId: string;
+  toolCallId: string;
+  runId: string;
+  trigger: 'approve' | 'reject';
+  decidedBy: string;
+  reason: string;
+  /** The call's arguments as read: the human was shown them. */
+  args: Record<string, unknown>;
+  /** The run's state as read: a paused run resumes when nothing else holds it. */
+  runStatus: RunState;
+  clientKinds: string[];
+  /** Logged before the call's `tool_call_state`: its `approval_decision`, and a rejection's `tool_result`. */
+  events: NewEvent[];
+  /** A rejection's error, on the call. */
+  error?: { code: string; message: string };
+  /** What the approval's contract keeps of the decision. */
+  outcome: { result?: string; errorMessage?: string };
+  /** The resume's `run_state` detail. */
+  detail: Record<string, unknown>;
+}
+
+/**
+ * abc_decide_call's argument (migration decide_call_function): the approval's
+ * move, the call's, both contracts' moves by their tables, and the run's
+ * resume with its `run_state`, logged last and only if the run resumes;
+ * undefined for a move a machine refuses.
+ */
+export function decisionArg(d: CallDecision): Record<string, unknown> | undefined {
+  const approval = transition(APPROVAL_MACHINE, 'PENDING', d.trigger);
+  const held = contractPath('waiting', APPROVAL_TO_CONTRACT[d.trigger]);
+  const call = pathOf('WAITING_APPROVAL', d.toolCallId, [{ trigger: d.trigger, events: d.events }], 'waiting');
+  const resume = d.runStatus === 'PAUSED_WAITING_APPROVAL' || d.runStatus === 'PAUSED_WAITING_TOOL' ? transition(RUN_MACHINE, d.runStatus, 'resume') : undefined;
+  if (!approval.ok || !held || !call || (resume && !resume.ok)) return undefined;
+  const resumed: NewEvent[] = resume?.ok ? [{ type: 'run_state', payload: { from: d.runStatus, to: resume.value, detail: d.detail } }] : [];
+  const { input } = appendArgs([{ runId: d.runId, events: [...held.events, ...call.events, ...resumed], onlyIfActive: false }]);
+  const contract = (to: ExecutionState, from: ExecutionState, at: Date | undefined, hops: Record<string, unknown>[], outcome: { result?: string; errorMessage?: string }) => ({
+    from, to, at: at!.toISOString(), hops, terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(to), fact_id: newId('mem'),
+    ...(outcome.result !== undefined && { result: outcome.result }), ...(outcome.errorMessage !== undefined && { error_message: outcome.errorMessage }),
+  });
+  return {
+    approval_id: d.approvalId, from: 'PENDING', to: approval.value, decided_by: d.decidedBy, reason: d.reason || null,
+    call: { from: 'WAITING_APPROVAL', to: call.to, args: d.args, ...(d.error && { error: storedError(d.error) }), completed: TOOL_CALL_MACHINE.isTerminal(call.to) },
+    run_status: d.runStatus,
+    approval_contract: contract(held.to, 'waiting', held.at, held.hops, d.outcome),
+    call_contract: contract(call.contract.to, 'waiting', call.contract.at, call.contract.hops, d.error ? { errorMessage: d.error.message } : {}),
+    ...(resume?.ok && { resume: { to: resume.value, client_kinds: d.clientKinds } }),
+    approval_events: input.slice(0, held.events.length),
+    events: input.slice(held.events.length, held.events.length + call.events.length),
+    resume_events: input.slice(held.events.length + call.events.length),
+    channel: EVENTS_CHANNEL,
   };
 }
 

@@ -24,20 +24,21 @@ import type { Secrets } from '../access/secrets.js';
 import { requireRun, seesRun, speaksFor, type KeyPrincipal, type Principal } from '../access/principal.js';
 import type { Presence } from '../store/presence.js';
 import type { PolicyStore } from './policy-store.js';
-import { findRun, transitionRun, transitionRunFrom, type RunFacts, type RunRow } from '../store/run-store.js';
+import { findRun, lockRunStatus, transitionRun, transitionRunFrom, type RunFacts, type RunRow } from '../store/run-store.js';
 import { RUN_MACHINE } from '../domain/run.machine.js';
 import type { ToolRow } from '../store/tool-store.js';
 import type { ToolCatalog } from '../store/tool-catalog.js';
 import { TtlCache } from '../runtime/ttl-cache.js';
 import { moveContractThrough, openContract, summariseOutcome, type ContractMove } from '../store/execution-contracts.js';
 import { actionSummary, APPROVAL_TO_CONTRACT, movesOf } from './tool-contracts.js';
-import { moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
+import { decisionArg, moveCall, openAndEndCall, openCall, type OpenCall } from './tool-call-commits.js';
 import { CallCommitter } from '../store/call-committer.js';
 import { poolOf } from '../store/native.js';
 import {
   APPROVALS,
   observeApproval,
   claimIdempotencyKey,
+  decideCall,
   expiredApprovals,
   insertApproval,
   insertToolCall,
@@ -608,7 +609,7 @@ export class ToolCalls {
    * fails the call with `rejected`. Either way the run resumes.
    */
   async decide(approvalId: string, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<ApprovalRow> {
-    const found = await readApproval(this.#em(), approvalId);
+    const found = await readApproval(this.#em(), approvalId, { decision: true });
     // Another tenant's approval, or one of a user the key does not speak for, does not exist for it.
     const visible = found && found.tenantId === principal.tenantId && (found.userId === null ? principal.userIds === null : speaksFor(principal, found.userId));
     if (!visible) throw notFound('approval', approvalId);
@@ -621,6 +622,8 @@ export class ToolCalls {
       await this.#opts.decideStep(found.ticket, decision, `user:${userId}`, reason);
       return this.approval(approvalId);
     }
+    const atOnce = await this.#decideAtOnce(found as CallApproval & { decision: ApprovalForDecision }, decision, principal, userId, reason);
+    if (atOnce) return atOnce;
     const outcome = await this.#em().transactional(async (tx) => {
       const approval = (await this.#lockApproval(tx, approvalId)) as CallApproval & { decision: ApprovalForDecision };
       const { callArgs, sessionUserId, run } = approval.decision;
@@ -647,6 +650,47 @@ export class ToolCalls {
       this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
     }
     return outcome.approval!;
+  }
+
+  /**
+   * A decision in one statement (decideCall), decided from the approval as
+   * read with what a decision checks: the approval as written; undefined,
+   * with nothing written, when the read does not allow it here (the
+   * transactional path then refuses or withdraws, as it decides) or when a
+   * row was no longer as read.
+   */
+  async #decideAtOnce(approval: CallApproval & { decision: ApprovalForDecision }, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<ApprovalRow | undefined> {
+    const { callArgs, sessionUserId, run } = approval.decision;
+    if (approval.status !== 'PENDING' || !run || run.parentRunId || RUN_MACHINE.isTerminal(run.status)) return undefined;
+    if (sessionUserId !== userId || !speaksFor(principal, userId) || !callArgs || canonicalHash(callArgs) !== approval.argsHash) return undefined;
+    const decidedBy = `user:${userId}`;
+    const decisionEvent = approvalDecision(approval, decision, decision === 'approve' ? 'APPROVED' : 'REJECTED', decidedBy, reason);
+    const rejected = rejection('reject');
+    const arg = decisionArg({
+      approvalId: approval.approvalId,
+      toolCallId: approval.toolCallId,
+      runId: run.runId,
+      trigger: decision,
+      decidedBy,
+      reason,
+      args: callArgs,
+      runStatus: run.status,
+      clientKinds: this.kinds.clientKinds(),
+      events: decision === 'approve' ? [decisionEvent] : [decisionEvent, { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error: rejected } }],
+      ...(decision === 'reject' && { error: rejected }),
+      outcome: decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejected.message },
+      detail: { approval_id: approval.approvalId, decision },
+    });
+    if (!arg) return undefined;
+    const written = await this.#opts.bus.deliver({ runId: run.runId, sessionId: approval.sessionId }, (origin) => decideCall(this.#em(), arg, origin));
+    if (!written) return undefined;
+    const { approval: row, call } = written;
+    observeApproval(row, row.status, run.traceId, decidedBy);
+    this.#counted(call);
+    if (call.status === 'APPROVED') {
+      this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
+    }
+    return { ...approvalOf(approval), status: row.status, decidedAt: new Date(row.decided_at), decidedBy: row.decided_by, reason: row.reason };
   }
 
   /** Applies a decision (or expiry) to an approval, its call and its run (read here unless given), in `tx`: the call and the approval as written. */
@@ -688,10 +732,7 @@ export class ToolCalls {
     const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
     // The moves' events go to the log in one append, with the run's resume when it resumes.
     const collect = await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome);
-    const decisionEvent: NewEvent = {
-      type: 'approval_decision',
-      payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status: next.value, decided_by: decidedBy, reason: reason || null },
-    };
+    const decisionEvent = approvalDecision(approval, decision, next.value, decidedBy, reason);
     const call =
       decision === 'approve'
         ? await this.#transition(tx, approval.toolCallId, 'approve', [decisionEvent], {}, collect)
@@ -703,6 +744,9 @@ export class ToolCalls {
             { error: rejection(decision), completed: true },
             collect,
           );
+    // Its events are not appended yet, so the run's row is not yet this transaction's: taken before the count of what
+    // still holds the run, it makes two decisions of one run take turns, and the second count sees the first's call decided.
+    await lockRunStatus(tx, approval.runId);
     await this.#resumeIfIdle(tx, approval.runId, { approval_id: approval.approvalId, decision }, collect);
     const { decided_at, decided_by, reason: kept } = moved.after!;
     return { call, approval: { ...approvalOf(approval), status: moved.to, decidedAt: decided_at && new Date(decided_at), decidedBy: decided_by, reason: kept } };
@@ -899,6 +943,11 @@ async function contractMoves(
 const approvalCreated = (approvalId: string, id: string, tool: string, summary: string, reason: string, expiresAt: Date | string): NewEvent => ({
   type: 'approval_created',
   payload: { approval_id: approvalId, tool_call_id: id, tool_name: tool, args_summary: summary, reason, expires_at: new Date(expiresAt).getTime() },
+});
+
+const approvalDecision = (approval: CallApproval, decision: 'approve' | 'reject' | 'expire', status: ApprovalState, decidedBy: string, reason: string): NewEvent => ({
+  type: 'approval_decision',
+  payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status, decided_by: decidedBy, reason: reason || null },
 });
 
 /** The run's pause for an approval. */

@@ -7,8 +7,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
 import type { RunState } from '../domain/run.machine.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
-import type { StoredEvent } from './event-log.js';
-import { executeOne, inJsonList } from './native.js';
+import { numberedEvents, type Numbered, type SentEvent, type StoredEvent } from './event-log.js';
+import { executeGuarded, executeOne, inJsonList } from './native.js';
 import { writeTransition, type MachineTable } from './transition.js';
 
 export const TOOL_CALLS: MachineTable<ToolCallState, ToolCallTrigger> = { machine: TOOL_CALL_MACHINE, table: 'tool_calls', state: 'status', key: ['tool_call_id'] };
@@ -113,6 +113,7 @@ interface RawApproval {
   session_user_id?: string | null;
   run_status?: RunState | null;
   run_trace_id?: string | null;
+  run_parent?: string | null;
 }
 
 /** What a decision checks of an approval, read with it: its call's arguments as they are now, its session's user and its run's state. */
@@ -122,7 +123,7 @@ export interface ApprovalForDecision {
   /** Null when its session is gone. */
   sessionUserId: string | null;
   /** Null when its run is gone. */
-  run: { runId: string; status: RunState; traceId: string } | null;
+  run: { runId: string; status: RunState; traceId: string; parentRunId: string | null } | null;
 }
 
 const APPROVAL_COLUMNS = `a.approval_id, a.run_id, a.tool_call_id, a.ticket, a.step_id, a.session_id, a.status, a.created_at, a.decided_at, a.decided_by,
@@ -200,6 +201,27 @@ export async function insertToolCall(
 export interface CallCommit {
   call: ToolCallRow;
   events: StoredEvent[];
+}
+
+/** What abc_decide_call wrote: the approval's decision and the call with its events. */
+export interface CallDecided extends CallCommit {
+  approval: { status: ApprovalState; decided_at: string; decided_by: string; reason: string | null; created_at: string; approval_id: string };
+}
+
+/**
+ * A decision on a held call's approval in one statement (abc_decide_call,
+ * migration decide_call_function); undefined, with nothing written, when a
+ * row was not as the decision was decided from (SQLSTATE ABC01).
+ */
+export async function decideCall(em: EntityManager, arg: Record<string, unknown>, origin: string): Promise<CallDecided | undefined> {
+  const json = JSON.stringify(arg);
+  type Row = { r: { approval: CallDecided['approval']; call: RawCall; session_id: string; numbered: Numbered[] } };
+  const rows = await executeGuarded<Row>(em, 'SELECT abc_decide_call(?::jsonb, ?) AS r', [json, origin]);
+  if (!rows) return undefined;
+  const { approval, call, session_id, numbered } = rows[0]!.r;
+  // The events in the order sent; a resume's, last, only when it was written.
+  const sent = JSON.parse(json) as Record<'approval_events' | 'events' | 'resume_events', SentEvent[]>;
+  return { approval, call: toCall(call), events: numberedEvents([...sent.approval_events, ...sent.events, ...sent.resume_events], session_id, numbered) };
 }
 
 /** The columns a call's row maps. */
@@ -334,7 +356,8 @@ export async function readApproval(
   // A call's arguments as its row maps them (none stored: {}); null when it has no call.
   const select = o.decision
     ? `SELECT ${APPROVAL_COLUMNS}, CASE WHEN c.tool_call_id IS NOT NULL THEN coalesce(c.args, '{}') END AS call_args,
-         (SELECT s.user_id FROM sessions s WHERE s.session_id = a.session_id) AS session_user_id, r.status AS run_status, r.trace_id AS run_trace_id ${APPROVAL_FROM}`
+         (SELECT s.user_id FROM sessions s WHERE s.session_id = a.session_id) AS session_user_id, r.status AS run_status, r.trace_id AS run_trace_id,
+         r.parent_run_id AS run_parent ${APPROVAL_FROM}`
     : APPROVAL_SELECT;
   const [row] = await executeOne<RawApproval>(em, `${select} WHERE a.approval_id = ?${lock}`, [approvalId]);
   return row && { ...toApproval(row), argsHash: row.args_hash, ...(o.decision && { decision: decisionOf(row) }) };
@@ -343,7 +366,7 @@ export async function readApproval(
 const decisionOf = (row: RawApproval): ApprovalForDecision => ({
   callArgs: row.call_args ?? null,
   sessionUserId: row.session_user_id ?? null,
-  run: row.run_id && row.run_status ? { runId: row.run_id, status: row.run_status, traceId: row.run_trace_id ?? '' } : null,
+  run: row.run_id && row.run_status ? { runId: row.run_id, status: row.run_status, traceId: row.run_trace_id ?? '', parentRunId: row.run_parent ?? null } : null,
 });
 
 /** A place in a list of approvals, oldest first: after this creation time (epoch microseconds) and id. */

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { writeTool } from '../../src/store/tool-store.js';
 import { readEvents } from '../../src/store/event-log.js';
@@ -464,6 +465,31 @@ describe('approvals', () => {
     expect((await decide(approvals[1]!.approval_id, 'approve', 'fay')).status).toBe(200);
     expect(await runStatus()).toBe('RUNNING');
     await expect.poll(() => webhookCalls.map((c) => c.args.to).sort()).toEqual(['acct-a', 'acct-b']);
+    run.release();
+    run.ws.close();
+  });
+
+  it('resumes a run whose two approvals are decided at the same time', async () => {
+    const run = await liveRun('gus');
+    await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 700, to: 'acct-c' } });
+    await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 800, to: 'acct-d' } });
+    const approvals = (await approvalsOf(run.runId, 'status=PENDING')) as { approval_id: string }[];
+    // The run's row is held, from connections of the test's own, until both decisions wait for it: neither has committed when the other counts the calls still held.
+    const [holder, watcher] = [new pg.Client({ connectionString: s.orm.config.get('clientUrl') }), new pg.Client({ connectionString: s.orm.config.get('clientUrl') })];
+    await Promise.all([holder.connect(), watcher.connect()]);
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM runs WHERE run_id = $1 FOR UPDATE', [run.runId]);
+    const deciding = Promise.all(approvals.map((a) => decide(a.approval_id, 'approve', 'gus')));
+    const waiting = async () => (await watcher.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%abc_decide_call%'`)).rows[0].n;
+    await expect.poll(waiting, { timeout: 10_000 }).toBe(2);
+    await holder.query('COMMIT');
+    const answers = await deciding;
+    await Promise.all([holder.end(), watcher.end()]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    // The second counts the calls after the first's commit: it sees none held, and resumes the run once.
+    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
+    expect((await types(run.runId, ['run_state'])).length).toBe(2);
+    await expect.poll(() => webhookCalls.map((c) => c.args.to).sort()).toEqual(['acct-c', 'acct-d']);
     run.release();
     run.ws.close();
   });
