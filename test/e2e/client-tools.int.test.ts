@@ -102,6 +102,34 @@ describe('client tools', () => {
     }
   });
 
+  it('resumes a run whose two client calls end at the same time', async () => {
+    const { ws, runId, token } = await run();
+    const calls = [await invoke(token, { run_id: runId, args: { url: 'https://a.example' } }), await invoke(token, { run_id: runId, args: { url: 'https://b.example' } })];
+    await ws.until((f) => f.filter((x) => x.type === 'tool_request').length === 2);
+    // The run's row is held until both results wait for it: neither has committed when the other counts the calls still held.
+    const [holder, watcher] = [new pg.Client({ connectionString: s.orm.config.get('clientUrl')! }), new pg.Client({ connectionString: s.orm.config.get('clientUrl')! })];
+    await Promise.all([holder.connect(), watcher.connect()]);
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM runs WHERE run_id = $1 FOR UPDATE', [runId]);
+    // Each from a client of its own: a connection handles its frames in turn.
+    const other = await new WsClient(s.url).open();
+    other.send({ type: 'hello', api_key: s.key, user_id: 'u1' });
+    await other.next('hello_ack');
+    for (const [client, call] of [[ws, calls[0]], [other, calls[1]]] as const) {
+      client.send({ type: 'tool_result', run_id: runId, tool_call_id: call.tool_call_id, ok: true, result: { file_path: `/tmp/${call.tool_call_id}.png` } });
+    }
+    const waiting = async () => (await watcher.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)).rows[0].n;
+    await expect.poll(waiting, { timeout: 10_000 }).toBe(2);
+    await holder.query('COMMIT');
+    await Promise.all([holder.end(), watcher.end()]);
+    // The second counts the calls after the first's commit: it sees none held, and resumes the run once.
+    await expect.poll(async () => (await (await s.http(`/v1/runs/${runId}`)).json()).run.status).toBe('RUNNING');
+    const states = (await readEvents(s.orm.em.fork(), { runId, types: ['run_state'] }, '0', 10)).map((e) => e.payload.to);
+    expect(states).toEqual(['PAUSED_WAITING_TOOL', 'RUNNING']);
+    ws.close();
+    other.close();
+  });
+
   it('fails at once with client_offline when no client of the session is connected', async () => {
     const { ws, runId, token } = await run();
     ws.close();
