@@ -1,16 +1,24 @@
 // Agent-to-agent calls through ABC (seed 001 §7.3): child runs, the tree, cycles, depth, cancel.
 import { createParser } from 'eventsource-parser';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readEvents } from '../../src/store/event-log.js';
 import { echo, sse, startFakeAgent, type FakeAgent, type Invocation } from '../support/fake-agent.js';
 import { startTestStack, WsClient, type TestStack } from '../support/gateway.js';
 
 let s: TestStack;
+let dir: string;
 const agents: Record<string, FakeAgent> = {};
 
 beforeAll(async () => {
-  s = await startTestStack({ a2aMaxDepth: 3 });
+  dir = await mkdtemp(path.join(os.tmpdir(), 'abc-a2a-'));
+  const policyFile = path.join(dir, 'policy.json');
+  await writeFile(policyFile, JSON.stringify({ version: 1, default: 'allow', rules: [{ id: 'confirm-echo', tools: ['echo'], decision: 'require_approval' }] }));
+  // A child run waits for its approval with nothing to send: its agent's stream stays open meanwhile.
+  s = await startTestStack({ a2aMaxDepth: 3, policyFile, agentIdleTimeoutMs: 30_000 });
   for (const id of ['planner', 'weather', 'geo', 'deep']) {
     agents[id] = await startFakeAgent(echo);
     await s.http('/v1/agents/register', { method: 'POST', json: { agent_id: id, name: id, endpoint: agents[id]!.url } });
@@ -19,6 +27,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const a of Object.values(agents)) await a.close();
   await s.close();
+  await rm(dir, { recursive: true, force: true });
 });
 
 /** Calls another agent through ABC as the run of `inv`; returns the HTTP status and the SSE events. */
@@ -80,6 +89,42 @@ describe('agent-to-agent calls', () => {
     expect(callContract).toMatchObject({ action_summary: 'weather → from planner: weather in Taipei?', current_status: 'completed', run_id: done.run_id, transition_count: 2 });
     const moves = (await readEvents(s.orm.em.fork(), { runId: childRunId, types: ['execution_state'] }, '0', 10)).map((e) => e.payload.trigger);
     expect(moves).toEqual(['start', 'succeed']);
+    ws.close();
+  });
+
+  it('pause a child run for its approval, and its parent\'s agent_call contract with it', async () => {
+    agents.planner!.behave(delegating('weather'));
+    agents.weather!.behave(async (inv, res) => {
+      const auth = { authorization: `Bearer ${inv.headers['x-abc-run-token']}`, 'content-type': 'application/json' };
+      let call = await (await fetch(`${s.url}/v1/tools/echo:invoke`, { method: 'POST', headers: auth, body: JSON.stringify({ run_id: inv.body.run_id, args: { city: 'Taipei' } }) })).json();
+      while (!['succeeded', 'failed'].includes(call.status)) {
+        call = await (await fetch(`${s.url}/v1/tool_calls/${call.tool_call_id}:wait?timeout_ms=5000`, { method: 'POST', headers: auth })).json();
+      }
+      sse(res, 'done', { usage: {}, final_message: `echo ${call.status}` });
+      res.end();
+    });
+    const answered = invokeAsUser('planner', 'weather in Taipei?');
+    const pending = async () => (await (await s.http('/v1/approvals?status=PENDING')).json()).approvals.filter((a: { tool_name: string }) => a.tool_name === 'echo');
+    await expect.poll(async () => (await pending()).length).toBe(1);
+    const [approval] = await pending();
+    const child = (await (await s.http(`/v1/runs/${approval.run_id}`)).json()).run;
+    expect(child).toMatchObject({ status: 'PAUSED_WAITING_APPROVAL', root_agent_id: 'weather' });
+    // The parent's contract for the call waits with its child (seed 004: a child run is its parent's agent_call).
+    const contractOf = async () =>
+      (await (await s.http(`/api/execution/${(await (await s.http(`/v1/runs/${child.parent_run_id}`)).json()).run.session_id}/timeline`)).json()).contracts.find(
+        (c: { action_type: string }) => c.action_type === 'agent_call',
+      );
+    expect(await contractOf()).toMatchObject({ current_status: 'waiting' });
+
+    const decided = await s.http(`/v1/approvals/${approval.approval_id}:decide`, { method: 'POST', headers: { 'x-user-id': 'u1' }, json: { decision: 'approve' } });
+    expect(decided.status).toBe(200);
+    const { ws, done } = await answered;
+    expect(done.final_message).toBe('weather says: echo succeeded');
+    expect(await contractOf()).toMatchObject({ current_status: 'completed' });
+    const mirrored = (await readEvents(s.orm.em.fork(), { runId: child.run_id, types: ['execution_state'] }, '0', 50))
+      .filter((e) => String(e.payload.action_summary).startsWith('weather →'))
+      .map((e) => e.payload.trigger);
+    expect(mirrored).toEqual(['start', 'suspend', 'resume', 'succeed']);
     ws.close();
   });
 
