@@ -96,9 +96,10 @@ describe('agent-to-agent calls', () => {
     agents.planner!.behave(delegating('weather'));
     agents.weather!.behave(async (inv, res) => {
       const auth = { authorization: `Bearer ${inv.headers['x-abc-run-token']}`, 'content-type': 'application/json' };
-      let call = await (await fetch(`${s.url}/v1/tools/echo:invoke`, { method: 'POST', headers: auth, body: JSON.stringify({ run_id: inv.body.run_id, args: { city: 'Taipei' } }) })).json();
+      type Call = { status: string; tool_call_id: string };
+      let call = (await (await fetch(`${s.url}/v1/tools/echo:invoke`, { method: 'POST', headers: auth, body: JSON.stringify({ run_id: inv.body.run_id, args: { city: 'Taipei' } }) })).json()) as Call;
       while (!['succeeded', 'failed'].includes(call.status)) {
-        call = await (await fetch(`${s.url}/v1/tool_calls/${call.tool_call_id}:wait?timeout_ms=5000`, { method: 'POST', headers: auth })).json();
+        call = (await (await fetch(`${s.url}/v1/tool_calls/${call.tool_call_id}:wait?timeout_ms=5000`, { method: 'POST', headers: auth })).json()) as Call;
       }
       sse(res, 'done', { usage: {}, final_message: `echo ${call.status}` });
       res.end();
