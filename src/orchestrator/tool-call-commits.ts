@@ -10,7 +10,7 @@
 // path in a transaction, which decides and fails as it always has.
 import { actorCategory, EXECUTION_CONTRACT_MACHINE, type ExecutionState } from '../domain/execution-contract.machine.js';
 import { transition } from '../domain/machine.js';
-import { APPROVAL_MACHINE } from '../domain/approval.machine.js';
+import type { ApprovalState } from '../domain/approval.machine.js';
 import { RUN_MACHINE, type RunState } from '../domain/run.machine.js';
 import { storedError } from '../domain/stored-error.js';
 import { TOOL_CALL_MACHINE, type ToolCallState, type ToolCallTrigger } from '../domain/tool-call.machine.js';
@@ -174,7 +174,6 @@ export function moveCallArg(m: MoveCall): Record<string, unknown> | undefined {
   const path = from && pathOf(m.from, m.toolCallId, [m.hop], from);
   if (!path) return undefined;
   const { input, wanted } = appendArgs([{ runId: m.runId, events: path.events, onlyIfActive: false }]);
-  const terminal = EXECUTION_CONTRACT_MACHINE.isTerminal(path.contract.to);
   return {
     tool_call_id: m.toolCallId,
     from: m.from,
@@ -183,12 +182,7 @@ export function moveCallArg(m: MoveCall): Record<string, unknown> | undefined {
     ...(m.patch.error && { error: storedError(m.patch.error) }),
     started: m.hop.trigger === 'start',
     completed: TOOL_CALL_MACHINE.isTerminal(path.to),
-    ...(path.contract.hops.length && {
-      contract: {
-        from, to: path.contract.to, at: path.contract.at!.toISOString(), hops: path.contract.hops, terminal, fact_id: newId('mem'),
-        ...outcomeOf(path.to, m.patch),
-      },
-    }),
+    ...(path.contract.hops.length && { contract: contractArg(from, path.contract, outcomeOf(path.to, m.patch)) }),
     events: input,
     wanted,
     channel: EVENTS_CHANNEL,
@@ -204,6 +198,8 @@ export interface CallDecision {
   trigger: 'approve' | 'reject';
   decidedBy: string;
   reason: string;
+  /** The approval's move. */
+  to: ApprovalState;
   /** The call's arguments as read: the human was shown them. */
   args: Record<string, unknown>;
   /** The run's state as read: a paused run resumes when nothing else holds it. */
@@ -226,23 +222,18 @@ export interface CallDecision {
  * undefined for a move a machine refuses.
  */
 export function decisionArg(d: CallDecision): Record<string, unknown> | undefined {
-  const approval = transition(APPROVAL_MACHINE, 'PENDING', d.trigger);
   const held = contractPath('waiting', APPROVAL_TO_CONTRACT[d.trigger]);
   const call = pathOf('WAITING_APPROVAL', d.toolCallId, [{ trigger: d.trigger, events: d.events }], 'waiting');
   const resume = d.runStatus === 'PAUSED_WAITING_APPROVAL' || d.runStatus === 'PAUSED_WAITING_TOOL' ? transition(RUN_MACHINE, d.runStatus, 'resume') : undefined;
-  if (!approval.ok || !held || !call || (resume && !resume.ok)) return undefined;
+  if (!held || !call || (resume && !resume.ok)) return undefined;
   const resumed: NewEvent[] = resume?.ok ? [{ type: 'run_state', payload: { from: d.runStatus, to: resume.value, detail: d.detail } }] : [];
   const { input } = appendArgs([{ runId: d.runId, events: [...held.events, ...call.events, ...resumed], onlyIfActive: false }]);
-  const contract = (to: ExecutionState, from: ExecutionState, at: Date | undefined, hops: Record<string, unknown>[], outcome: { result?: string; errorMessage?: string }) => ({
-    from, to, at: at!.toISOString(), hops, terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(to), fact_id: newId('mem'),
-    ...(outcome.result !== undefined && { result: outcome.result }), ...(outcome.errorMessage !== undefined && { error_message: outcome.errorMessage }),
-  });
   return {
-    approval_id: d.approvalId, from: 'PENDING', to: approval.value, decided_by: d.decidedBy, reason: d.reason || null,
+    approval_id: d.approvalId, from: 'PENDING', to: d.to, decided_by: d.decidedBy, reason: d.reason || null,
     call: { from: 'WAITING_APPROVAL', to: call.to, args: d.args, ...(d.error && { error: storedError(d.error) }), completed: TOOL_CALL_MACHINE.isTerminal(call.to) },
     run_status: d.runStatus,
-    approval_contract: contract(held.to, 'waiting', held.at, held.hops, d.outcome),
-    call_contract: contract(call.contract.to, 'waiting', call.contract.at, call.contract.hops, d.error ? { errorMessage: d.error.message } : {}),
+    approval_contract: contractArg('waiting', held, { result: d.outcome.result, error_message: d.outcome.errorMessage }),
+    call_contract: contractArg('waiting', call.contract, outcomeOf(call.to, d)),
     ...(resume?.ok && { resume: { to: resume.value, client_kinds: d.clientKinds } }),
     approval_events: input.slice(0, held.events.length),
     events: input.slice(held.events.length, held.events.length + call.events.length),
@@ -251,9 +242,17 @@ export function decisionArg(d: CallDecision): Record<string, unknown> | undefine
   };
 }
 
+/** What a contract keeps of its subject's end. */
+export type ContractOutcome = { result?: string; error_message?: string };
+
 /** What a contract keeps of its call's end. */
-function outcomeOf(to: ToolCallState, patch: MoveCall['patch']): { result?: string; error_message?: string } {
+function outcomeOf(to: ToolCallState, patch: MoveCall['patch']): ContractOutcome {
   return { ...(to === 'SUCCEEDED' && { result: summariseOutcome(patch.result ?? null) }), ...(patch.error && { error_message: patch.error.message }) };
+}
+
+/** abc_move_contract's argument: a contract's moves from `from` (with the fact of a terminal one) and what it keeps of them. */
+function contractArg(from: ExecutionState, path: { to: ExecutionState; at?: Date; hops: Record<string, unknown>[] }, outcome: ContractOutcome) {
+  return { from, to: path.to, at: path.at!.toISOString(), hops: path.hops, terminal: EXECUTION_CONTRACT_MACHINE.isTerminal(path.to), fact_id: newId('mem'), ...outcome };
 }
 
 /** The hops by the machines' tables with their events, as the move-by-move writer logs them; undefined for a hop it refuses. */

@@ -5,7 +5,8 @@ import { metrics } from '../runtime/metrics.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isIllegalTransition, writeTransition } from '../store/transition.js';
-import type { ApprovalState, ApprovalTrigger } from '../domain/approval.machine.js';
+import { APPROVAL_MACHINE, type ApprovalState, type ApprovalTrigger } from '../domain/approval.machine.js';
+import { transition } from '../domain/machine.js';
 import { AbcError, invalidRequest, notFound } from '../domain/errors.js';
 import { storedError } from '../domain/stored-error.js';
 import { decide, verdictRecord, type ScopedVerdict } from '../domain/policy.js';
@@ -57,6 +58,7 @@ import {
   type ApprovalForDecision,
   type ApprovalKey,
   type ApprovalRow,
+  type DecidedRow,
   type RawCall,
   type ToolCallRow,
 } from '../store/tool-call-store.js';
@@ -109,11 +111,10 @@ interface CallEnd {
 /** An approval an agent's tool call waits on. */
 type CallApproval = ApprovalRow & { runId: string; toolCallId: string; argsHash: string | null };
 
-/** What a decision writes of an approval's row. */
-type DecidedApproval = { approval_id: string; status: ApprovalState; created_at: Date; decided_at: Date | null; decided_by: string | null; reason: string | null };
-
-/** The approval's own fields, without what a read added for its decision. */
-const approvalOf = ({ argsHash: _hash, decision: _decision, ...row }: ApprovalRow & { argsHash?: string | null; decision?: unknown }): ApprovalRow => row;
+/** The approval as a decision wrote it: as read, with the written state, time, decider and reason. */
+function decidedApproval({ argsHash: _hash, decision: _decision, ...read }: ApprovalRow & { argsHash?: string | null; decision?: unknown }, row: DecidedRow): ApprovalRow {
+  return { ...read, status: row.status, decidedAt: row.decided_at === null ? null : new Date(row.decided_at), decidedBy: row.decided_by, reason: row.reason };
+}
 
 const TERMINAL = new Set<ToolCallState>(TOOL_CALL_MACHINE.terminal);
 
@@ -470,7 +471,8 @@ export class ToolCalls {
       : [];
     if (waiting) this.#log.warn({ runId, waiting }, 'resuming a run whose execution contracts still wait');
     const resumed = [...pending, ...warning, { type: 'run_state', payload: { from: run.status, to: 'RUNNING', detail } }];
-    // In one statement from the state read; a run that moved on meanwhile takes the locking read, which decides.
+    // Its callers hold the run's row (locked, or written by their append), so it is in the state read: one statement from it.
+    // Should it not be, the locking read decides, as a move of a run always has.
     if (!(await transitionRunFrom(tx, this.#log, runId, run.status, 'resume', resumed))) await transitionRun(tx, this.#log, runId, 'resume', resumed);
   }
 
@@ -622,8 +624,18 @@ export class ToolCalls {
       await this.#opts.decideStep(found.ticket, decision, `user:${userId}`, reason);
       return this.approval(approvalId);
     }
-    const atOnce = await this.#decideAtOnce(found as CallApproval & { decision: ApprovalForDecision }, decision, principal, userId, reason);
-    if (atOnce) return atOnce;
+    const decided =
+      (await this.#decideAtOnce(found as CallApproval & { decision: ApprovalForDecision }, decision, principal, userId, reason)) ??
+      (await this.#decideInTransaction(approvalId, decision, principal, userId, reason));
+    const { call } = decided;
+    if (call.status === 'APPROVED') {
+      this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
+    }
+    return decided.approval;
+  }
+
+  /** A decision move by move, under the approval's lock: it refuses, withdraws or settles, as the approval, its call and its run now are. */
+  async #decideInTransaction(approvalId: string, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<{ call: ToolCallRow; approval: ApprovalRow }> {
     const outcome = await this.#em().transactional(async (tx) => {
       const approval = (await this.#lockApproval(tx, approvalId)) as CallApproval & { decision: ApprovalForDecision };
       const { callArgs, sessionUserId, run } = approval.decision;
@@ -645,11 +657,7 @@ export class ToolCalls {
       const { runId, status } = outcome.withdrawn;
       throw new AbcError('FAILED_PRECONDITION', { code: 'run_ended', message: `run ${runId} has ended (${status}); approval ${approvalId} was withdrawn`, details: { run_id: runId, status } });
     }
-    const call = outcome.call!;
-    if (call.status === 'APPROVED') {
-      this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
-    }
-    return outcome.approval!;
+    return { call: outcome.call!, approval: outcome.approval! };
   }
 
   /**
@@ -659,13 +667,18 @@ export class ToolCalls {
    * transactional path then refuses or withdraws, as it decides) or when a
    * row was no longer as read.
    */
-  async #decideAtOnce(approval: CallApproval & { decision: ApprovalForDecision }, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<ApprovalRow | undefined> {
+  async #decideAtOnce(
+    approval: CallApproval & { decision: ApprovalForDecision },
+    decision: 'approve' | 'reject',
+    principal: KeyPrincipal,
+    userId: string,
+    reason: string,
+  ): Promise<{ call: ToolCallRow; approval: ApprovalRow } | undefined> {
     const { callArgs, sessionUserId, run } = approval.decision;
     if (approval.status !== 'PENDING' || !run || run.parentRunId || RUN_MACHINE.isTerminal(run.status)) return undefined;
     if (sessionUserId !== userId || !speaksFor(principal, userId) || !callArgs || canonicalHash(callArgs) !== approval.argsHash) return undefined;
     const decidedBy = `user:${userId}`;
-    const decisionEvent = approvalDecision(approval, decision, decision === 'approve' ? 'APPROVED' : 'REJECTED', decidedBy, reason);
-    const rejected = rejection('reject');
+    const settled = settlement(approval, decision, decidedBy, reason);
     const arg = decisionArg({
       approvalId: approval.approvalId,
       toolCallId: approval.toolCallId,
@@ -673,24 +686,20 @@ export class ToolCalls {
       trigger: decision,
       decidedBy,
       reason,
+      to: settled.status,
       args: callArgs,
       runStatus: run.status,
       clientKinds: this.kinds.clientKinds(),
-      events: decision === 'approve' ? [decisionEvent] : [decisionEvent, { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error: rejected } }],
-      ...(decision === 'reject' && { error: rejected }),
-      outcome: decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejected.message },
+      events: settled.events,
+      ...(settled.error && { error: settled.error }),
+      outcome: settled.outcome,
       detail: { approval_id: approval.approvalId, decision },
     });
     if (!arg) return undefined;
     const written = await this.#opts.bus.deliver({ runId: run.runId, sessionId: approval.sessionId }, (origin) => decideCall(this.#em(), arg, origin));
     if (!written) return undefined;
-    const { approval: row, call } = written;
-    observeApproval(row, row.status, run.traceId, decidedBy);
-    this.#counted(call);
-    if (call.status === 'APPROVED') {
-      this.#background(() => (this.kinds.clientSide(call.kind) ? this.#sendApprovedToClient(call.toolCallId) : this.#execute(call.toolCallId)));
-    }
-    return { ...approvalOf(approval), status: row.status, decidedAt: new Date(row.decided_at), decidedBy: row.decided_by, reason: row.reason };
+    observeApproval(written.approval, written.approval.status, run.traceId, decidedBy);
+    return { call: this.#counted(written.call), approval: decidedApproval(approval, written.approval) };
   }
 
   /** Applies a decision (or expiry) to an approval, its call and its run (read here unless given), in `tx`: the call and the approval as written. */
@@ -704,7 +713,7 @@ export class ToolCalls {
   ): Promise<{ call: ToolCallRow; approval: ApprovalRow }> {
     let moved;
     try {
-      moved = await writeTransition<ApprovalState, ApprovalTrigger, DecidedApproval>(tx, APPROVALS, decision as ApprovalTrigger, {
+      moved = await writeTransition<ApprovalState, ApprovalTrigger, DecidedRow>(tx, APPROVALS, decision as ApprovalTrigger, {
         columns: 'approval_id, status, created_at',
         where: 'approval_id = ?',
         params: [approval.approvalId],
@@ -728,28 +737,15 @@ export class ToolCalls {
     }
     if (!moved) throw notFound('approval', approval.approvalId);
     observeApproval(moved.row, moved.to, (run ?? (await findRun(tx, approval.runId)))?.traceId ?? '', decidedBy);
-    const next = { value: moved.to };
-    const outcome = decision === 'approve' ? { result: `approved by ${decidedBy}` } : { errorMessage: rejection(decision).message };
+    const settled = settlement(approval, decision, decidedBy, reason);
     // The moves' events go to the log in one append, with the run's resume when it resumes.
-    const collect = await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], outcome);
-    const decisionEvent = approvalDecision(approval, decision, next.value, decidedBy, reason);
-    const call =
-      decision === 'approve'
-        ? await this.#transition(tx, approval.toolCallId, 'approve', [decisionEvent], {}, collect)
-        : await this.#transition(
-            tx,
-            approval.toolCallId,
-            decision === 'reject' ? 'reject' : 'time_out',
-            [decisionEvent, { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error: rejection(decision) } }],
-            { error: rejection(decision), completed: true },
-            collect,
-          );
+    const collect = await contractMoves(tx, { runId: approval.runId, subjectId: approval.approvalId }, APPROVAL_TO_CONTRACT[decision], settled.outcome);
+    const call = await this.#transition(tx, approval.toolCallId, settled.trigger, settled.events, settled.error ? { error: settled.error, completed: true } : {}, collect);
     // Its events are not appended yet, so the run's row is not yet this transaction's: taken before the count of what
     // still holds the run, it makes two decisions of one run take turns, and the second count sees the first's call decided.
     await lockRunStatus(tx, approval.runId);
     await this.#resumeIfIdle(tx, approval.runId, { approval_id: approval.approvalId, decision }, collect);
-    const { decided_at, decided_by, reason: kept } = moved.after!;
-    return { call, approval: { ...approvalOf(approval), status: moved.to, decidedAt: decided_at && new Date(decided_at), decidedBy: decided_by, reason: kept } };
+    return { call, approval: decidedApproval(approval, moved.after!) };
   }
 
   async #sendApprovedToClient(toolCallId: string): Promise<void> {
@@ -945,10 +941,24 @@ const approvalCreated = (approvalId: string, id: string, tool: string, summary: 
   payload: { approval_id: approvalId, tool_call_id: id, tool_name: tool, args_summary: summary, reason, expires_at: new Date(expiresAt).getTime() },
 });
 
-const approvalDecision = (approval: CallApproval, decision: 'approve' | 'reject' | 'expire', status: ApprovalState, decidedBy: string, reason: string): NewEvent => ({
-  type: 'approval_decision',
-  payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status, decided_by: decidedBy, reason: reason || null },
-});
+/**
+ * What a decision (or expiry) of a pending approval writes beside the
+ * approval's move: its state, the call's hop with its events (and a
+ * rejection's error), and what the approval's contract keeps.
+ */
+function settlement(approval: CallApproval, decision: 'approve' | 'reject' | 'expire', decidedBy: string, reason: string) {
+  const next = transition(APPROVAL_MACHINE, 'PENDING', decision);
+  if (!next.ok) throw new Error(`approval machine: PENDING refuses ${decision}`);
+  const status = next.value;
+  const decided: NewEvent = {
+    type: 'approval_decision',
+    payload: { approval_id: approval.approvalId, tool_call_id: approval.toolCallId, decision, status, decided_by: decidedBy, reason: reason || null },
+  };
+  if (decision === 'approve') return { status, trigger: 'approve' as const, events: [decided], outcome: { result: `approved by ${decidedBy}` } };
+  const error = rejection(decision);
+  const failed: NewEvent = { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error } };
+  return { status, trigger: decision === 'reject' ? ('reject' as const) : ('time_out' as const), events: [decided, failed], error, outcome: { errorMessage: error.message } };
+}
 
 /** The run's pause for an approval. */
 const pausedFor = (approvalId: string, id: string): NewEvent => ({

@@ -203,9 +203,19 @@ export interface CallCommit {
   events: StoredEvent[];
 }
 
+/** What a decision writes of an approval's row (its timestamps as a row or as JSON gives them). */
+export interface DecidedRow {
+  approval_id: string;
+  status: ApprovalState;
+  created_at: Date | string;
+  decided_at: Date | string | null;
+  decided_by: string | null;
+  reason: string | null;
+}
+
 /** What abc_decide_call wrote: the approval's decision and the call with its events. */
 export interface CallDecided extends CallCommit {
-  approval: { status: ApprovalState; decided_at: string; decided_by: string; reason: string | null; created_at: string; approval_id: string };
+  approval: DecidedRow;
 }
 
 /**
@@ -311,7 +321,7 @@ export async function insertStepApproval(
 
 /** Settles a contract step's approval as its ticket's human request was answered, timed out or withdrawn. */
 export async function settleStepApproval(tx: EntityManager, approvalId: string, trigger: ApprovalTrigger, decidedBy: string, reason: string, traceId: string): Promise<void> {
-  const moved = await writeTransition(tx, APPROVALS, trigger, {
+  const moved = await writeTransition<ApprovalState, ApprovalTrigger, Pick<DecidedRow, 'approval_id' | 'created_at'>>(tx, APPROVALS, trigger, {
     columns: 'approval_id, status, created_at',
     where: "approval_id = ? AND status = 'PENDING'",
     params: [approvalId],
@@ -324,8 +334,8 @@ export async function settleStepApproval(tx: EntityManager, approvalId: string, 
  * Counts how long an approval waited, by how it ended, and records the wait
  * as a span in the trace of its run or ticket, linked to the decider's.
  */
-export function observeApproval(row: Record<string, unknown>, to: string, traceId: string, decidedBy: string): void {
-  const requested = new Date(row.created_at as string);
+export function observeApproval(row: Pick<DecidedRow, 'approval_id' | 'created_at'>, to: string, traceId: string, decidedBy: string): void {
+  const requested = new Date(row.created_at);
   metrics.approvalWait.observe({ outcome: to.toLowerCase() }, (Date.now() - requested.getTime()) / 1000);
   const decider = trace.getSpanContext(otel.active());
   const { span } = startSpan('approval', {

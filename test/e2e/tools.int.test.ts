@@ -87,6 +87,7 @@ const approvalsOf = async (runId: string, query = '') => (await (await s.http(`/
 const decide = (approvalId: string, decision: string, userId: string, reason?: string) =>
   s.http(`/v1/approvals/${approvalId}:decide`, { method: 'POST', json: { decision, ...(reason && { reason }) }, headers: { 'x-user-id': userId } });
 
+const runStatus = async (runId: string) => (await (await s.http(`/v1/runs/${runId}`)).json()).run.status;
 const types = async (runId: string, only?: string[]) => (await readEvents(s.orm.em.fork(), { runId, types: only }, '0', 1000)).map((e) => e.type);
 
 describe('allowed server tools', () => {
@@ -342,7 +343,7 @@ describe('approvals', () => {
     expect(pending.body).toMatchObject({ status: 'pending', reason: 'waiting_approval' });
     const asked = await run.ws.next('approval_required');
     expect(asked).toMatchObject({ run_id: run.runId, tool_call_id: pending.body.tool_call_id, tool_name: 'payments.transfer', args_summary: 'payments.transfer(amount: 500, to: "acct-9")' });
-    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('PAUSED_WAITING_APPROVAL');
+    expect(await runStatus(run.runId)).toBe('PAUSED_WAITING_APPROVAL');
     expect(webhookCalls).toHaveLength(0);
 
     const waiting = s.http(`/v1/tool_calls/${pending.body.tool_call_id}:wait?timeout_ms=10000`, { method: 'POST', key: run.token }).then((r) => r.json());
@@ -350,7 +351,7 @@ describe('approvals', () => {
     const done = await waiting;
     expect(done).toMatchObject({ status: 'succeeded', result: { ok: true } });
     expect(webhookCalls).toHaveLength(1);
-    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
+    expect(await runStatus(run.runId)).toBe('RUNNING');
     expect(await types(run.runId, ['approval_created', 'approval_decision', 'run_state'])).toEqual(['approval_created', 'run_state', 'approval_decision', 'run_state']);
     // The whole log from the call on, each move in order: the request's and the decision's moves each commit in one append.
     const log = (await readEvents(s.orm.em.fork(), { runId: run.runId }, '0', 1000)).map((e) => (e.type === 'execution_state' ? `${e.type}:${e.payload.to_status}` : e.type === 'tool_call_state' ? `${e.type}:${e.payload.to}` : e.type));
@@ -407,7 +408,7 @@ describe('approvals', () => {
     expect(hops.slice(hops.indexOf('approval_decision'))).toEqual(['approval_decision', 'tool_dispatched', 'tool_result']);
     const [warning] = await readEvents(s.orm.em.fork(), { runId: run.runId, types: ['execution_alignment_warning'] }, '0', 10);
     expect(warning!.payload).toMatchObject({ expected_waiting: 0, actual_waiting: 1 });
-    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
+    expect(await runStatus(run.runId)).toBe('RUNNING');
     run.release();
     run.ws.close();
   });
@@ -452,8 +453,7 @@ describe('approvals', () => {
     const first = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 500, to: 'acct-a' } });
     const second = await invoke(run.token, 'payments.transfer', { run_id: run.runId, args: { amount: 600, to: 'acct-b' } });
     expect([first.body.status, second.body.status]).toEqual(['pending', 'pending']);
-    const runStatus = async () => (await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status;
-    expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
+    expect(await runStatus(run.runId)).toBe('PAUSED_WAITING_APPROVAL');
     // Both approvals are recorded in the run's log; the run paused once, and the log has no gap where the second pause was not logged.
     expect((await types(run.runId, ['approval_created', 'run_state'])).sort()).toEqual(['approval_created', 'approval_created', 'run_state']);
     const seqs = (await readEvents(s.orm.em.fork(), { runId: run.runId }, '0', 1000)).map((e) => Number(e.seq));
@@ -461,9 +461,9 @@ describe('approvals', () => {
     const approvals = (await approvalsOf(run.runId, 'status=PENDING')) as { approval_id: string }[];
     expect(approvals).toHaveLength(2);
     expect((await decide(approvals[0]!.approval_id, 'approve', 'fay')).status).toBe(200);
-    expect(await runStatus()).toBe('PAUSED_WAITING_APPROVAL');
+    expect(await runStatus(run.runId)).toBe('PAUSED_WAITING_APPROVAL');
     expect((await decide(approvals[1]!.approval_id, 'approve', 'fay')).status).toBe(200);
-    expect(await runStatus()).toBe('RUNNING');
+    expect(await runStatus(run.runId)).toBe('RUNNING');
     await expect.poll(() => webhookCalls.map((c) => c.args.to).sort()).toEqual(['acct-a', 'acct-b']);
     run.release();
     run.ws.close();
@@ -487,7 +487,7 @@ describe('approvals', () => {
     await Promise.all([holder.end(), watcher.end()]);
     expect(answers.map((a) => a.status)).toEqual([200, 200]);
     // The second counts the calls after the first's commit: it sees none held, and resumes the run once.
-    expect((await (await s.http(`/v1/runs/${run.runId}`)).json()).run.status).toBe('RUNNING');
+    expect(await runStatus(run.runId)).toBe('RUNNING');
     expect((await types(run.runId, ['run_state'])).length).toBe(2);
     await expect.poll(() => webhookCalls.map((c) => c.args.to).sort()).toEqual(['acct-c', 'acct-d']);
     run.release();
