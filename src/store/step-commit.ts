@@ -15,7 +15,7 @@ import { TICKETS_CHANNEL } from './event-bus.js';
 import { moveFacts, moveTime, summariseOutcome } from './execution-contracts.js';
 import { storeMemoryRows, type MemoryRow } from './memory.js';
 import { executeGuarded } from './native.js';
-import { announcing, contractActor, STEP_TO_CONTRACT, stepTransitionEvent, transitionStep, type AnnounceTicket, type StepRow, type TicketEventInput } from './ticket-store.js';
+import { announcing, contractActor, STEP_TO_CONTRACT, stepsRecords, stepTransitionEvent, transitionStep, type AnnounceTicket, type RecordsFirst, type StepCall, type StepRow, type TicketEventInput } from './ticket-store.js';
 
 export interface StepHop {
   trigger: StepTrigger;
@@ -89,21 +89,21 @@ export async function commitStepsTogether(em: () => EntityManager, commits: Step
 
 /**
  * Step commits' own records as an expression for a ticket move's statement
- * (its `first`): each step row, its contract's moves and its memory, written
- * by abc_step_records, whose events (numbered on from `ahead`, across the
- * steps) the move appends ahead of its own. Undefined when a commit cannot go
- * by abc_commit_step.
+ * (its `first`): each step row, its contract's moves and its memory, whose
+ * events (numbered on from `ahead`, across the steps) the move appends ahead
+ * of its own (see stepsRecords). Undefined when a commit cannot go by
+ * abc_commit_step.
  */
-export function stepRecords(commits: StepCommit[], ahead = 0): { sql: string; params: unknown[]; events: number } | undefined {
-  const params: string[] = [];
+export function stepRecords(commits: StepCommit[], ahead = 0): ReturnType<RecordsFirst> | undefined {
+  const steps: StepCall[] = [];
   let events = 0;
   for (const c of commits) {
     const call = c.also ? undefined : callOf(c, ahead + events);
     if (!call) return undefined;
-    params.push(JSON.stringify(call));
+    steps.push(call);
     events += (call.events as unknown[]).length;
   }
-  return { sql: params.map(() => 'abc_step_records(?::jsonb)').join(' || '), params, events };
+  return { ...stepsRecords(steps), events, steps };
 }
 
 /** The state stepRecords would write the step in, without building its records; undefined when it cannot write the commit. */
@@ -144,7 +144,7 @@ function walk(c: StepCommit) {
 const quiet = (call: Record<string, unknown>, announced: boolean) => (announced ? { ...call, channel: null } : call);
 
 /** abc_commit_step's argument, its events numbered after `ahead` others; undefined when walk() refuses the hops. */
-function callOf(c: StepCommit, ahead = 0): Record<string, unknown> | undefined {
+function callOf(c: StepCommit, ahead = 0): StepCall | undefined {
   const walked = walk(c);
   if (!walked) return undefined;
   const { events, hops, state, contract, message } = walked;

@@ -168,7 +168,28 @@ export function transitionTicketFrom(tx: EntityManager, ticket: string, from: Li
  * expression that writes them and returns their `events` (a jsonb array
  * numbered on from `ahead`), appended ahead of the hop's own events.
  */
-export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number };
+export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number; steps?: StepCall[] };
+
+/** A step commit's argument for abc_step_records (store/step-commit.ts). */
+export type StepCall = Record<string, unknown> & { ticket: string; step_id: string };
+
+/**
+ * Step commits' records as one expression: several steps of a ticket in one
+ * call of abc_steps_records; else (one step, a step twice) a call of
+ * abc_step_records each.
+ */
+export function stepsRecords(calls: StepCall[]): { sql: string; params: unknown[] } {
+  const together = calls.length > 1 && calls.every((c) => c.ticket === calls[0]!.ticket) && new Set(calls.map((c) => c.step_id)).size === calls.length;
+  if (together) return { sql: 'abc_steps_records(?::jsonb)', params: [JSON.stringify(calls)] };
+  return { sql: calls.map(() => 'abc_step_records(?::jsonb)').join(' || '), params: calls.map((c) => JSON.stringify(c)) };
+}
+
+/** The records several hops write first, as one expression; the steps of all of them in one call when every hop's are steps. */
+function joinFirsts(firsts: ReturnType<RecordsFirst>[]): { sql: string; params: unknown[] } | undefined {
+  if (!firsts.length) return undefined;
+  if (firsts.length > 1 && firsts.every((r) => r.steps)) return stepsRecords(firsts.flatMap((r) => r.steps!));
+  return { sql: firsts.map((r) => r.sql).join(' || '), params: firsts.flatMap((r) => r.params) };
+}
 
 /** Announces, after its commit, that a ticket's execution row changed, and whether its lifecycle ended (EventBus.announceTicket). */
 export type AnnounceTicket = (ticket: string, ended?: boolean) => void;
@@ -232,7 +253,7 @@ async function moveTicket(
     starts.push(count);
     count += (hop.trace?.length ?? 0) + 1;
   }
-  const first = firsts.length ? { sql: firsts.map((r) => r.sql).join(' || '), params: firsts.flatMap((r) => r.params) } : undefined;
+  const first = joinFirsts(firsts);
   const events = (path: Path<LifecycleState>): (TicketEventInput & { n: number })[] =>
     path.hops.flatMap(({ from, to }, i) => {
       const { trigger: by, trace, reason } = steps[i]!;

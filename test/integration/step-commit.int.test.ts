@@ -227,6 +227,42 @@ describe('a step commit a ticket move writes first', () => {
     expect(together.events.slice(0, 12).map((e) => e[0])).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
   });
 
+  it('writes the steps of several hops in one call, each hop\'s step events ahead of its own transition', async () => {
+    const steps = ['s1', 's2'];
+    await seed('tkt_sc_hops', 'tool.pure', steps);
+    await seed('tkt_sc_hops_group', 'tool.pure', steps);
+    await executing('tkt_sc_hops');
+    const calls: string[] = [];
+    const [one, two] = steps.map((id) => (ahead: number) => stepRecords([runAndSucceed('tkt_sc_hops', id)], ahead)!);
+    const moved = await transitionTicket(counted(calls), 'tkt_sc_hops', 'steps_settled', {}, 'engine', {
+      from: 'STEP_EXECUTION',
+      through: [{ trigger: 'steps_settled', first: one }, { trigger: 'review_passed' }],
+      first: two,
+    });
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.match(/abc_steps?_records\(/g)).toEqual(['abc_steps_records(']);
+    expect(moved).toMatchObject({ lifecycle_state: 'STEP_REVIEW', event_seq: 15 });
+    for (const id of steps) await new StepCommitQueue(em).commit(runAndSucceed('tkt_sc_hops_group', id));
+    const events = await em().execute<{ seq: number; type: string; payload: Record<string, unknown> }[]>("SELECT seq, type, payload FROM ticket_events WHERE ticket = 'tkt_sc_hops' ORDER BY seq");
+    expect(events.map((e) => [e.seq, e.type, e.payload.to ?? e.payload.to_status])).toEqual([
+      [1, 'step_transition', 'RUNNING'], [2, 'TOOL_CALL_START', undefined], [3, 'execution_state', 'running'],
+      [4, 'step_transition', 'SUCCEEDED'], [5, 'TOOL_CALL_END', undefined], [6, 'execution_state', 'completed'],
+      [7, 'STATE_TRANSITION', 'STEP_REVIEW'], [8, 'STATE_TRANSITION', 'STEP_EXECUTION'],
+      [9, 'step_transition', 'RUNNING'], [10, 'TOOL_CALL_START', undefined], [11, 'execution_state', 'running'],
+      [12, 'step_transition', 'SUCCEEDED'], [13, 'TOOL_CALL_END', undefined], [14, 'execution_state', 'completed'],
+      [15, 'STATE_TRANSITION', 'STEP_REVIEW'],
+    ]);
+    const left = async (ticket: string) => ({
+      steps: await em().execute('SELECT step_id, status, output, message, capability, started_at IS NOT NULL AS started, ended_at IS NOT NULL AS ended FROM ticket_steps WHERE ticket = ? ORDER BY step_id', [ticket]),
+      contracts: await em().execute('SELECT subject_id, status, result, version FROM execution_contracts WHERE ticket = ? ORDER BY subject_id', [ticket]),
+      transitions: await em().execute('SELECT c.subject_id, t.sequence_number, t.from_status, t.to_status, t.trigger, t.actor FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.ticket = ? ORDER BY 1, 2', [ticket]),
+      facts: await em().execute("SELECT c.subject_id, m.value->>'final_status' AS status FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = ? ORDER BY 1", [ticket]),
+      states: (await em().execute<{ payload: Record<string, unknown> }[]>("SELECT payload FROM ticket_events WHERE ticket = ? AND type = 'execution_state' ORDER BY seq", [ticket]))
+        .map(({ payload: { execution_id, timestamp, ...p } }) => ({ ...p, execution_id: typeof execution_id })),
+    });
+    expect(await left('tkt_sc_hops')).toEqual(await left('tkt_sc_hops_group'));
+  });
+
   it('keeps every fact it can write when one of several cannot, and says why on that step\'s execution_state event', async () => {
     const steps = ['s1', 's2', 's3'];
     await seed('tkt_sc_first_facts', 'tool.pure', steps);
