@@ -317,6 +317,20 @@ describe('a step commit a ticket move writes first', () => {
     expect(ticket).toEqual({ lifecycle_state: 'STEP_EXECUTION' });
   });
 
+  it('writes nothing of any step, the move neither, when one of several steps has moved on', async () => {
+    const steps = ['s1', 's2'];
+    await seed('tkt_sc_first_one_skipped', 'tool.pure', steps);
+    await executing('tkt_sc_first_one_skipped');
+    await em().transactional((tx) => transitionStep(tx, 'tkt_sc_first_one_skipped', 's2', 'skip', { message: 'cancelled' }));
+    const before = await records('tkt_sc_first_one_skipped');
+    await expect(
+      transitionTicket(em(), 'tkt_sc_first_one_skipped', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords(steps.map((id) => runAndSucceed('tkt_sc_first_one_skipped', id)), ahead)! }),
+    ).rejects.toMatchObject({ code: 'ABC01' });
+    expect(await records('tkt_sc_first_one_skipped')).toEqual(before);
+    const left = await em().execute<{ status: string }[]>("SELECT status FROM ticket_steps WHERE ticket = 'tkt_sc_first_one_skipped' ORDER BY step_id");
+    expect(left.map((r) => r.status)).toEqual(['PENDING', 'SKIPPED']);
+  });
+
   it('writes none of the step\'s records when the move is refused', async () => {
     await seed('tkt_sc_first_refused');
     const before = await records('tkt_sc_first_refused');
