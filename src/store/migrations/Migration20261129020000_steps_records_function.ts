@@ -1,4 +1,5 @@
 import { Migration } from '@mikro-orm/migrations';
+import { EXECUTION_FACT_V1 } from './Migration20261124100000_tool_call_commit_functions.js';
 
 // Several steps' records for a ticket move's statement (a batch's held step
 // ends, written with its review or its packaging) as abc_steps_records: what
@@ -8,6 +9,26 @@ import { Migration } from '@mikro-orm/migrations';
 // with its own error, as abc_execution_fact writes them), the steps' memory,
 // and their events in order. A step or a contract in another state than its
 // moves start from aborts the statement (SQLSTATE ABC01) with nothing written.
+
+// What a contract's fact says, for abc_execution_fact and abc_steps_records alike.
+const FACT_VALUE = `create function "abc_execution_fact_value"(e execution_contracts) returns jsonb language sql stable as $fn$
+  select jsonb_build_object('type', 'execution_fact', 'execution_id', e.execution_id, 'action_type', e.action_type,
+    'action_summary', e.action_summary, 'final_status', e.status, 'irreversible', e.irreversible,
+    'duration_ms', floor(extract(epoch from (select max(t.ts) from execution_transitions t where t.execution_id = e.execution_id) - e.created_at) * 1000),
+    'result_summary', left(e.result, 200), 'error_summary', left(e.error_message, 200))
+$fn$`;
+
+const EXECUTION_FACT_V2 = `create or replace function "abc_execution_fact"(p_execution_id text, p_fact_id text) returns text language plpgsql as $fn$
+begin
+  insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
+  select p_fact_id, e.tenant_id, 'SESSION', e.session_id, 'execution_fact:' || e.execution_id, abc_execution_fact_value(e), '["execution_fact"]'::jsonb
+  from execution_contracts e where e.execution_id = p_execution_id;
+  return null;
+exception when others then
+  return left(sqlerrm, 200);
+end
+$fn$`;
+
 const STEPS_RECORDS = `create function "abc_steps_records"(p jsonb) returns jsonb language plpgsql as $fn$
 declare
   -- One ticket's steps: each lookup is by the ticket first, which the planner reads by index whatever it guesses of the calls.
@@ -61,12 +82,7 @@ begin
   -- The facts together; if one cannot be written, each alone, to keep the others and learn its error.
   begin
     insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
-    select m.value->>'fact_id', e.tenant_id, 'SESSION', e.session_id, 'execution_fact:' || e.execution_id,
-           jsonb_build_object('type', 'execution_fact', 'execution_id', e.execution_id, 'action_type', e.action_type,
-             'action_summary', e.action_summary, 'final_status', e.status, 'irreversible', e.irreversible,
-             'duration_ms', floor(extract(epoch from (select max(t.ts) from execution_transitions t where t.execution_id = e.execution_id) - e.created_at) * 1000),
-             'result_summary', left(e.result, 200), 'error_summary', left(e.error_message, 200)),
-           '["execution_fact"]'::jsonb
+    select m.value->>'fact_id', e.tenant_id, 'SESSION', e.session_id, 'execution_fact:' || e.execution_id, abc_execution_fact_value(e), '["execution_fact"]'::jsonb
     from jsonb_each(v_moved) as m join execution_contracts e on e.ticket = v_ticket and e.execution_id = m.value->>'execution_id'
     where (m.value->>'terminal')::boolean;
   exception when others then
@@ -81,22 +97,24 @@ begin
     from jsonb_to_recordset(v_call->'memory') as m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
     on conflict (tenant_id, scope, scope_id, key) do update set value = excluded.value, tags = excluded.tags, created_at = now();
   end loop;
-  return (select coalesce(jsonb_agg(case when y.e->>'type' = 'execution_state' and m is not null then
-      jsonb_set(y.e, '{payload}', (y.e->'payload') || jsonb_build_object('execution_id', m->'execution_id', 'action_summary', m->'summary', 'has_side_effects', m->'irreversible')
-        || case when m->>'fact_error' is not null and (y.e->'payload'->>'is_terminal')::boolean then jsonb_build_object('fact_error', m->'fact_error') else '{}'::jsonb end)
-    else y.e end order by x.ord, y.ord), '[]'::jsonb)
+  -- The events in order, each contract's execution_state events with its id, summary and side effects (abc_contract_events).
+  return (select coalesce(jsonb_agg(y.e order by x.ord, y.ord), '[]'::jsonb)
     from jsonb_array_elements(p) with ordinality as x(c, ord)
     cross join lateral (select v_moved->(x.ord::text) as m) as moved
-    cross join lateral jsonb_array_elements(x.c->'events') with ordinality as y(e, ord));
+    cross join lateral jsonb_array_elements(abc_contract_events(x.c->'events', m->>'execution_id', m->>'summary', (m->>'irreversible')::boolean, m->>'fact_error')) with ordinality as y(e, ord));
 end
 $fn$`;
 
 export class Migration20261129020000 extends Migration {
   override async up(): Promise<void> {
+    this.addSql(FACT_VALUE);
+    this.addSql(EXECUTION_FACT_V2);
     this.addSql(STEPS_RECORDS);
   }
 
   override async down(): Promise<void> {
     this.addSql('drop function if exists "abc_steps_records"(jsonb)');
+    this.addSql(EXECUTION_FACT_V1);
+    this.addSql('drop function if exists "abc_execution_fact_value"(execution_contracts)');
   }
 }
