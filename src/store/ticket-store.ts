@@ -166,7 +166,9 @@ export function transitionTicketFrom(tx: EntityManager, ticket: string, from: Li
 /**
  * Records of another machine a move's statement writes ahead of a hop: an
  * expression that writes them and returns their `events` (a jsonb array
- * numbered on from `ahead`), appended ahead of the hop's own events.
+ * numbered on from `ahead`), appended ahead of the hop's own events. Steps'
+ * records also give their calls (`steps`): a move joins those of all its hops
+ * in one call (joinFirsts).
  */
 export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number; steps?: StepCall[] };
 
