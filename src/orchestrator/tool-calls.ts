@@ -800,11 +800,15 @@ export class ToolCalls {
     return row;
   }
 
-  /** Waits up to `timeoutMs` for the call to end, woken by its run's events; never polls in a loop. */
-  async wait(toolCallId: string, timeoutMs: number, signal: AbortSignal): Promise<ToolCallRow> {
-    const call = await this.get(toolCallId);
-    if (TERMINAL.has(call.status)) return call;
-    return waitUntil(this.#opts.bus, `run:${call.runId}`, () => this.get(toolCallId), (c) => TERMINAL.has(c.status), Date.now() + timeoutMs, signal);
+  /**
+   * Waits up to `timeoutMs` for the call to end, woken by its run's events;
+   * never polls in a loop. `call` is its id, or the call as its caller just
+   * read it (it is read again once the wait listens, so no end is missed).
+   */
+  async wait(call: string | ToolCallRow, timeoutMs: number, signal: AbortSignal): Promise<ToolCallRow> {
+    const seen = typeof call === 'string' ? await this.get(call) : call;
+    if (TERMINAL.has(seen.status)) return seen;
+    return waitUntil(this.#opts.bus, `run:${seen.runId}`, () => this.get(seen.toolCallId), (c) => TERMINAL.has(c.status), Date.now() + timeoutMs, signal);
   }
 
   /**

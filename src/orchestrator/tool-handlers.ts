@@ -127,8 +127,8 @@ export function toolHandlers(orm: Orm, calls: ToolCalls, defaultTimeoutMs: numbe
     async waitToolCall(req, ctx) {
       const timeoutMs = req.timeoutMs ?? defaultTimeoutMs;
       if (timeoutMs < 0 || timeoutMs > 600_000) throw invalidRequest('timeout_ms must be 0-600000', 'timeout_ms');
-      await calls.visible(ctx.principal, req.toolCallId);
-      return { toolCall: toToolCallMessage(await calls.wait(req.toolCallId, timeoutMs, ctx.signal)) };
+      const call = await calls.visible(ctx.principal, req.toolCallId);
+      return { toolCall: toToolCallMessage(await calls.wait(call, timeoutMs, ctx.signal)) };
     },
     async putSecret(req, ctx) {
       const { tenantId } = requireKey(ctx.principal);
