@@ -638,14 +638,9 @@ export class ToolCalls {
   async #decideInTransaction(approvalId: string, decision: 'approve' | 'reject', principal: KeyPrincipal, userId: string, reason: string): Promise<{ call: ToolCallRow; approval: ApprovalRow }> {
     const outcome = await this.#em().transactional(async (tx) => {
       const approval = (await this.#lockApproval(tx, approvalId)) as CallApproval & { decision: ApprovalForDecision };
-      const { callArgs, sessionUserId, run } = approval.decision;
-      if (sessionUserId === null || sessionUserId !== userId || !speaksFor(principal, userId)) {
-        throw new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
-      }
-      if (!callArgs) throw notFound('tool_call', approval.toolCallId);
-      if (canonicalHash(callArgs) !== approval.argsHash) {
-        throw new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
-      }
+      const refused = decisionRefused(approval, principal, userId);
+      if (refused) throw refused;
+      const { run } = approval.decision;
       // A run that ended (cancelled, failed) withdraws its open approvals: nothing may act for it any more.
       if (run && RUN_MACHINE.isTerminal(run.status) && approval.status === 'PENDING') {
         await this.#settle(tx, approval, 'expire', 'system', `run ${run.runId} ended (${run.status}) before a decision`, run);
@@ -674,9 +669,9 @@ export class ToolCalls {
     userId: string,
     reason: string,
   ): Promise<{ call: ToolCallRow; approval: ApprovalRow } | undefined> {
-    const { callArgs, sessionUserId, run } = approval.decision;
-    if (approval.status !== 'PENDING' || !run || run.parentRunId || RUN_MACHINE.isTerminal(run.status)) return undefined;
-    if (sessionUserId !== userId || !speaksFor(principal, userId) || !callArgs || canonicalHash(callArgs) !== approval.argsHash) return undefined;
+    const { callArgs, run } = approval.decision;
+    if (approval.status !== 'PENDING' || !run || run.parentRunId || RUN_MACHINE.isTerminal(run.status) || !callArgs) return undefined;
+    if (decisionRefused(approval, principal, userId)) return undefined;
     const decidedBy = `user:${userId}`;
     const settled = settlement(approval, decision, decidedBy, reason);
     const arg = decisionArg({
@@ -962,6 +957,19 @@ function settlement(approval: CallApproval, decision: 'approve' | 'reject' | 'ex
   const error = rejection(decision);
   const failed: NewEvent = { type: 'tool_result', payload: { tool_call_id: approval.toolCallId, status: 'failed', error } };
   return { status, trigger: decision === 'reject' ? ('reject' as const) : ('time_out' as const), events: [decided, failed], error, outcome: { errorMessage: error.message } };
+}
+
+/** Why `userId` may not decide the approval as read (the error to answer), or undefined when it may. */
+function decisionRefused(approval: CallApproval & { decision: ApprovalForDecision }, principal: KeyPrincipal, userId: string): AbcError | undefined {
+  const { callArgs, sessionUserId } = approval.decision;
+  if (sessionUserId === null || sessionUserId !== userId || !speaksFor(principal, userId)) {
+    return new AbcError('PERMISSION_DENIED', { code: 'forbidden', message: `only the user of session ${approval.sessionId} may decide this approval` });
+  }
+  if (!callArgs) return notFound('tool_call', approval.toolCallId);
+  if (canonicalHash(callArgs) !== approval.argsHash) {
+    return new AbcError('FAILED_PRECONDITION', { code: 'approval_args_mismatch', message: 'the call no longer has the arguments this approval was for' });
+  }
+  return undefined;
 }
 
 /** The run's pause for an approval. */
