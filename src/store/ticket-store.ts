@@ -176,12 +176,11 @@ export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; 
 export type StepCall = Record<string, unknown> & { ticket: string; step_id: string };
 
 /**
- * Step commits' records as one expression: several steps of a ticket in one
- * call of abc_steps_records; else (one step, a step twice) a call of
- * abc_step_records each.
+ * Step commits' records as one expression: the steps of a ticket in one call
+ * of abc_steps_records; else (a step twice) a call of abc_step_records each.
  */
 export function stepsRecords(calls: StepCall[]): { sql: string; params: unknown[] } {
-  const together = calls.length > 1 && calls.every((c) => c.ticket === calls[0]!.ticket) && new Set(calls.map((c) => c.step_id)).size === calls.length;
+  const together = calls.every((c) => c.ticket === calls[0]!.ticket) && new Set(calls.map((c) => c.step_id)).size === calls.length;
   if (together) return { sql: 'abc_steps_records(?::jsonb)', params: [JSON.stringify(calls)] };
   return { sql: calls.map(() => 'abc_step_records(?::jsonb)').join(' || '), params: calls.map((c) => JSON.stringify(c)) };
 }

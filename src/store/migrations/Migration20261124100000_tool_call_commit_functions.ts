@@ -118,6 +118,16 @@ begin
 end
 $fn$`;
 
+/** Events with the contract's id, summary and side effects (and a fact's error) on each execution_state (migration steps_records_function changes it). */
+export const CONTRACT_EVENTS_V1 = `create or replace function "abc_contract_events"(p_events jsonb, p_execution_id text, p_summary text, p_irreversible boolean, p_fact_error text)
+  returns jsonb language sql immutable as $fn$
+  select coalesce(jsonb_agg(case when e->>'type' = 'execution_state' and p_execution_id is not null then
+      jsonb_set(e, '{payload}', (e->'payload') || jsonb_build_object('execution_id', p_execution_id, 'action_summary', p_summary, 'has_side_effects', p_irreversible)
+        || case when p_fact_error is not null and (e->'payload'->>'is_terminal')::boolean then jsonb_build_object('fact_error', p_fact_error) else '{}'::jsonb end)
+    else e end order by x.ord), '[]'::jsonb)
+  from jsonb_array_elements(p_events) with ordinality as x(e, ord)
+$fn$`;
+
 export class Migration20261124100000 extends Migration {
   override async up(): Promise<void> {
     this.addSql('create index "idx_execution_contracts_run_subject" on "execution_contracts" ("run_id", "subject_id")');
@@ -169,15 +179,7 @@ begin
 end
 $fn$`);
 
-    // Events with the contract's id, summary and side effects (and a fact's error) on each execution_state.
-    this.addSql(`create or replace function "abc_contract_events"(p_events jsonb, p_execution_id text, p_summary text, p_irreversible boolean, p_fact_error text)
-  returns jsonb language sql immutable as $fn$
-  select coalesce(jsonb_agg(case when e->>'type' = 'execution_state' and p_execution_id is not null then
-      jsonb_set(e, '{payload}', (e->'payload') || jsonb_build_object('execution_id', p_execution_id, 'action_summary', p_summary, 'has_side_effects', p_irreversible)
-        || case when p_fact_error is not null and (e->'payload'->>'is_terminal')::boolean then jsonb_build_object('fact_error', p_fact_error) else '{}'::jsonb end)
-    else e end order by x.ord), '[]'::jsonb)
-  from jsonb_array_elements(p_events) with ordinality as x(e, ord)
-$fn$`);
+    this.addSql(CONTRACT_EVENTS_V1);
 
     // The step commit of migration step_commit_function, with its contract's part in abc_move_contract.
     this.addSql(COMMIT_STEP_V2);

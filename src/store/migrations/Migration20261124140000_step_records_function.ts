@@ -28,9 +28,8 @@ begin
 end
 $fn$`;
 
-export class Migration20261124140000 extends Migration {
-  override async up(): Promise<void> {
-    this.addSql(`create or replace function "abc_step_records"(p jsonb) returns jsonb language plpgsql as $fn$
+/** abc_step_records as this migration defines it (migration steps_records_function makes it a call of abc_steps_records). */
+export const STEP_RECORDS_V1 = `create or replace function "abc_step_records"(p jsonb) returns jsonb language plpgsql as $fn$
 declare
   v_contract record;
 begin
@@ -54,7 +53,11 @@ begin
   on conflict (tenant_id, scope, scope_id, key) do update set value = excluded.value, tags = excluded.tags, created_at = now();
   return abc_contract_events(p->'events', v_contract.o_execution_id, v_contract.o_summary, v_contract.o_irreversible, v_contract.o_fact_error);
 end
-$fn$`);
+$fn$`;
+
+export class Migration20261124140000 extends Migration {
+  override async up(): Promise<void> {
+    this.addSql(STEP_RECORDS_V1);
 
     this.addSql(COMMIT_STEP_V3);
   }

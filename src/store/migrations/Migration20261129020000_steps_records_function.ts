@@ -1,32 +1,30 @@
 import { Migration } from '@mikro-orm/migrations';
-import { EXECUTION_FACT_V1 } from './Migration20261124100000_tool_call_commit_functions.js';
+import { CONTRACT_EVENTS_V1 } from './Migration20261124100000_tool_call_commit_functions.js';
+import { STEP_RECORDS_V1 } from './Migration20261124140000_step_records_function.js';
 
 // Several steps' records for a ticket move's statement (a batch's held step
-// ends, written with its review or its packaging) as abc_steps_records: what
-// abc_step_records writes for each, in a few set-based statements instead of
-// six or more per step. The steps' moves, their contracts' moves with a
-// transition record per hop, the facts of terminal ones (best-effort, each
-// with its own error, as abc_execution_fact writes them), the steps' memory,
-// and their events in order. A step or a contract in another state than its
-// moves start from aborts the statement (SQLSTATE ABC01) with nothing written.
+// ends, written with its review or its packaging) as abc_steps_records, in a
+// few set-based statements instead of six or more per step: the steps' moves,
+// their contracts' moves with a transition record per hop, the facts of
+// terminal ones (best-effort, by abc_execution_fact), the steps' memory, and
+// their events in order. A step or a contract in another state than its moves
+// start from aborts the statement (SQLSTATE ABC01) with nothing written.
+// abc_step_records becomes its call with one step.
 
-// What a contract's fact says, for abc_execution_fact and abc_steps_records alike.
-const FACT_VALUE = `create function "abc_execution_fact_value"(e execution_contracts) returns jsonb language sql stable as $fn$
-  select jsonb_build_object('type', 'execution_fact', 'execution_id', e.execution_id, 'action_type', e.action_type,
-    'action_summary', e.action_summary, 'final_status', e.status, 'irreversible', e.irreversible,
-    'duration_ms', floor(extract(epoch from (select max(t.ts) from execution_transitions t where t.execution_id = e.execution_id) - e.created_at) * 1000),
-    'result_summary', left(e.result, 200), 'error_summary', left(e.error_message, 200))
+// An event with its contract's id, summary and side effects (and a fact's error) when it is an execution_state: one
+// expression, inlined where it is called (stable, as jsonb_build_object is), for abc_contract_events and abc_steps_records alike.
+const CONTRACT_EVENT = `create function "abc_contract_event"(e jsonb, p_execution_id text, p_summary text, p_irreversible boolean, p_fact_error text)
+  returns jsonb language sql stable as $fn$
+  select case when e->>'type' = 'execution_state' and p_execution_id is not null then
+      jsonb_set(e, '{payload}', (e->'payload') || jsonb_build_object('execution_id', p_execution_id, 'action_summary', p_summary, 'has_side_effects', p_irreversible)
+        || case when p_fact_error is not null and (e->'payload'->>'is_terminal')::boolean then jsonb_build_object('fact_error', p_fact_error) else '{}'::jsonb end)
+    else e end
 $fn$`;
 
-const EXECUTION_FACT_V2 = `create or replace function "abc_execution_fact"(p_execution_id text, p_fact_id text) returns text language plpgsql as $fn$
-begin
-  insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
-  select p_fact_id, e.tenant_id, 'SESSION', e.session_id, 'execution_fact:' || e.execution_id, abc_execution_fact_value(e), '["execution_fact"]'::jsonb
-  from execution_contracts e where e.execution_id = p_execution_id;
-  return null;
-exception when others then
-  return left(sqlerrm, 200);
-end
+const CONTRACT_EVENTS_V2 = `create or replace function "abc_contract_events"(p_events jsonb, p_execution_id text, p_summary text, p_irreversible boolean, p_fact_error text)
+  returns jsonb language sql stable as $fn$
+  select coalesce(jsonb_agg(abc_contract_event(x.e, p_execution_id, p_summary, p_irreversible, p_fact_error) order by x.ord), '[]'::jsonb)
+  from jsonb_array_elements(p_events) with ordinality as x(e, ord)
 $fn$`;
 
 const STEPS_RECORDS = `create function "abc_steps_records"(p jsonb) returns jsonb language plpgsql as $fn$
@@ -51,11 +49,10 @@ begin
       ended_at = case when (c->>'ended')::boolean then now() else s.ended_at end
     from calls where s.ticket = v_ticket and s.step_id = c->>'step_id' and s.status = c->>'from' and c->>'ticket' = v_ticket
     returning s.step_id
-  ), latest as (
-    select distinct on (e.subject_id) e.subject_id, e.execution_id from execution_contracts e where e.ticket = v_ticket order by e.subject_id, e.created_at desc
   ), targets as (
-    select calls.ord, calls.c->'contract' as k, latest.execution_id
-    from calls join latest on latest.subject_id = calls.c->>'step_id' where calls.c ? 'contract'
+    select calls.ord, calls.c->'contract' as k,
+      (select e.execution_id from execution_contracts e where e.ticket = v_ticket and e.subject_id = calls.c->>'step_id' order by e.created_at desc limit 1) as execution_id
+    from calls where calls.c ? 'contract'
   ), contracts as (
     update execution_contracts e set status = t.k->>'to', entered_at = (t.k->>'at')::timestamptz,
       result = coalesce(t.k->>'result', e.result), error_message = coalesce(t.k->>'error_message', e.error_message),
@@ -79,17 +76,10 @@ begin
   if v_moves <> (select count(*) from jsonb_array_elements(p) as x(c) where x.c ? 'contract') then
     raise exception using errcode = 'ABC01', message = 'abc_steps_records: an execution contract is not in the state its moves start from';
   end if;
-  -- The facts together; if one cannot be written, each alone, to keep the others and learn its error.
-  begin
-    insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
-    select m.value->>'fact_id', e.tenant_id, 'SESSION', e.session_id, 'execution_fact:' || e.execution_id, abc_execution_fact_value(e), '["execution_fact"]'::jsonb
-    from jsonb_each(v_moved) as m join execution_contracts e on e.ticket = v_ticket and e.execution_id = m.value->>'execution_id'
-    where (m.value->>'terminal')::boolean;
-  exception when others then
-    for v_fact in select m.key, m.value from jsonb_each(v_moved) as m where (m.value->>'terminal')::boolean loop
-      v_moved := jsonb_set(v_moved, array[v_fact.key, 'fact_error'], coalesce(to_jsonb(abc_execution_fact(v_fact.value->>'execution_id', v_fact.value->>'fact_id')), 'null'::jsonb));
-    end loop;
-  end;
+  -- The facts of terminal moves, each best-effort: abc_execution_fact's error, or null.
+  for v_fact in select m.key, m.value from jsonb_each(v_moved) as m where (m.value->>'terminal')::boolean loop
+    v_moved := jsonb_set(v_moved, array[v_fact.key, 'fact_error'], coalesce(to_jsonb(abc_execution_fact(v_fact.value->>'execution_id', v_fact.value->>'fact_id')), 'null'::jsonb));
+  end loop;
   -- Each step's memory alone: two steps may write the same key, the later one wins.
   for v_call in select x.c from jsonb_array_elements(p) with ordinality as x(c, ord) where jsonb_array_length(coalesce(x.c->'memory', '[]')) > 0 order by x.ord loop
     insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
@@ -97,24 +87,31 @@ begin
     from jsonb_to_recordset(v_call->'memory') as m(memory_id text, tenant_id text, scope text, scope_id text, key text, value jsonb, tags jsonb)
     on conflict (tenant_id, scope, scope_id, key) do update set value = excluded.value, tags = excluded.tags, created_at = now();
   end loop;
-  -- The events in order, each contract's execution_state events with its id, summary and side effects (abc_contract_events).
-  return (select coalesce(jsonb_agg(y.e order by x.ord, y.ord), '[]'::jsonb)
+  -- The events in order, each contract's execution_state events with its id, summary and side effects.
+  return (select coalesce(jsonb_agg(abc_contract_event(y.e, m->>'execution_id', m->>'summary', (m->>'irreversible')::boolean, m->>'fact_error') order by x.ord, y.ord), '[]'::jsonb)
     from jsonb_array_elements(p) with ordinality as x(c, ord)
     cross join lateral (select v_moved->(x.ord::text) as m) as moved
-    cross join lateral jsonb_array_elements(abc_contract_events(x.c->'events', m->>'execution_id', m->>'summary', (m->>'irreversible')::boolean, m->>'fact_error')) with ordinality as y(e, ord));
+    cross join lateral jsonb_array_elements(x.c->'events') with ordinality as y(e, ord));
 end
+$fn$`;
+
+// One step's records: the same call with one step (abc_commit_step's, and a step a move writes twice).
+const STEP_RECORDS_V2 = `create or replace function "abc_step_records"(p jsonb) returns jsonb language sql as $fn$
+  select abc_steps_records(jsonb_build_array(p))
 $fn$`;
 
 export class Migration20261129020000 extends Migration {
   override async up(): Promise<void> {
-    this.addSql(FACT_VALUE);
-    this.addSql(EXECUTION_FACT_V2);
+    this.addSql(CONTRACT_EVENT);
+    this.addSql(CONTRACT_EVENTS_V2);
     this.addSql(STEPS_RECORDS);
+    this.addSql(STEP_RECORDS_V2);
   }
 
   override async down(): Promise<void> {
+    this.addSql(STEP_RECORDS_V1);
     this.addSql('drop function if exists "abc_steps_records"(jsonb)');
-    this.addSql(EXECUTION_FACT_V1);
-    this.addSql('drop function if exists "abc_execution_fact_value"(execution_contracts)');
+    this.addSql(CONTRACT_EVENTS_V1);
+    this.addSql('drop function if exists "abc_contract_event"(jsonb, text, text, boolean, text)');
   }
 }
