@@ -263,6 +263,21 @@ describe('a step commit a ticket move writes first', () => {
     expect(await left('tkt_sc_hops')).toEqual(await left('tkt_sc_hops_group'));
   });
 
+  it('writes the facts of several steps in one insert, under one subtransaction', async () => {
+    const steps = ['s1', 's2', 's3'];
+    await seed('tkt_sc_facts_once', 'tool.pure', steps);
+    await executing('tkt_sc_facts_once');
+    // The subtransactions with a transaction id of their own, in this backend's transaction so far.
+    const subtransactions = await em().transactional(async (tx) => {
+      await transitionTicket(tx, 'tkt_sc_facts_once', 'steps_settled', {}, 'engine', { from: 'STEP_EXECUTION', first: (ahead) => stepRecords(steps.map((id) => runAndSucceed('tkt_sc_facts_once', id)), ahead)! });
+      const [row] = await tx.execute<{ n: number }[]>('SELECT s.subxact_count AS n FROM pg_stat_get_backend_idset() b, pg_stat_get_backend_subxact(b) s WHERE pg_stat_get_backend_pid(b) = pg_backend_pid()');
+      return row!.n;
+    });
+    expect(subtransactions).toBe(1);
+    const facts = await em().execute<{ subject_id: string; status: string }[]>("SELECT c.subject_id, m.value->>'final_status' AS status FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = 'tkt_sc_facts_once' ORDER BY 1");
+    expect(facts).toEqual(steps.map((subject_id) => ({ subject_id, status: 'completed' })));
+  });
+
   it('keeps every fact it can write when one of several cannot, and says why on that step\'s execution_state event', async () => {
     const steps = ['s1', 's2', 's3'];
     await seed('tkt_sc_first_facts', 'tool.pure', steps);

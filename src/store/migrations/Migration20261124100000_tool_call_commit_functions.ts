@@ -128,13 +128,8 @@ export const CONTRACT_EVENTS_V1 = `create or replace function "abc_contract_even
   from jsonb_array_elements(p_events) with ordinality as x(e, ord)
 $fn$`;
 
-export class Migration20261124100000 extends Migration {
-  override async up(): Promise<void> {
-    this.addSql('create index "idx_execution_contracts_run_subject" on "execution_contracts" ("run_id", "subject_id")');
-    this.addSql('drop index "idx_execution_contracts_run"');
-
-    // Seed 004's fact of a contract's terminal move, best-effort: its error, or null.
-    this.addSql(`create or replace function "abc_execution_fact"(p_execution_id text, p_fact_id text) returns text language plpgsql as $fn$
+// Seed 004's fact of a contract's terminal move, best-effort: its error, or null.
+export const EXECUTION_FACT_V1 = `create or replace function "abc_execution_fact"(p_execution_id text, p_fact_id text) returns text language plpgsql as $fn$
 begin
   insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
   select p_fact_id, e.tenant_id, 'SESSION', e.session_id, 'execution_fact:' || e.execution_id,
@@ -148,7 +143,14 @@ begin
 exception when others then
   return left(sqlerrm, 200);
 end
-$fn$`);
+$fn$`;
+
+export class Migration20261124100000 extends Migration {
+  override async up(): Promise<void> {
+    this.addSql('create index "idx_execution_contracts_run_subject" on "execution_contracts" ("run_id", "subject_id")');
+    this.addSql('drop index "idx_execution_contracts_run"');
+
+    this.addSql(EXECUTION_FACT_V1);
 
     // A contract's moves (decided by the caller) with a transition record per hop, and the fact of a terminal one; no moves (null), no row.
     this.addSql(`create or replace function "abc_move_contract"(p_execution_id text, c jsonb,

@@ -27,7 +27,7 @@ const CONTRACT_EVENTS_V2 = `create or replace function "abc_contract_events"(p_e
   from jsonb_array_elements(p_events) with ordinality as x(e, ord)
 $fn$`;
 
-const STEPS_RECORDS = `create function "abc_steps_records"(p jsonb) returns jsonb language plpgsql as $fn$
+export const STEPS_RECORDS = `create function "abc_steps_records"(p jsonb) returns jsonb language plpgsql as $fn$
 declare
   -- One ticket's steps: each lookup is by the ticket first, which the planner reads by index whatever it guesses of the calls.
   v_ticket text := p->0->>'ticket';

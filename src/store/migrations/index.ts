@@ -40,6 +40,7 @@ import { Migration20261128090000 } from './Migration20261128090000_numbered_run_
 import { Migration20261129000000 } from './Migration20261129000000_held_call_opens.js';
 import { Migration20261129010000 } from './Migration20261129010000_decide_call_function.js';
 import { Migration20261129020000 } from './Migration20261129020000_steps_records_function.js';
+import { Migration20261129060000 } from './Migration20261129060000_execution_facts_together.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -83,4 +84,5 @@ export const migrations = [
   { name: 'Migration20261129000000_held_call_opens', class: Migration20261129000000 },
   { name: 'Migration20261129010000_decide_call_function', class: Migration20261129010000 },
   { name: 'Migration20261129020000_steps_records_function', class: Migration20261129020000 },
+  { name: 'Migration20261129060000_execution_facts_together', class: Migration20261129060000 },
 ];
