@@ -98,7 +98,7 @@ export function stepRecords(commits: StepCommit[], ahead = 0): ReturnType<Record
   const steps: StepCall[] = [];
   let events = 0;
   for (const c of commits) {
-    const call = c.also ? undefined : callOf(c, ahead + events);
+    const call = c.also ? undefined : callOf(c, ahead + events, true);
     if (!call) return undefined;
     steps.push(call);
     events += (call.events as unknown[]).length;
@@ -143,8 +143,12 @@ function walk(c: StepCommit) {
 /** A call of an `announced` commit: it notifies no one. */
 const quiet = (call: Record<string, unknown>, announced: boolean) => (announced ? { ...call, channel: null } : call);
 
-/** abc_commit_step's argument, its events numbered after `ahead` others; undefined when walk() refuses the hops. */
-function callOf(c: StepCommit, ahead = 0): StepCall | undefined {
+/**
+ * abc_commit_step's argument, its events numbered after `ahead` others;
+ * undefined when walk() refuses the hops. Within a move, without what the
+ * move writes itself: the partial result, the events' time, the notice.
+ */
+function callOf(c: StepCommit, ahead = 0, inMove = false): StepCall | undefined {
   const walked = walk(c);
   if (!walked) return undefined;
   const { events, hops, state, contract, message } = walked;
@@ -173,9 +177,7 @@ function callOf(c: StepCommit, ahead = 0): StepCall | undefined {
       },
     }),
     ...(c.memory?.length && { memory: c.memory }),
-    ...(c.partialResult && { partial_result: JSON.stringify(c.partialResult) }),
     events: events.map((e, i) => ({ n: ahead + i + 1, ...e })),
-    ts: Date.now(),
-    channel: TICKETS_CHANNEL,
+    ...(!inMove && { ...(c.partialResult && { partial_result: JSON.stringify(c.partialResult) }), ts: Date.now(), channel: TICKETS_CHANNEL }),
   };
 }
