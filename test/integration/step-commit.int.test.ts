@@ -263,7 +263,7 @@ describe('a step commit a ticket move writes first', () => {
     expect(await left('tkt_sc_hops')).toEqual(await left('tkt_sc_hops_group'));
   });
 
-  it('writes the facts of several steps in one insert, under one subtransaction', async () => {
+  it('writes the facts of several steps under one subtransaction', async () => {
     const steps = ['s1', 's2', 's3'];
     await seed('tkt_sc_facts_once', 'tool.pure', steps);
     await executing('tkt_sc_facts_once');

@@ -44,7 +44,7 @@ const STEPS_RECORDS_V2 = edit(
       "  for v_fact in select m.key, m.value from jsonb_each(v_moved) as m where (m.value->>'terminal')::boolean loop\n" +
       "    v_moved := jsonb_set(v_moved, array[v_fact.key, 'fact_error'], coalesce(to_jsonb(abc_execution_fact(v_fact.value->>'execution_id', v_fact.value->>'fact_id')), 'null'::jsonb));\n" +
       '  end loop;\n',
-    "  -- The facts of terminal moves, best-effort: in one insert; when that fails, each alone, with its own error or null.\n" +
+    "  -- The facts of terminal moves, best-effort: under one exception block; when one fails, each alone, with its own error or null.\n" +
       "  select array_agg(m.value->>'execution_id'), array_agg(m.value->>'fact_id') into v_ids, v_fact_ids\n" +
       "  from jsonb_each(v_moved) as m where (m.value->>'terminal')::boolean;\n" +
       '  if cardinality(v_ids) > 1 then\n' +
