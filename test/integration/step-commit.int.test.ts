@@ -60,6 +60,18 @@ async function records(ticket: string) {
   };
 }
 
+/** What several steps' commits left of a ticket, without ids and clocks, in step order (its events aside). */
+async function stepsLeft(ticket: string) {
+  return {
+    steps: await em().execute('SELECT step_id, status, output, message, capability, started_at IS NOT NULL AS started, ended_at IS NOT NULL AS ended FROM ticket_steps WHERE ticket = ? ORDER BY step_id', [ticket]),
+    contracts: await em().execute('SELECT subject_id, status, result, version FROM execution_contracts WHERE ticket = ? ORDER BY subject_id', [ticket]),
+    transitions: await em().execute('SELECT c.subject_id, t.sequence_number, t.from_status, t.to_status, t.trigger, t.actor FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.ticket = ? ORDER BY 1, 2', [ticket]),
+    facts: await em().execute("SELECT c.subject_id, m.value->>'final_status' AS status FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = ? ORDER BY 1", [ticket]),
+    states: (await em().execute<{ payload: Record<string, unknown> }[]>("SELECT payload FROM ticket_events WHERE ticket = ? AND type = 'execution_state' ORDER BY seq", [ticket]))
+      .map(({ payload: { execution_id, timestamp, ...p } }) => ({ ...p, execution_id: typeof execution_id })),
+  };
+}
+
 describe('a step commit', () => {
   it('writes in one statement what its moves write one by one', async () => {
     await seed('tkt_sc_once');
@@ -214,9 +226,7 @@ describe('a step commit a ticket move writes first', () => {
     await new StepCommitQueue(em).commit(runAndSucceed('tkt_sc_group_two', 's1'));
     await new StepCommitQueue(em).commit(runAndSucceed('tkt_sc_group_two', 's2'));
     const left = async (ticket: string) => ({
-      steps: await em().execute('SELECT step_id, status, output, started_at IS NOT NULL AS started, ended_at IS NOT NULL AS ended FROM ticket_steps WHERE ticket = ? ORDER BY step_id', [ticket]),
-      contracts: await em().execute('SELECT subject_id, status, result, version FROM execution_contracts WHERE ticket = ? ORDER BY subject_id', [ticket]),
-      transitions: await em().execute('SELECT c.subject_id, t.sequence_number, t.to_status FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.ticket = ? ORDER BY 1, 2', [ticket]),
+      ...(await stepsLeft(ticket)),
       events: (await em().execute<{ seq: number; type: string; payload: Record<string, unknown> }[]>('SELECT seq, type, payload FROM ticket_events WHERE ticket = ? ORDER BY seq', [ticket]))
         .map((e) => [e.seq, e.type, e.payload.step_id ?? e.payload.to_status ?? e.payload.to]),
     });
@@ -252,15 +262,7 @@ describe('a step commit a ticket move writes first', () => {
       [12, 'step_transition', 'SUCCEEDED'], [13, 'TOOL_CALL_END', undefined], [14, 'execution_state', 'completed'],
       [15, 'STATE_TRANSITION', 'STEP_REVIEW'],
     ]);
-    const left = async (ticket: string) => ({
-      steps: await em().execute('SELECT step_id, status, output, message, capability, started_at IS NOT NULL AS started, ended_at IS NOT NULL AS ended FROM ticket_steps WHERE ticket = ? ORDER BY step_id', [ticket]),
-      contracts: await em().execute('SELECT subject_id, status, result, version FROM execution_contracts WHERE ticket = ? ORDER BY subject_id', [ticket]),
-      transitions: await em().execute('SELECT c.subject_id, t.sequence_number, t.from_status, t.to_status, t.trigger, t.actor FROM execution_transitions t JOIN execution_contracts c USING (execution_id) WHERE c.ticket = ? ORDER BY 1, 2', [ticket]),
-      facts: await em().execute("SELECT c.subject_id, m.value->>'final_status' AS status FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = ? ORDER BY 1", [ticket]),
-      states: (await em().execute<{ payload: Record<string, unknown> }[]>("SELECT payload FROM ticket_events WHERE ticket = ? AND type = 'execution_state' ORDER BY seq", [ticket]))
-        .map(({ payload: { execution_id, timestamp, ...p } }) => ({ ...p, execution_id: typeof execution_id })),
-    });
-    expect(await left('tkt_sc_hops')).toEqual(await left('tkt_sc_hops_group'));
+    expect(await stepsLeft('tkt_sc_hops')).toEqual(await stepsLeft('tkt_sc_hops_group'));
   });
 
   it('writes the facts of several steps under one subtransaction', async () => {
@@ -274,8 +276,7 @@ describe('a step commit a ticket move writes first', () => {
       return row!.n;
     });
     expect(subtransactions).toBe(1);
-    const facts = await em().execute<{ subject_id: string; status: string }[]>("SELECT c.subject_id, m.value->>'final_status' AS status FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = 'tkt_sc_facts_once' ORDER BY 1");
-    expect(facts).toEqual(steps.map((subject_id) => ({ subject_id, status: 'completed' })));
+    expect((await stepsLeft('tkt_sc_facts_once')).facts).toEqual(steps.map((subject_id) => ({ subject_id, status: 'completed' })));
   });
 
   it('keeps every fact it can write when one of several cannot, and says why on that step\'s execution_state event', async () => {
@@ -292,8 +293,7 @@ describe('a step commit a ticket move writes first', () => {
     } finally {
       await e.execute('DROP TRIGGER refuse_s2_fact ON memory; DROP FUNCTION refuse_s2_fact()');
     }
-    const facts = await e.execute<{ subject_id: string }[]>("SELECT c.subject_id FROM memory m JOIN execution_contracts c ON m.key = 'execution_fact:' || c.execution_id WHERE c.ticket = 'tkt_sc_first_facts' ORDER BY 1");
-    expect(facts.map((f) => f.subject_id)).toEqual(['s1', 's3']);
+    expect((await stepsLeft('tkt_sc_first_facts')).facts).toEqual(['s1', 's3'].map((subject_id) => ({ subject_id, status: 'completed' })));
     const ends = await e.execute<{ subject: string; fact_error: string | null }[]>(
       "SELECT c.subject_id AS subject, v.payload->>'fact_error' AS fact_error FROM ticket_events v JOIN execution_contracts c ON c.execution_id = v.payload->>'execution_id' WHERE v.ticket = 'tkt_sc_first_facts' AND v.type = 'execution_state' AND (v.payload->>'is_terminal')::boolean ORDER BY v.seq",
     );
