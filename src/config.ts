@@ -12,6 +12,13 @@ const PACKAGE_ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 export interface Config {
   databaseUrl: string | undefined;
+  /**
+   * How long a pooled database connection may stay idle before it closes; 0
+   * keeps it open (ABC_DB_POOL_IDLE_MS). A fresh connection's backend
+   * compiles ABC's PL/pgSQL functions and plans its statements again, so a
+   * burst after a lull shorter than this finds its connections warm.
+   */
+  dbPoolIdleMs: number;
   dataDir: string;
   grpcAddr: HostPort;
   httpAddr: HostPort;
@@ -154,6 +161,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): ConfigResult {
   const httpAddr = read('ABC_HTTP_ADDR', { host: '127.0.0.1', port: 8080 }, parseHostPort);
   const config: Config = {
     databaseUrl: read<string | undefined>('DATABASE_URL', undefined, parseDatabaseUrl),
+    dbPoolIdleMs: read('ABC_DB_POOL_IDLE_MS', 300_000, parseMsOrZero),
     dataDir: path.resolve(read('ABC_DATA_DIR', './.abc', (raw) => ({ value: raw }))),
     grpcAddr,
     httpAddr,

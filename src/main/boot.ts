@@ -39,7 +39,7 @@ export function rootLogger(config: Config): Logger {
 export async function openStore(config: Config, log: Logger, lifecycle: Lifecycle, join = false): Promise<Orm> {
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, logger: log, join });
   lifecycle.add('database', db.stop);
-  const orm = await createOrm({ url: db.url, logger: log });
+  const orm = await createOrm({ url: db.url, logger: log, poolIdleMs: config.dbPoolIdleMs });
   lifecycle.add('orm', () => orm.close());
   return orm;
 }

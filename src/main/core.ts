@@ -28,7 +28,7 @@ import { Runs } from '../orchestrator/runs.js';
 import { EventBus } from '../store/event-bus.js';
 import { EventAppender } from '../store/event-appender.js';
 import { poolOf } from '../store/native.js';
-import { pendingMigrations, rawEm, type Orm } from '../store/orm.js';
+import { pendingMigrations, poolIdleMs, rawEm, type Orm } from '../store/orm.js';
 import { newId } from '../runtime/new-id.js';
 import { services } from './services.js';
 import { every, inBatches, type Ticker } from '../runtime/ticker.js';
@@ -94,7 +94,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
   // Every service binds one listener to it.
   setMaxListeners(64, shutdown.signal);
   const coreId = newId('core');
-  const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!);
+  const readOnly = readOnlyPool(opts.orm.config.get('clientUrl')!, 4, poolIdleMs(opts.orm));
   const secrets = opts.secrets;
   // Connector credentials and agents' tokens: the secret store, sealed with the same key.
   const connectorSecrets = new Secrets(opts.orm, secrets, opts.secretGraceMs);

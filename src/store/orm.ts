@@ -17,6 +17,8 @@ export interface OrmOptions {
   /** A schema to use instead of `public` (tests isolate files this way). */
   schema?: string;
   poolMax?: number;
+  /** How long an idle connection stays open (0: until the pool ends); unset, pg's default of 10 s. */
+  poolIdleMs?: number;
 }
 
 export async function createOrm(opts: OrmOptions): Promise<Orm> {
@@ -33,7 +35,7 @@ export async function createOrm(opts: OrmOptions): Promise<Orm> {
       silent: true,
       schema: opts.schema,
     },
-    pool: { max: opts.poolMax ?? 10 },
+    pool: { max: opts.poolMax ?? 10, idleTimeoutMillis: opts.poolIdleMs },
     // A connect that hangs (a database that is away but not refusing) fails, as database_unavailable, instead of waiting forever.
     // A Unix socket named by libpq's `host` parameter (`?host=/run/postgresql`) wins over the URL's host, as in libpq.
     driverOptions: { connectionTimeoutMillis: CONNECT_TIMEOUT_MS, ...socketOf(opts.url) },
@@ -51,6 +53,9 @@ function socketOf(url: string): { host?: string } {
   const host = new URL(url).searchParams.get('host');
   return host?.startsWith('/') ? { host } : {};
 }
+
+/** How long the ORM's idle connections stay open, for the core's other pools to keep alike. */
+export const poolIdleMs = (orm: Orm): number | undefined => orm.config.get('pool')?.idleTimeoutMillis;
 
 /** Applies pending migrations; returns the names applied (empty when up to date). */
 export async function migrate(orm: Orm): Promise<string[]> {

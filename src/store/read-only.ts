@@ -4,8 +4,8 @@
 import pg from 'pg';
 import { CONNECT_TIMEOUT_MS } from './orm.js';
 
-export function readOnlyPool(url: string, max = 4): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, options: '-c default_transaction_read_only=on' });
+export function readOnlyPool(url: string, max = 4, idleTimeoutMillis?: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, idleTimeoutMillis, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, options: '-c default_transaction_read_only=on' });
   pool.on('error', () => {}); // an idle client's error; the next query reconnects
   return pool;
 }

@@ -12,7 +12,7 @@ import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphil
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
 import { addAdmittedJobs, admissionOwner, lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
-import { CONNECT_TIMEOUT_MS, type Orm } from './orm.js';
+import { CONNECT_TIMEOUT_MS, poolIdleMs, type Orm } from './orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
 
@@ -57,7 +57,7 @@ export class ContractQueue {
   /** Installs the queue schema and, with concurrency > 0, starts the workers. */
   async start(handler: TicketHandler): Promise<void> {
     // The queue's own small pool: one connection per worker plus its LISTEN and one spare.
-    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2), connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    const pgPool = new pg.Pool({ connectionString: this.opts.orm.config.get('clientUrl')!, max: Math.max(2, this.opts.concurrency + 2), idleTimeoutMillis: poolIdleMs(this.opts.orm), connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     pgPool.on('error', (error) => this.#log.warn({ err: error }, 'queue pool connection failed'));
     this.#pool = pgPool;
     const logger = new WorkerLogger((scope) => (level, message, meta) => {

@@ -9,6 +9,7 @@ describe('configuration', () => {
     if (!result.ok) return;
     expect(result.config).toMatchObject({
       databaseUrl: undefined,
+      dbPoolIdleMs: 300_000,
       grpcAddr: { host: '127.0.0.1', port: 50051 },
       httpAddr: { host: '127.0.0.1', port: 8080 },
       coreAddr: '127.0.0.1:50051',
@@ -51,6 +52,7 @@ describe('configuration', () => {
     ['ABC_API_KEYS', 'short', /at least 16/],
     ['ORCHESTRATOR_URL', 'core', /HOST:PORT/],
     ['ABC_STEP_START_DEFER_MS', '-1', /milliseconds, 0 or more/],
+    ['ABC_DB_POOL_IDLE_MS', '5m', /milliseconds, 0 or more/],
     ['ABC_TENANT_MAX_RUNS', '1.5', /non-negative integer \(0: no limit\)/],
   ])('rejects %s=%s, naming the variable', (variable, value, message) => {
     const result = loadConfig({ [variable]: value });
@@ -74,6 +76,7 @@ describe('configuration', () => {
       ABC_API_KEYS: 'key-one-0123456789, key-two-0123456789',
       LOG_LEVEL: 'debug',
       ABC_STEP_START_DEFER_MS: '0',
+      ABC_DB_POOL_IDLE_MS: '0',
     });
     expect(result.ok && result.config).toMatchObject({
       databaseUrl: 'postgresql://u:p@db:5432/platform',
@@ -82,6 +85,7 @@ describe('configuration', () => {
       coreAddr: 'core:8081',
       apiKeys: ['key-one-0123456789', 'key-two-0123456789'],
       stepStartDeferMs: 0,
+      dbPoolIdleMs: 0,
       logLevel: 'debug',
     });
   });
