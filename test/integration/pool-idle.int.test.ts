@@ -16,22 +16,22 @@ describe('database pools and idle connections', () => {
 
   it('closes an idle connection once its idle time has passed', async () => {
     const orm = await createOrm({ url: db.url, poolIdleMs: 100 });
+    const readOnly = readOnlyPool(db.url, 2, poolIdleMs(orm));
     try {
-      const readOnly = readOnlyPool(db.url, 2, poolIdleMs(orm));
       const pool = await nativePool(orm);
       await Promise.all([pool.query('SELECT 1'), readOnly.query('SELECT 1')]);
       expect([pool.totalCount, readOnly.totalCount]).toEqual([1, 1]);
       await vi.waitFor(() => expect([pool.totalCount, readOnly.totalCount]).toEqual([0, 0]), { timeout: 5000, interval: 50 });
-      await readOnly.end();
     } finally {
+      await readOnly.end();
       await orm.close();
     }
   });
 
   it('keeps idle connections open with 0, until the pool ends', async () => {
     const orm = await createOrm({ url: db.url, poolIdleMs: 0 });
+    const readOnly = readOnlyPool(db.url, 2, poolIdleMs(orm));
     try {
-      const readOnly = readOnlyPool(db.url, 2, poolIdleMs(orm));
       const pool = await nativePool(orm);
       const backend = async () => (await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       const first = await backend();
@@ -40,8 +40,8 @@ describe('database pools and idle connections', () => {
       expect([pool.totalCount, readOnly.totalCount]).toEqual([1, 1]);
       // The same backend answers again: its caches and prepared statements are still warm.
       expect(await backend()).toBe(first);
-      await readOnly.end();
     } finally {
+      await readOnly.end();
       await orm.close();
     }
   });
