@@ -174,9 +174,15 @@ export class ContractService {
   async #contractOf(tenantId: string, body: unknown, traceId: string): Promise<ContractVersion> {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError([{ pointer: '', keyword: 'type', message: '/ must be a JSON object' }], traceId);
     const ref = (body as { contract?: { contract_id?: unknown; version?: unknown } }).contract;
-    if (!ref || typeof ref !== 'object') throw validationError([{ pointer: '/contract', keyword: 'required', message: "/ must have required property 'contract'" }], traceId);
-    const id = String(ref.contract_id ?? '');
-    const found = await this.opts.contracts.find(tenantId, id, String(ref.version ?? ''));
+    if (ref === undefined) throw validationError([{ pointer: '/contract', keyword: 'required', message: "/ must have required property 'contract'" }], traceId);
+    if (!ref || typeof ref !== 'object' || Array.isArray(ref)) throw validationError([{ pointer: '/contract', keyword: 'type', message: '/contract must be object' }], traceId);
+    for (const key of ['contract_id', 'version'] as const) {
+      const value = ref[key];
+      if (value === undefined) throw validationError([{ pointer: `/contract/${key}`, keyword: 'required', message: `/contract must have required property '${key}'` }], traceId);
+      if (typeof value !== 'string') throw validationError([{ pointer: `/contract/${key}`, keyword: 'type', message: `/contract/${key} must be string` }], traceId);
+    }
+    const id = ref.contract_id as string;
+    const found = await this.opts.contracts.find(tenantId, id, ref.version as string);
     if (found) return found;
     const known = await this.opts.contracts.versionsOf(tenantId, id);
     const pointer = known.length ? '/contract/version' : '/contract/contract_id';

@@ -261,6 +261,21 @@ describe('validation', () => {
     expect(body.error.trace_id).toMatch(/^[0-9a-f]{32}$/);
   });
 
+  // A malformed contract reference is the schema's violation, named as ajv names one, not an unknown contract.
+  it.each([
+    ['not an object', { contract: 'com.thaleon.wm:analyze-portfolio' }, '/contract', 'type', '/contract must be object'],
+    ['an array', { contract: [] }, '/contract', 'type', '/contract must be object'],
+    ['without contract_id', { contract: { contract_id: null } }, '/contract/contract_id', 'required', "/contract must have required property 'contract_id'"],
+    ['with a contract_id that is no string', { contract: { contract_id: 7 } }, '/contract/contract_id', 'type', '/contract/contract_id must be string'],
+    ['without version', { contract: { version: null } }, '/contract/version', 'required', "/contract must have required property 'version'"],
+  ])('refuses a contract reference %s with SCHEMA_VIOLATION', async (_name, patch, pointer, keyword, message) => {
+    const res = await submit(request(patch));
+    const body = await res.json();
+    expect(res.status, JSON.stringify(body)).toBe(400);
+    valid('error', body.error);
+    expect(body.error).toMatchObject({ code: 'SCHEMA_VIOLATION', category: 'VALIDATION', message, details: { pointer, keyword } });
+  });
+
   it('refuses a body that is not an object', async () => {
     const res = await s.http('/v1/contracts:submit', { method: 'POST', body: '[1,2]', headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(400);
