@@ -181,16 +181,16 @@ export class ContractService {
       if (value === undefined) throw validationError([{ pointer: `/contract/${key}`, keyword: 'required', message: `/contract must have required property '${key}'` }], traceId);
       if (typeof value !== 'string') throw validationError([{ pointer: `/contract/${key}`, keyword: 'type', message: `/contract/${key} must be string` }], traceId);
     }
-    const id = ref.contract_id as string;
-    const found = await this.opts.contracts.find(tenantId, id, ref.version as string);
+    const { contract_id: id, version } = ref as { contract_id: string; version: string };
+    const found = await this.opts.contracts.find(tenantId, id, version);
     if (found) return found;
     const known = await this.opts.contracts.versionsOf(tenantId, id);
     const pointer = known.length ? '/contract/version' : '/contract/contract_id';
     throw new AbcError('INVALID_ARGUMENT', {
       code: 'UNKNOWN_CONTRACT',
       message: known.length
-        ? `${pointer} ${JSON.stringify(ref.version)} is not a version of ${id}; known: ${known.map((c) => c.version).join(', ')}`
-        : `${pointer} ${JSON.stringify(ref.contract_id)} is not a registered contract`,
+        ? `${pointer} ${JSON.stringify(version)} is not a version of ${id}; known: ${known.map((c) => c.version).join(', ')}`
+        : `${pointer} ${JSON.stringify(id)} is not a registered contract`,
       retryable: false,
       traceId,
       details: { pointer },
