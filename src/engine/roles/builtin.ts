@@ -8,7 +8,7 @@ import { AssemblyError, mergeLocal, topoOrder, type PlanBody } from '../../decis
 import { settingsOf } from '../../domain/engine-policy.js';
 import { structuredError, type AgentOutput, type AgentRole, type GlobalState, type StepContext, type StructuredError } from '../../domain/engine-types.js';
 import { schemaProblem } from '../../execution/tool-runner.js';
-import { GLOBAL_SCOPE_ID, type Memory } from '../../store/memory.js';
+import type { Memory } from '../../store/memory.js';
 import type { Capabilities } from '../pep.js';
 import { validAgentOutput, type CognitiveAgent, type EngineContextView, type ExecutorData, type PlannerData } from './agent.js';
 
@@ -50,7 +50,7 @@ export class ContextBuilder extends Builtin {
     const [assembly, failureCounts, successes] = await Promise.all([
       this.deps.decision.resolve(ctx.tenant_id, req.intent, req.assembly_version),
       this.deps.memory.failureCounts(ctx.tenant_id, req.intent),
-      this.deps.memory.search(ctx.tenant_id, `success ${req.intent}`, 'GLOBAL', GLOBAL_SCOPE_ID, 5),
+      this.deps.memory.similarSuccesses(ctx.tenant_id, req.intent, 5),
     ]);
     const settings = settingsOf(assembly.engine);
     const avoid = Object.entries(failureCounts).filter(([, n]) => n >= settings.avoid_after_failures).map(([c]) => c).sort();
