@@ -25,7 +25,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { ensureDatabase } from '../src/store/database.js';
-import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, settle, startAbc, startChild, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, loadCalls, percentile, record, settle, startAbc, startChild, submitSync, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
 import { ABC_COMMITS, FLOOR_COMMITS, lastContract, recordsFloor } from './records-floor.js';
@@ -109,13 +109,6 @@ function databaseOn(url: string, name: string): string {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();
-}
-
-/** One sync analyze_portfolio submit to `base`, which must answer with its result. */
-async function submitSync(base: string, headers: Record<string, string>): Promise<void> {
-  const res = await fetch(`${base}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody('sync', 'bench-durable') });
-  const json = (await res.json()) as { kind?: string };
-  if (res.status !== 200 || json.kind !== 'result') throw new Error(`sync submit answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
 }
 
 function abcRunner(abc: AbcProcess): Runner {

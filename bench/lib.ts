@@ -136,9 +136,9 @@ export async function startAbc(databaseUrl: string, env: Record<string, string> 
 }
 
 /** A child process that prints its URL on its first line of output. */
-export async function startChild(args: string[], url: (line: string) => string | undefined, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<{ url: string; stop(): void }> {
+export async function startChild(args: string[], url: (line: string) => string | undefined, stderr: 'inherit' | 'ignore' = 'inherit'): Promise<{ url: string; pid: number; stop(): void }> {
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', stderr] });
-  return { url: await firstLine(child, (line) => url(line.trim()), args.join(' ')), stop: () => child.kill() };
+  return { url: await firstLine(child, (line) => url(line.trim()), args.join(' ')), pid: child.pid!, stop: () => child.kill() };
 }
 
 /**
@@ -183,6 +183,13 @@ export async function startReadFloor(databaseUrl: string, queries: Record<string
       return res.json();
     },
   };
+}
+
+/** One sync analyze_portfolio submit to `base` (ABC, or a floor of its path), which must answer with its result. */
+export async function submitSync(base: string, headers: Record<string, string>): Promise<void> {
+  const res = await fetch(`${base}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody('sync', 'bench-durable') });
+  const json = (await res.json()) as { kind?: string };
+  if (res.status !== 200 || json.kind !== 'result') throw new Error(`sync submit answered ${res.status}: ${JSON.stringify(json).slice(0, 300)}`);
 }
 
 /** An analyze_portfolio request for the sample portfolio, with fresh correlation ids. */

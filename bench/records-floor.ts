@@ -4,8 +4,10 @@
 // from a contract ABC ran and written straight to PostgreSQL in as many commits
 // as DBOS makes for the same eight units (ten: the ticket, its plan, one per
 // unit), or as ABC makes (three: the admission, the plan, the rest), each commit
-// one prepared statement. No ABC process, no unit work, no reads.
+// one prepared statement; the commit with the success case drops the intent's
+// older ones, as ABC's final move does. No ABC process, no unit work, no reads.
 import pg from 'pg';
+import { successCasesTrim } from '../src/store/memory.js';
 
 const TABLES = ['tickets', 'frozen_plans', 'ticket_steps', 'execution_contracts', 'execution_transitions', 'snapshots', 'memory', 'ticket_events'] as const;
 type Table = (typeof TABLES)[number];
@@ -57,11 +59,29 @@ export function insertFrom(table: string, columns: string[], param: number): str
   return `i_${table} AS (INSERT INTO ${table} (${list}) SELECT ${list} FROM jsonb_populate_recordset(null::${table}, $${param}::jsonb))`;
 }
 
-/** One statement inserting each table's share ($1..$8) and moving the ticket's event counter ($9 ticket, $10 events). */
-function statementOf(columns: Record<Table, string[]>): string {
+/**
+ * One statement inserting each table's share ($1..$8) and moving the ticket's
+ * event counter ($9 ticket, $10 events); with `trim` (its parameters from $11),
+ * the one that also drops the older success cases, as ABC's final move does.
+ */
+function statementOf(columns: Record<Table, string[]>, trim?: string): string {
   const inserts = TABLES.map((t, i) => insertFrom(t, columns[t], i + 1));
-  return `WITH ${inserts.join(',\n')}
+  return `WITH ${[...inserts, ...(trim ? [`trim AS (${trim})`] : [])].join(',\n')}
     UPDATE tickets SET event_seq = event_seq + $10, updated_at = now() WHERE ticket = $9`;
+}
+
+/**
+ * ABC's trim of the GLOBAL success cases of the template's intent
+ * (successCasesTrim), numbered from $11: a floor that left its copies of the
+ * success case in memory would leave ABC's next contracts to search them all
+ * and to drop them, and measure ABC's work against less than its own.
+ */
+function trimOf(template: Rows): { sql: string; params: unknown[] } | undefined {
+  const success = template.memory.find((r) => r.scope === 'GLOBAL' && String(r.key).startsWith('success:'));
+  if (!success) return undefined;
+  const trim = successCasesTrim(String(success.tenant_id), String(success.key).split(':')[1]!);
+  let n = 10;
+  return { sql: trim.sql.replace(/\?/g, () => `$${++n}`), params: trim.params };
 }
 
 /** `items` in `n` consecutive shares, as even as they go. */
@@ -101,7 +121,10 @@ export async function recordsFloor(url: string, ticket: string, concurrency: num
   const pool = new pg.Pool({ connectionString: url, max: concurrency });
   pool.on('error', () => {});
   const template = await rowsOf(pool, ticket);
-  const statement = { name: 'records_floor', text: statementOf(await columnsOf(pool, TABLES)) };
+  const columns = await columnsOf(pool, TABLES);
+  const statement = { name: 'records_floor', text: statementOf(columns) };
+  const trim = trimOf(template);
+  const trimming = trim && { name: 'records_floor_trim', text: statementOf(columns, trim.sql) };
   // Every id of the template, renamed per copy; the GLOBAL entry's key with it.
   const ids = new Set<string>([ticket]);
   for (const r of template.tickets) for (const k of ['request_id', 'idempotency_key', 'plan_id']) if (r[k]) ids.add(String(r[k]));
@@ -128,10 +151,15 @@ export async function recordsFloor(url: string, ticket: string, concurrency: num
   };
   const commits = (i: number) => {
     const copy = JSON.parse(text.replace(pattern, (id) => `${id}_${prefix}_${i}`)) as Rows;
+    // Written now, as ABC writes its memory: the trim keeps the newest cases by this time.
+    const now = new Date().toISOString();
+    for (const r of copy.memory) r.created_at = now;
     const copyTicket = `${ticket}_${prefix}_${i}`;
     return plan(copy).map((commit) => async () => {
-      const values = TABLES.map((t) => JSON.stringify(commit[t] ?? []));
-      await pool.query({ ...statement, values: [...values, copyTicket, commit.ticket_events?.length ?? 0] });
+      const values = [...TABLES.map((t) => JSON.stringify(commit[t] ?? [])), copyTicket, commit.ticket_events?.length ?? 0];
+      // The commit that writes the success case drops the older ones with it.
+      const success = trimming && commit.memory?.some((r) => r.scope === 'GLOBAL');
+      await pool.query(success ? { ...trimming, values: [...values, ...trim.params] } : { ...statement, values });
     });
   };
   return {

@@ -1,6 +1,7 @@
 // npm run bench: every benchmark, each reporting ratios against a baseline from the same run.
 import { readFile, writeFile } from 'node:fs/promises';
 import os from 'node:os';
+import { contractCpu } from './contract-cpu.js';
 import { contracts } from './contracts.js';
 import { durable } from './durable.js';
 import { engine } from './engine.js';
@@ -13,7 +14,7 @@ import { transitions } from './transitions.js';
 import { workflow } from './workflow.js';
 import { figures, type Figure } from './lib.js';
 
-const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, durable, engine, observer, pep, workflow, 'python-sdk': pythonSdk, transitions };
+const benches: Record<string, () => Promise<void>> = { fanout, 'llm-proxy': llmProxy, contracts, durable, 'contract-cpu': contractCpu, engine, observer, pep, workflow, 'python-sdk': pythonSdk, transitions };
 const only = process.argv.slice(2);
 const unknown = only.filter((name) => !(name in benches));
 if (unknown.length) {
