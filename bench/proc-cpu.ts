@@ -21,8 +21,9 @@ const TICK_MS = 1000 / (() => {
 /** User and system time of a process or thread (`/proc/PID[/task/TID]`), in ms; 0 once it is gone. */
 function cpuMs(dir: string): number {
   try {
-    // The fields after the command name, which may hold spaces: utime and stime are the 12th and 13th.
-    const fields = readFileSync(`${dir}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // The fields after the command name (in parentheses, and it may hold any): utime and stime are the 12th and 13th.
+    const stat = readFileSync(`${dir}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
   } catch {
     return 0;
