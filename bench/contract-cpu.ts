@@ -7,10 +7,8 @@
 // PostgreSQL's processes spent, per contract. Linux only; PostgreSQL's share
 // counts the processes of a cluster on this machine (the embedded one, or a
 // local DATABASE_URL's), whatever else they serve meanwhile.
-import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
-import { benchDatabase, fmt, loadCalls, record, settle, startAbc, startChild, submitSync } from './lib.js';
+import { benchDatabase, fmt, importSamplePortfolios, loadCalls, record, settle, startAbc, startPathFloor, submitSync } from './lib.js';
 import { postgresCpu, postgresCpuSince, procAvailable, THREAD_GROUPS, threadsCpu, type ThreadGroup } from './proc-cpu.js';
 import { lastContract } from './records-floor.js';
 
@@ -52,15 +50,15 @@ export async function contractCpu(): Promise<void> {
   }
   const db = await benchDatabase('bench_contract_cpu');
   const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4' });
-  let floor: Awaited<ReturnType<typeof startChild>> | undefined;
+  let floor: Awaited<ReturnType<typeof startPathFloor>> | undefined;
   try {
-    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    await importSamplePortfolios(db.url);
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
     const abcSide = sideOf(abc.child.pid!, () => submitSync(abc.http, headers));
     await loadCalls(WARMUP, CONCURRENCY, abcSide.unit);
     // The floor copies the records of the contract ABC completed last.
     const ticket = await lastContract(db.url);
-    floor = await startChild(['--import', 'tsx', 'bench/contract-floor.ts', db.url, ticket], (line) => (line.startsWith('http') ? line : undefined));
+    floor = await startPathFloor(db.url, ticket);
     const floorUrl = floor.url;
     const floorSide = sideOf(floor.pid, () => submitSync(floorUrl, { 'content-type': 'application/json' }));
     await loadCalls(WARMUP, CONCURRENCY, floorSide.unit);

@@ -3,12 +3,10 @@
 // - submits and polls per second at concurrency 16;
 // - poll throughput against a raw SELECT of the same row over pg;
 // - submit-to-done latency for analyze_portfolio, p50 and p99 (sync, and async + long poll).
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { promisify } from 'node:util';
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import { benchDatabase, contractBody, fmt, loadCalls, percentile, record, startAbc, startReadFloor } from './lib.js';
+import { benchDatabase, contractBody, fmt, importSamplePortfolios, loadCalls, percentile, record, startAbc, startReadFloor } from './lib.js';
 
 const CONCURRENCY = 16;
 const SUBMITS = Number(process.env.BENCH_SUBMITS ?? 400);
@@ -24,7 +22,7 @@ export async function contracts(): Promise<void> {
   await raw.query('CREATE TABLE bench_submits (id text PRIMARY KEY, body jsonb NOT NULL)');
   const floor = await startReadFloor(db.url, { poll: POLL_SQL, submit: "INSERT INTO bench_submits VALUES ($1, '{}') RETURNING id" });
   try {
-    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    await importSamplePortfolios(db.url);
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
     const submit = async (mode: 'sync' | 'async') => {
       const res = await fetch(`${abc.http}/v1/contracts:submit`, { method: 'POST', headers, body: contractBody(mode, 'bench-session') });

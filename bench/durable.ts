@@ -14,18 +14,16 @@
 // nothing else). Then an approval round trip against a LangGraph
 // interrupt()/resume, with the side effects each re-executes (both timed after
 // as many warm-up round trips).
-import { execFile } from 'node:child_process';
 import { writeFile, mkdtemp } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { ensureDatabase } from '../src/store/database.js';
-import { benchDatabase, fmt, loadCalls, percentile, record, settle, startAbc, startChild, submitSync, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, importSamplePortfolios, loadCalls, percentile, record, settle, startAbc, startPathFloor, submitSync, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
 import { ABC_COMMITS, FLOOR_COMMITS, lastContract, recordsFloor } from './records-floor.js';
@@ -118,7 +116,7 @@ function abcRunner(abc: AbcProcess): Runner {
 
 /** The floor of a contract's path (bench/contract-floor.ts), in a process of its own like ABC. */
 async function pathFloorRunner(url: string, ticket: string): Promise<Runner> {
-  const floor = await startChild(['--import', 'tsx', 'bench/contract-floor.ts', url, ticket], (line) => (line.startsWith('http') ? line : undefined));
+  const floor = await startPathFloor(url, ticket);
   return {
     name: `Floor: HTTP -> gRPC, the 8 units, the records in ${ABC_COMMITS} commits`,
     unit: () => submitSync(floor.url, { 'content-type': 'application/json' }),
@@ -308,7 +306,7 @@ export async function durable(): Promise<void> {
     const abc = await startAbc(db.url, abcEnv);
     const abcSide = abcRunner(abc);
     started.push(abcSide);
-    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    await importSamplePortfolios(db.url);
     const abcLatency = await latency(abcSide, admin);
     // Both floors copy the contract ABC completed last, not each other's copies.
     const template = await lastContract(db.url);

@@ -3,13 +3,11 @@
 // clean (it answers), retry (its first call per execution fails, retryable)
 // and replan (its first call fails asking for a replan). Reported as p50 and
 // p90 submit-to-done (sync) and as ratios against clean from the same run.
-import { execFile } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
-import { benchDatabase, contractBody, fmt, percentile, startAbc } from './lib.js';
+import { benchDatabase, contractBody, fmt, importSamplePortfolios, percentile, startAbc } from './lib.js';
 
 const RUNS = Number(process.env.BENCH_ENGINE_RUNS ?? 30);
 type Mode = 'clean' | 'retry' | 'replan';
@@ -39,7 +37,7 @@ export async function engine(): Promise<void> {
   const abc = await startAbc(db.url, { ABC_CONTRACT_WORKERS: '4' });
   const probe = await probeTool();
   try {
-    await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: db.url, LOG_LEVEL: 'warn' } });
+    await importSamplePortfolios(db.url);
     const headers = { authorization: `Bearer ${abc.key}`, 'content-type': 'application/json' };
     const post = async (path: string, json: unknown) => {
       const res = await fetch(`${abc.http}${path}`, { method: 'POST', headers, body: typeof json === 'string' ? json : JSON.stringify(json) });

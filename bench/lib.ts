@@ -1,10 +1,11 @@
 // Shared bench helpers: percentiles, an ABC child process, an embedded database.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { createLogger } from '../src/runtime/log.js';
 import { ensureDatabase } from '../src/store/database.js';
@@ -184,6 +185,15 @@ export async function startReadFloor(databaseUrl: string, queries: Record<string
     },
   };
 }
+
+/** The pack's sample portfolios, imported into the database at `url` as a user would (`abc portfolios import`). */
+export async function importSamplePortfolios(url: string): Promise<void> {
+  await promisify(execFile)(process.execPath, ['bin/abc.js', 'portfolios', 'import', 'packs/analyze-portfolio/data/portfolios/sample.json'], { env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' } });
+}
+
+/** The floor of a sync contract's path (bench/contract-floor.ts) over `url`, copying the records of `ticket`, in a process of its own like ABC. */
+export const startPathFloor = (url: string, ticket: string) =>
+  startChild(['--import', 'tsx', 'bench/contract-floor.ts', url, ticket], (line) => (line.startsWith('http') ? line : undefined));
 
 /** One sync analyze_portfolio submit to `base` (ABC, or a floor of its path), which must answer with its result. */
 export async function submitSync(base: string, headers: Record<string, string>): Promise<void> {

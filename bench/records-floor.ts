@@ -70,6 +70,9 @@ function statementOf(columns: Record<Table, string[]>, trim?: string): string {
     UPDATE tickets SET event_seq = event_seq + $10, updated_at = now() WHERE ticket = $9`;
 }
 
+/** A memory row that is a success case (GLOBAL, `success:<intent>:<ticket>`). */
+const isSuccessCase = (r: Record<string, unknown>) => r.scope === 'GLOBAL' && String(r.key).startsWith('success:');
+
 /**
  * ABC's trim of the GLOBAL success cases of the template's intent
  * (successCasesTrim), numbered from $11: a floor that left its copies of the
@@ -77,7 +80,7 @@ function statementOf(columns: Record<Table, string[]>, trim?: string): string {
  * and to drop them, and measure ABC's work against less than its own.
  */
 function trimOf(template: Rows): { sql: string; params: unknown[] } | undefined {
-  const success = template.memory.find((r) => r.scope === 'GLOBAL' && String(r.key).startsWith('success:'));
+  const success = template.memory.find(isSuccessCase);
   if (!success) return undefined;
   const trim = successCasesTrim(String(success.tenant_id), String(success.key).split(':')[1]!);
   let n = 10;
@@ -158,7 +161,7 @@ export async function recordsFloor(url: string, ticket: string, concurrency: num
     return plan(copy).map((commit) => async () => {
       const values = [...TABLES.map((t) => JSON.stringify(commit[t] ?? [])), copyTicket, commit.ticket_events?.length ?? 0];
       // The commit that writes the success case drops the older ones with it.
-      const success = trimming && commit.memory?.some((r) => r.scope === 'GLOBAL');
+      const success = trimming && commit.memory?.some(isSuccessCase);
       await pool.query(success ? { ...trimming, values: [...values, ...trim.params] } : { ...statement, values });
     });
   };

@@ -136,6 +136,12 @@ const successPrefix = (intent: string) => `success:${intent}:`;
 /** A success case's key: one per ticket, under its intent's prefix (an intent is snake_case, so no prefix holds another's). */
 export const successKey = (intent: string, ticket: string) => `${successPrefix(intent)}${ticket}`;
 
+/** A tenant's success cases of an intent, as a condition its key index answers. */
+function successCases(tenantId: string, intent: string): { sql: string; params: string[] } {
+  const keys = keyPrefix(successPrefix(intent));
+  return { sql: `tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND ${keys.sql}`, params: [tenantId, GLOBAL_SCOPE_ID, ...keys.params] };
+}
+
 /**
  * The statements that store a success case and drop the intent's older ones,
  * for a writer that sends them with its own statement. The new case and the
@@ -148,26 +154,22 @@ export function successCaseWrite(row: MemoryRow, intent: string): { sql: string;
 
 /** The statement of successCaseWrite that drops an intent's success cases older than the SUCCESS_CASES_KEPT - 1 newest. */
 export function successCasesTrim(tenantId: string, intent: string): { sql: string; params: unknown[] } {
-  const keys = keyPrefix(successPrefix(intent));
-  const cases = `tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND ${keys.sql}`;
-  const params = [tenantId, GLOBAL_SCOPE_ID, ...keys.params];
+  const cases = successCases(tenantId, intent);
   return {
     sql: `DELETE FROM memory WHERE memory_id IN (
-            SELECT memory_id FROM memory WHERE ${cases}
-              AND created_at < (SELECT created_at FROM memory WHERE ${cases} ORDER BY created_at DESC LIMIT 1 OFFSET ?)
+            SELECT memory_id FROM memory WHERE ${cases.sql}
+              AND created_at < (SELECT created_at FROM memory WHERE ${cases.sql} ORDER BY created_at DESC LIMIT 1 OFFSET ?)
             FOR UPDATE SKIP LOCKED)`,
-    params: [...params, ...params, SUCCESS_CASES_KEPT - 2],
+    params: [...cases.params, ...cases.params, SUCCESS_CASES_KEPT - 2],
   };
 }
 
 /** The statement of Memory.similarSuccesses, and its parameters. */
 export function similarSuccessesRead(tenantId: string, intent: string, limit: number): { sql: string; params: unknown[] } {
-  const keys = keyPrefix(successPrefix(intent));
+  const cases = successCases(tenantId, intent);
   return {
-    sql: `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at FROM memory
-  WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = '${GLOBAL_SCOPE_ID}' AND ${keys.sql}
-  ORDER BY created_at DESC LIMIT ?`,
-    params: [tenantId, ...keys.params, limit],
+    sql: `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at FROM memory WHERE ${cases.sql} ORDER BY created_at DESC LIMIT ?`,
+    params: [...cases.params, limit],
   };
 }
 

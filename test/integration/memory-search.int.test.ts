@@ -3,7 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Memory, similarSuccessesRead } from '../../src/store/memory.js';
-import { nativePool } from '../../src/store/native.js';
+import { nativePool, prepared } from '../../src/store/native.js';
 import { migratedOrm } from '../support/db.js';
 
 describe('similar success cases', () => {
@@ -41,14 +41,15 @@ describe('similar success cases', () => {
 
   it('reads them through their key index alone, in the plan PostgreSQL keeps', async () => {
     const read = similarSuccessesRead('t1', 'analyze_portfolio', 5);
-    let n = 0;
+    // The statement as ABC prepares it (executeOne).
+    const statement = prepared(read.sql);
     const conn = await (await nativePool(store.orm)).connect();
     try {
       // A prepared statement's generic plan: the one it settles on after its first executions.
       await conn.query('SET plan_cache_mode = force_generic_plan');
-      await conn.query({ name: 'success_cases', text: read.sql.replace(/\?/g, () => `$${++n}`), values: read.params });
+      await conn.query({ ...statement, values: read.params });
       const values = read.params.map((v) => (typeof v === 'number' ? String(v) : conn.escapeLiteral(String(v))));
-      const [{ 'QUERY PLAN': plan }] = (await conn.query(`EXPLAIN (FORMAT JSON) EXECUTE success_cases(${values.join(', ')})`)).rows;
+      const [{ 'QUERY PLAN': plan }] = (await conn.query(`EXPLAIN (FORMAT JSON) EXECUTE ${statement.name}(${values.join(', ')})`)).rows;
       const scans = [...JSON.stringify(plan).matchAll(/"Node Type":"([^"]*Scan)"(?:[^{}]*?"Index Name":"([^"]+)")?/g)].map((m) => `${m[1]} ${m[2] ?? ''}`.trim());
       expect(scans).toEqual(['Index Scan idx_memory_key_bytes']);
     } finally {
