@@ -329,7 +329,7 @@ export async function startCore(opts: CoreOptions): Promise<Core> {
     close: async () => {
       clearTimeout(timer);
       await checking; // a start-up in flight finishes first, so everything it starts is stopped below
-      policy.close();
+      await policy.close();
       closing = true;
       offBusState();
       refreshHealth();

@@ -62,6 +62,10 @@ export class PolicyStore {
   readonly #log: Logger;
   readonly #db: PolicyDb | undefined;
   #unwake: (() => void) | undefined;
+  /** The stored policies' reads, one after another; close() waits for them. */
+  #reloads: Promise<void> = Promise.resolve();
+  #reloadQueued = false;
+  #closed = false;
 
   private constructor(policy: PolicyDocument, file: string | undefined, log: Logger, db: PolicyDb | undefined) {
     this.#policy = policy;
@@ -77,7 +81,7 @@ export class PolicyStore {
       // Before migrations the table may be missing: the file (or allow-all) holds until a reload.
       await store.#reloadStored().catch((error) => store.#log.warn({ err: error }, 'no stored policy yet'));
       // A notification, or a reconnect after which one may have been missed.
-      store.#unwake = db.bus.onWake('policy', () => void store.#reloadStored().catch((error) => store.#log.error({ err: error }, 'stored policy reload failed')));
+      store.#unwake = db.bus.onWake('policy', () => store.#queueReload());
     }
     if (!file) return store;
     const result = await store.reload();
@@ -119,6 +123,20 @@ export class PolicyStore {
     return stored;
   }
 
+  /**
+   * One read after the one in flight, for any number of wakes meanwhile: two
+   * reads at once could end out of order and keep the older policies.
+   */
+  #queueReload(): void {
+    if (this.#closed || this.#reloadQueued) return;
+    this.#reloadQueued = true;
+    this.#reloads = this.#reloads.then(async () => {
+      this.#reloadQueued = false;
+      if (this.#closed) return;
+      await this.#reloadStored().catch((error) => this.#log.error({ err: error }, 'stored policy reload failed'));
+    });
+  }
+
   async #reloadStored(): Promise<void> {
     const stored = await activePolicies(this.#db!.em());
     for (const [tenant, policy] of stored) {
@@ -148,8 +166,11 @@ export class PolicyStore {
     return { ok: false, error };
   }
 
-  close(): void {
+  /** Stops following, and waits for a read in flight: one that reached for the pool as it ends would hold it open. */
+  async close(): Promise<void> {
+    this.#closed = true;
     if (this.#file) unwatchFile(this.#file);
     this.#unwake?.();
+    await this.#reloads;
   }
 }
