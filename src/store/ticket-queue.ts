@@ -97,6 +97,18 @@ export class ContractQueue {
     };
   }
 
+  /**
+   * The enqueue of several tickets now (`tickets`: an expression of a text
+   * array of distinct ids) as one call that returns their jobs: what add_job
+   * does for each, once for them all (add_job is add_jobs of one).
+   */
+  jobsFor(tickets: string): { sql: string; params: unknown[] } {
+    return {
+      sql: `graphile_worker.add_jobs(ARRAY(SELECT (?::text, json_build_object('ticket', t), NULL, NULL, NULL, t, NULL, NULL)::graphile_worker.job_spec FROM unnest(${tickets}) AS t))`,
+      params: [EXECUTE_TASK],
+    };
+  }
+
   /** The claim an admitted ticket is created with, until its job is added (admit) or the claim lapses (recover). */
   admission(ticket: string): { owner: string; ms: number } {
     return { owner: admissionOwner(ticket), ms: this.opts.leaseMs };
@@ -127,7 +139,7 @@ export class ContractQueue {
       const tickets = [...this.#admitted];
       this.#admitted.clear();
       try {
-        await addAdmittedJobs(this.#pool, tickets, (column) => this.jobFor(column));
+        await addAdmittedJobs(this.#pool, tickets, (ids) => this.jobsFor(ids));
       } catch (error) {
         // Tried again while the process lives; after a crash, the claims lapse and recover() adds the jobs.
         this.#log.warn({ err: error, tickets: tickets.length }, 'could not add the jobs of admitted tickets; retrying');

@@ -576,19 +576,20 @@ const ADMITTED = 'admitted-';
 export const admissionOwner = (ticket: string) => `${ADMITTED}${ticket}`;
 
 /**
- * Adds a job (`job`: the enqueue as an expression over a ticket id column)
- * for each of `tickets` still claimed by its admission, and drops those
- * claims, in one statement: a ticket whose claim is gone (a cancel ended it,
- * or the recovery sweep gave it a job) gets none.
+ * Adds the jobs of those of `tickets` still claimed by their admission, and
+ * drops those claims, in one statement: a ticket whose claim is gone (a cancel
+ * ended it, or the recovery sweep gave it a job) gets none. `jobs` is the
+ * enqueue of a set of tickets, as a call that returns a row a job, over an
+ * expression of their ids (a text array).
  */
-export async function addAdmittedJobs(pool: Queryable, tickets: string[], job: (ticket: string) => { sql: string; params: unknown[] }): Promise<void> {
-  const add = job('mine.ticket');
+export async function addAdmittedJobs(pool: Queryable, tickets: string[], jobs: (tickets: string) => { sql: string; params: unknown[] }): Promise<void> {
+  const add = jobs('ARRAY(SELECT ticket FROM mine)');
   await pool.query({
     ...prepared(`WITH mine AS (
       UPDATE tickets SET lease_owner = NULL, lease_expires_at = NULL
       WHERE ${inJsonList('ticket')} AND lease_owner = '${ADMITTED}' || ticket
       RETURNING ticket)
-    SELECT count(${add.sql}) AS n FROM mine`),
+    SELECT count(*) AS n FROM ${add.sql} WHERE EXISTS (SELECT 1 FROM mine)`),
     values: [JSON.stringify(tickets), ...add.params],
   });
 }

@@ -89,12 +89,12 @@ it("adds the admitted tickets' jobs through the ticket's index, only for those i
   const client = await (await nativePool(orm())).connect();
   try {
     await client.query('BEGIN');
-    // The job, as an expression over each claimed ticket: here a row that names it.
+    // The jobs, as one call over the claimed tickets' ids: here a row that names each.
     await client.query('CREATE TEMP TABLE jobs_added (ticket text) ON COMMIT DROP');
-    await client.query("CREATE FUNCTION pg_temp.add_job(t text) RETURNS int LANGUAGE sql AS $$ INSERT INTO jobs_added VALUES (t) RETURNING 1 $$");
+    await client.query('CREATE FUNCTION pg_temp.add_jobs(ids text[]) RETURNS SETOF int LANGUAGE sql AS $$ INSERT INTO jobs_added SELECT unnest(ids) RETURNING 1 $$');
     const ticketReads = async () => (await client.query<Reads>(READS, ['tickets'])).rows[0]!;
     const before = await ticketReads();
-    await addAdmittedJobs(client, ['tkt_ll_6', 'tkt_ll_7', 'tkt_ll_8'], (column) => ({ sql: `pg_temp.add_job(${column})`, params: [] }));
+    await addAdmittedJobs(client, ['tkt_ll_6', 'tkt_ll_7', 'tkt_ll_8'], (ids) => ({ sql: `pg_temp.add_jobs(${ids})`, params: [] }));
     const reads = readsSince(before, await ticketReads());
     expect(reads.seq).toBe(0);
     expect(reads.idx).toBeGreaterThan(0);
