@@ -85,27 +85,23 @@ export class ContractQueue {
    * replaced by the feedback's).
    */
   async enqueue(tx: EntityManager, ticket: string, runAt?: Date): Promise<void> {
-    const job = this.jobFor('x.ticket', runAt);
-    await tx.execute(`SELECT ${job.sql} FROM (SELECT ?::text AS ticket) x`, [...job.params, ticket]);
-  }
-
-  /** The enqueue as an expression over a ticket id column (`ticket`), for a statement that enqueues with other writes. */
-  jobFor(ticket: string, runAt?: Date): { sql: string; params: unknown[] } {
-    return {
-      sql: `graphile_worker.add_job(?, json_build_object('ticket', ${ticket}), job_key := ${ticket}, run_at := coalesce(?::timestamptz, now()))`,
-      params: [EXECUTE_TASK, runAt?.toISOString() ?? null],
-    };
+    const jobs = this.jobsFor('ARRAY[?::text]', { runAt });
+    await tx.execute(`SELECT count(*) FROM ${jobs.sql}`, [ticket, ...jobs.params]);
   }
 
   /**
-   * The enqueue of several tickets now (`tickets`: an expression of a text
-   * array of distinct ids) as one call that returns their jobs: what add_job
-   * does for each, once for them all (add_job is add_jobs of one).
+   * The enqueue of tickets (`tickets`: an expression of a text array of
+   * distinct ids, whose parameters come first) as one call that returns their
+   * jobs, keyed by ticket: due at `runAt` (else now), or with `keepRunAt` a
+   * job already waiting keeps its time. add_job is add_jobs of one, so any
+   * number of tickets costs one call.
    */
-  jobsFor(tickets: string): { sql: string; params: unknown[] } {
+  jobsFor(tickets: string, opts: { runAt?: Date; keepRunAt?: boolean } = {}): { sql: string; params: unknown[] } {
     return {
-      sql: `graphile_worker.add_jobs(ARRAY(SELECT (?::text, json_build_object('ticket', t), NULL, NULL, NULL, t, NULL, NULL)::graphile_worker.job_spec FROM unnest(${tickets}) AS t))`,
-      params: [EXECUTE_TASK],
+      sql: `graphile_worker.add_jobs(ARRAY(
+              SELECT (job.task, json_build_object('ticket', t), NULL, job.run_at, NULL, t, NULL, NULL)::graphile_worker.job_spec
+              FROM unnest(${tickets}) AS t, (SELECT ?::text AS task, ?::timestamptz AS run_at) job), ?::boolean)`,
+      params: [EXECUTE_TASK, opts.runAt?.toISOString() ?? null, opts.keepRunAt ?? false],
     };
   }
 
@@ -186,10 +182,8 @@ export class ContractQueue {
       const owners = [...new Set(stale.map((s) => s.lease_owner))];
       const tickets = JSON.stringify(stale.map((s) => s.ticket));
       await tx.execute('SELECT graphile_worker.force_unlock_workers(ARRAY(SELECT jsonb_array_elements_text(?::jsonb)))', [JSON.stringify(owners)]);
-      await tx.execute(
-        "SELECT graphile_worker.add_job(?, json_build_object('ticket', t), job_key := t, job_key_mode := 'preserve_run_at') FROM jsonb_array_elements_text(?::jsonb) AS t",
-        [EXECUTE_TASK, tickets],
-      );
+      const jobs = this.jobsFor('ARRAY(SELECT jsonb_array_elements_text(?::jsonb))', { keepRunAt: true });
+      await tx.execute(`SELECT count(*) FROM ${jobs.sql}`, [tickets, ...jobs.params]);
       await releaseTicketLeases(tx, stale.map((s) => s.ticket));
       this.#log.warn({ tickets: stale.map((s) => s.ticket), workers: owners }, 'recovered tickets of workers that stopped');
       return stale.length;
