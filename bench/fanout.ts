@@ -4,6 +4,7 @@
 //  - deltas per second at 1, 10 and 100 concurrent runs vs the same deltas written straight to ws;
 //  - a sweep of 1, 10, 100 and 200 concurrent IM runs of 20 paced deltas: time to done, deltas per second;
 //  - both of those against the floor of an IM run (bench/im-floor.ts): the same hops, libraries and commits, none of ABC's work;
+//    at each concurrency the sides take their rounds in turn, after an untimed round each;
 //  - event-log appends per second (per-event commits and group commit) vs raw COPY.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -25,6 +26,39 @@ const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 10000);
 const SWEEP_DELTAS = 20;
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const PACE_MS = 2;
+/** Timed rounds per side at each concurrency of the throughput table and the sweep. */
+const ROUNDS = Number(process.env.BENCH_FANOUT_ROUNDS ?? 3);
+
+/** One round of a side: the agent deltas its clients received, the frames that carried them, each run's time to done, and the round's time. */
+interface Round {
+  deltas: number;
+  frames: number;
+  times: number[];
+  seconds: number;
+}
+
+/**
+ * Rounds that the sides take in turn, after an untimed round each at the same
+ * concurrency: every figure is of a server's steady state, its code compiled
+ * and its pools grown for that load (as in bench/durable), and a machine whose
+ * speed drifts over the run slows every side alike.
+ */
+async function inTurn(sides: (() => Promise<Round>)[]): Promise<Round[][]> {
+  for (const side of sides) await side();
+  const rounds = sides.map((): Round[] => []);
+  for (let r = 0; r < ROUNDS; r++) for (const [i, side] of sides.entries()) rounds[i]!.push(await side());
+  return rounds;
+}
+
+/** A side's deltas per second over all its rounds' time, its slowest and fastest round, and the deltas a frame carried. */
+function rateOf(rounds: Round[]): { rate: number; slowest: number; fastest: number; perFrame: number } {
+  const sum = (f: (r: Round) => number) => rounds.reduce((n, r) => n + f(r), 0);
+  const each = rounds.map((r) => r.deltas / r.seconds);
+  return { rate: sum((r) => r.deltas) / sum((r) => r.seconds), slowest: Math.min(...each), fastest: Math.max(...each), perFrame: sum((r) => r.deltas) / sum((r) => r.frames) };
+}
+
+/** Time to done over every run of a side's rounds, sorted. */
+const timesOf = (rounds: Round[]) => rounds.flatMap((r) => r.times).sort((a, b) => a - b);
 
 /** The agent: paced deltas carry their send time; unpaced ones are for throughput. */
 function startAgent(): Promise<http.Server> {
@@ -112,7 +146,7 @@ async function abcRun(abc: ImServer, content: string, session: string): Promise<
 }
 
 /** Baseline: `concurrency` clients, each sent `perRun` deltas straight over ws as fast as it takes them. */
-async function directThroughput(concurrency: number, perRun: number): Promise<number> {
+async function directThroughput(concurrency: number, perRun: number): Promise<Round> {
   const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
   await new Promise((r) => wss.once('listening', r));
   wss.on('connection', async (socket) => {
@@ -141,18 +175,20 @@ async function directThroughput(concurrency: number, perRun: number): Promise<nu
   );
   const seconds = (performance.now() - start) / 1000;
   wss.close();
-  return counts.reduce((a, b) => a + b, 0) / seconds;
+  const deltas = counts.reduce((a, b) => a + b, 0);
+  return { deltas, frames: deltas, times: [], seconds };
 }
 
 const perRunOf = (concurrency: number) => Math.max(50, Math.floor(THROUGHPUT_DELTAS / concurrency));
 
-/** Agent deltas delivered per second, and how many of them a delta frame carried on average. */
-async function throughput(abc: ImServer, concurrency: number): Promise<{ rate: number; perFrame: number }> {
+/** `concurrency` IM runs at once through `abc` (or the floor), each of `content`'s deltas. */
+async function runsAtOnce(abc: ImServer, concurrency: number, content: string): Promise<Round> {
   const start = performance.now();
-  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `burst:${perRunOf(concurrency)}`, `sess_tp_${concurrency}_${i}_${Date.now()}`)));
+  const tag = `${concurrency}_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, content, `sess_${tag}_${i}`)));
   const seconds = (performance.now() - start) / 1000;
-  const deltas = results.reduce((n, r) => n + r.deltas, 0);
-  return { rate: deltas / seconds, perFrame: deltas / results.reduce((n, r) => n + r.frames, 0) };
+  const sum = (f: (r: (typeof results)[number]) => number) => results.reduce((n, r) => n + f(r), 0);
+  return { deltas: sum((r) => r.deltas), frames: sum((r) => r.frames), times: results.map((r) => r.ms), seconds };
 }
 
 /** `n` IM runs of 5 deltas each, `concurrency` at a time, through a bench agent of their own. */
@@ -169,15 +205,6 @@ export async function imRuns(abc: AbcProcess, n: number, concurrency: number): P
     agent.closeAllConnections();
     agent.close();
   }
-}
-
-/** `concurrency` IM runs at once, each of SWEEP_DELTAS paced deltas: time to done and deltas per second. */
-async function sweep(abc: ImServer, concurrency: number): Promise<{ p50: number; p99: number; rate: number }> {
-  const start = performance.now();
-  const results = await Promise.all(Array.from({ length: concurrency }, (_, i) => abcRun(abc, `paced:${SWEEP_DELTAS}`, `sess_sw_${concurrency}_${i}_${Date.now()}`)));
-  const seconds = (performance.now() - start) / 1000;
-  const ms = results.map((r) => r.ms).sort((a, b) => a - b);
-  return { p50: percentile(ms, 50), p99: percentile(ms, 99), rate: results.reduce((n, r) => n + r.deltas, 0) / seconds };
 }
 
 async function appendRates(url: string): Promise<{ perEvent: number; grouped: number; copy: number; commitP50: number }> {
@@ -270,33 +297,45 @@ export async function fanout(): Promise<void> {
     record({ bench: 'fanout', name: 'delta added latency p50', value: a50 - d50, unit: 'ms', ratio: a50 / d50, against: 'agent -> ws direct', goal: '<= 0.5 ms' });
     record({ bench: 'fanout', name: 'delta added latency p99', value: a99 - d99, unit: 'ms', ratio: a99 / d99, against: 'agent -> ws direct', goal: '<= 3 ms' });
 
-    console.log(`\n## fanout: deltas per second (${THROUGHPUT_DELTAS} deltas, unpaced), vs the same deltas written straight to ws`);
-    console.log('A delta frame may carry several of the agent\'s deltas (those that queued behind their run\'s commit); each is counted. The direct baseline sends each delta in a frame of its own.');
-    console.log('| concurrent runs | through ABC | floor (bench/im-floor) | direct ws | ABC / direct | floor / direct | ABC / floor | deltas per frame, ABC / floor |');
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log(`\n## fanout: deltas per second (${THROUGHPUT_DELTAS} deltas, unpaced, per round; ${ROUNDS} rounds per side, taken in turn after an untimed one), vs the same deltas written straight to ws`);
+    console.log('A delta frame may carry several of the agent\'s deltas (those that queued behind their run\'s commit); each is counted. The direct baseline sends each delta in a frame of its own. A side\'s figure is all its deltas over all its rounds\' time.');
+    console.log('| concurrent runs | through ABC | ABC\'s rounds | floor (bench/im-floor) | direct ws | ABC / direct | floor / direct | ABC / floor | deltas per frame, ABC / floor |');
+    console.log('|---|---|---|---|---|---|---|---|---|');
     for (const c of [1, 10, 100]) {
-      const direct = await directThroughput(c, perRunOf(c));
-      const abcTp = await throughput(abc, c);
-      const floorTp = await throughput(floor, c);
+      const [directRounds, abcRounds, floorRounds] = await inTurn([
+        () => directThroughput(c, perRunOf(c)),
+        () => runsAtOnce(abc, c, `burst:${perRunOf(c)}`),
+        () => runsAtOnce(floor, c, `burst:${perRunOf(c)}`),
+      ]);
+      const direct = rateOf(directRounds!).rate;
+      const abcTp = rateOf(abcRounds!);
+      const floorTp = rateOf(floorRounds!);
       const through = abcTp.rate;
       const least = floorTp.rate;
-      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(least, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} | ${fmt(least / direct)} | ${fmt(through / least)} | ${fmt(abcTp.perFrame, 1)} / ${fmt(floorTp.perFrame, 1)} |`);
+      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(abcTp.slowest, 0)}–${fmt(abcTp.fastest, 0)} | ${fmt(least, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} | ${fmt(least / direct)} | ${fmt(through / least)} | ${fmt(abcTp.perFrame, 1)} / ${fmt(floorTp.perFrame, 1)} |`);
       record({ bench: 'fanout', name: `deltas per frame, ${c} runs`, value: abcTp.perFrame, unit: 'deltas/frame' });
       record({ bench: 'fanout', name: `deltas per frame, ${c} runs, floor`, value: floorTp.perFrame, unit: 'deltas/frame' });
       record({ bench: 'fanout', name: `deltas per second, ${c} runs`, value: through, unit: 'deltas/s', ratio: through / direct, against: 'ws direct', goal: c === 100 ? '>= 25,000 and >= 0.25x' : undefined });
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs, slowest round`, value: abcTp.slowest, unit: 'deltas/s' });
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs, fastest round`, value: abcTp.fastest, unit: 'deltas/s' });
       record({ bench: 'fanout', name: `deltas per second, ${c} runs, floor`, value: least, unit: 'deltas/s', ratio: least / direct, against: 'ws direct' });
       record({ bench: 'fanout', name: `deltas per second, ${c} runs, ABC vs floor`, value: through, unit: 'deltas/s', ratio: through / least, against: 'IM floor (bench/im-floor.ts)' });
     }
 
-    console.log(`\n## fanout: concurrent IM runs of ${SWEEP_DELTAS} deltas, one every ${PACE_MS} ms (connect, hello, invoke, stream, done)`);
-    console.log('| concurrent runs | time to done p50 ms | p99 ms | deltas/s | floor p50 ms | floor p99 ms | floor deltas/s | ABC / floor p50 |');
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log(`\n## fanout: concurrent IM runs of ${SWEEP_DELTAS} deltas, one every ${PACE_MS} ms (connect, hello, invoke, stream, done; ${ROUNDS} rounds per side, taken in turn after an untimed one)`);
+    console.log('Time to done is over every run of a side\'s rounds; "ABC\'s rounds" are the p50s of its rounds.');
+    console.log('| concurrent runs | time to done p50 ms | p99 ms | ABC\'s rounds p50 ms | deltas/s | floor p50 ms | floor p99 ms | floor deltas/s | ABC / floor p50 |');
+    console.log('|---|---|---|---|---|---|---|---|---|');
     let alone = NaN;
     for (const c of [1, 10, 100, 200]) {
-      const r = await sweep(abc, c);
-      const f = await sweep(floor, c);
+      const [abcRounds, floorRounds] = await inTurn([() => runsAtOnce(abc, c, `paced:${SWEEP_DELTAS}`), () => runsAtOnce(floor, c, `paced:${SWEEP_DELTAS}`)]);
+      const ms = timesOf(abcRounds!);
+      const least = timesOf(floorRounds!);
+      const r = { p50: percentile(ms, 50), p99: percentile(ms, 99), rate: rateOf(abcRounds!).rate };
+      const f = { p50: percentile(least, 50), p99: percentile(least, 99), rate: rateOf(floorRounds!).rate };
+      const each = abcRounds!.map((round) => percentile([...round.times].sort((a, b) => a - b), 50));
       if (c === 1) alone = r.p50;
-      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(r.rate, 0)} | ${fmt(f.p50, 0)} | ${fmt(f.p99, 0)} | ${fmt(f.rate, 0)} | ${fmt(r.p50 / f.p50)} |`);
+      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(Math.min(...each), 0)}–${fmt(Math.max(...each), 0)} | ${fmt(r.rate, 0)} | ${fmt(f.p50, 0)} | ${fmt(f.p99, 0)} | ${fmt(f.rate, 0)} | ${fmt(r.p50 / f.p50)} |`);
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, floor time to done p50`, value: f.p50, unit: 'ms' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50 vs floor`, value: r.p50, unit: 'ms', ratio: r.p50 / f.p50, against: 'IM floor (bench/im-floor.ts)' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50`, value: r.p50, unit: 'ms', ratio: r.p50 / alone, against: 'one run alone', goal: c === 200 ? '<= 300 ms' : undefined });
