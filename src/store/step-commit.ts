@@ -15,7 +15,7 @@ import { TICKETS_CHANNEL } from './event-bus.js';
 import { moveFacts, moveTime, summariseOutcome } from './execution-contracts.js';
 import { storeMemoryRows, type MemoryRow } from './memory.js';
 import { executeGuarded } from './native.js';
-import { announcing, contractActor, STEP_TO_CONTRACT, stepsRecords, stepTransitionEvent, transitionStep, type AnnounceTicket, type RecordsFirst, type StepCall, type StepRow, type TicketEventInput } from './ticket-store.js';
+import { announcing, contractActor, STEP_TO_CONTRACT, stepTransitionEvent, transitionStep, type AnnounceTicket, type RecordsFirst, type StepCall, type StepRow, type TicketEventInput } from './ticket-store.js';
 
 export interface StepHop {
   trigger: StepTrigger;
@@ -88,11 +88,10 @@ export async function commitStepsTogether(em: () => EntityManager, commits: Step
 }
 
 /**
- * Step commits' own records as an expression for a ticket move's statement
- * (its `first`): each step row, its contract's moves and its memory, whose
- * events (numbered on from `ahead`, across the steps) the move appends ahead
- * of its own (see stepsRecords). Undefined when a commit cannot go by
- * abc_commit_step.
+ * Step commits' own records for a ticket move's statement (its `first`): each
+ * step row, its contract's moves and its memory, whose events (numbered on
+ * from `ahead`, across the steps) the move appends ahead of its own (see
+ * RecordsFirst). Undefined when a commit cannot go by abc_commit_step.
  */
 export function stepRecords(commits: StepCommit[], ahead = 0): ReturnType<RecordsFirst> | undefined {
   const steps: StepCall[] = [];
@@ -103,7 +102,7 @@ export function stepRecords(commits: StepCommit[], ahead = 0): ReturnType<Record
     steps.push(call);
     events += (call.events as unknown[]).length;
   }
-  return { ...stepsRecords(steps), events, steps };
+  return { events, steps };
 }
 
 /** The state stepRecords would write the step in, without building its records; undefined when it cannot write the commit. */

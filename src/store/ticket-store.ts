@@ -164,13 +164,12 @@ export function transitionTicketFrom(tx: EntityManager, ticket: string, from: Li
 }
 
 /**
- * Records of another machine a move's statement writes ahead of a hop: an
- * expression that writes them and returns their `events` (a jsonb array
- * numbered on from `ahead`), appended ahead of the hop's own events. Steps'
- * records also give their calls (`steps`): a move joins those of all its hops
- * in one call (joinFirsts).
+ * The step commits a move's statement writes ahead of a hop (store/step-commit.ts):
+ * their calls, whose events, numbered on from `ahead`, it appends ahead of the
+ * hop's own. A move serializes the calls of all its hops once, into one
+ * expression (stepsRecords).
  */
-export type RecordsFirst = (ahead: number) => { sql: string; params: unknown[]; events: number; steps?: StepCall[] };
+export type RecordsFirst = (ahead: number) => { events: number; steps: StepCall[] };
 
 /** A step commit's argument for abc_step_records (store/step-commit.ts). */
 export type StepCall = Record<string, unknown> & { ticket: string; step_id: string };
@@ -183,13 +182,6 @@ export function stepsRecords(calls: StepCall[]): { sql: string; params: unknown[
   const together = calls.every((c) => c.ticket === calls[0]!.ticket) && new Set(calls.map((c) => c.step_id)).size === calls.length;
   if (together) return { sql: 'abc_steps_records(?::jsonb)', params: [JSON.stringify(calls)] };
   return { sql: calls.map(() => 'abc_step_records(?::jsonb)').join(' || '), params: calls.map((c) => JSON.stringify(c)) };
-}
-
-/** The records several hops write first, as one expression; the steps of all of them in one call when every hop's are steps. */
-function joinFirsts(firsts: ReturnType<RecordsFirst>[]): { sql: string; params: unknown[] } | undefined {
-  if (!firsts.length) return undefined;
-  if (firsts.length > 1 && firsts.every((r) => r.steps)) return stepsRecords(firsts.flatMap((r) => r.steps!));
-  return { sql: firsts.map((r) => r.sql).join(' || '), params: firsts.flatMap((r) => r.params) };
 }
 
 /** Announces, after its commit, that a ticket's execution row changed, and whether its lifecycle ended (EventBus.announceTicket). */
@@ -254,7 +246,7 @@ async function moveTicket(
     starts.push(count);
     count += (hop.trace?.length ?? 0) + 1;
   }
-  const first = joinFirsts(firsts);
+  const first = firsts.length ? stepsRecords(firsts.flatMap((r) => r.steps)) : undefined;
   const events = (path: Path<LifecycleState>): (TicketEventInput & { n: number })[] =>
     path.hops.flatMap(({ from, to }, i) => {
       const { trigger: by, trace, reason } = steps[i]!;
