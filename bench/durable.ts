@@ -23,7 +23,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { ensureDatabase } from '../src/store/database.js';
-import { benchDatabase, fmt, importSamplePortfolios, loadCalls, percentile, record, settle, startAbc, startPathFloor, submitSync, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, importSamplePortfolios, inTurn, loadCalls, percentile, record, settle, startAbc, startPathFloor, submitSync, type AbcProcess } from './lib.js';
 import { importPeer } from './peers.js';
 import { packDbOver, steps, type Outputs } from './portfolio-steps.js';
 import { ABC_COMMITS, FLOOR_COMMITS, lastContract, recordsFloor } from './records-floor.js';
@@ -87,20 +87,17 @@ async function latency(runner: Runner, admin: pg.Pool): Promise<Pick<Side, 'name
  * all its rounds' time.
  */
 async function throughput(runners: Runner[], urls: string[]): Promise<Pick<Side, 'perSecond' | 'rounds'>[]> {
-  const time = runners.map(() => 0);
-  const rates = runners.map((): number[] => []);
   for (const url of urls) await settle(url);
-  for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-    for (const [i, runner] of runners.entries()) {
+  const rates = await inTurn(
+    runners.map((runner) => async () => {
       // Untimed: a unit per client first, so that each side's pools have
       // their connections again (an idle pool closes them) before the clock.
       await loadCalls(CONCURRENCY, CONCURRENCY, runner.unit);
-      const { rps } = await loadCalls(THROUGHPUT_RUNS, CONCURRENCY, runner.unit);
-      time[i] = time[i]! + THROUGHPUT_RUNS / rps;
-      rates[i]!.push(rps);
-    }
-  }
-  return runners.map((_, i) => ({ perSecond: (THROUGHPUT_RUNS * THROUGHPUT_ROUNDS) / time[i]!, rounds: [Math.min(...rates[i]!), Math.max(...rates[i]!)] }));
+      return (await loadCalls(THROUGHPUT_RUNS, CONCURRENCY, runner.unit)).rps;
+    }),
+    THROUGHPUT_ROUNDS,
+  );
+  return rates.map((rps) => ({ perSecond: (THROUGHPUT_RUNS * rps.length) / rps.reduce((t, r) => t + THROUGHPUT_RUNS / r, 0), rounds: [Math.min(...rps), Math.max(...rps)] }));
 }
 
 function databaseOn(url: string, name: string): string {

@@ -19,7 +19,7 @@ import { EventAppender } from '../src/store/event-appender.js';
 import { poolOf } from '../src/store/native.js';
 import { appendEvents } from '../src/store/event-log.js';
 import { createOrm } from '../src/store/orm.js';
-import { benchDatabase, fmt, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
+import { benchDatabase, fmt, inTurn, loadCalls, percentile, record, startAbc, startChild, type AbcProcess } from './lib.js';
 
 const LATENCY_DELTAS = Number(process.env.BENCH_LATENCY_DELTAS ?? 400);
 const THROUGHPUT_DELTAS = Number(process.env.BENCH_THROUGHPUT_DELTAS ?? 10000);
@@ -40,15 +40,9 @@ interface Round {
 /**
  * Rounds that the sides take in turn, after an untimed round each at the same
  * concurrency: every figure is of a server's steady state, its code compiled
- * and its pools grown for that load (as in bench/durable), and a machine whose
- * speed drifts over the run slows every side alike.
+ * and its pools grown for that load.
  */
-async function inTurn(sides: (() => Promise<Round>)[]): Promise<Round[][]> {
-  for (const side of sides) await side();
-  const rounds = sides.map((): Round[] => []);
-  for (let r = 0; r < ROUNDS; r++) for (const [i, side] of sides.entries()) rounds[i]!.push(await side());
-  return rounds;
-}
+const warmRounds = (sides: (() => Promise<Round>)[]) => inTurn(sides, ROUNDS, true);
 
 /** A side's deltas per second over all its rounds' time, its slowest and fastest round, and the deltas a frame carried. */
 function rateOf(rounds: Round[]): { rate: number; slowest: number; fastest: number; perFrame: number } {
@@ -302,7 +296,7 @@ export async function fanout(): Promise<void> {
     console.log('| concurrent runs | through ABC | ABC\'s rounds | floor (bench/im-floor) | direct ws | ABC / direct | floor / direct | ABC / floor | deltas per frame, ABC / floor |');
     console.log('|---|---|---|---|---|---|---|---|---|');
     for (const c of [1, 10, 100]) {
-      const [directRounds, abcRounds, floorRounds] = await inTurn([
+      const [directRounds, abcRounds, floorRounds] = await warmRounds([
         () => directThroughput(c, perRunOf(c)),
         () => runsAtOnce(abc, c, `burst:${perRunOf(c)}`),
         () => runsAtOnce(floor, c, `burst:${perRunOf(c)}`),
@@ -328,7 +322,7 @@ export async function fanout(): Promise<void> {
     console.log('|---|---|---|---|---|---|---|---|---|');
     let alone = NaN;
     for (const c of [1, 10, 100, 200]) {
-      const [abcRounds, floorRounds] = await inTurn([() => runsAtOnce(abc, c, `paced:${SWEEP_DELTAS}`), () => runsAtOnce(floor, c, `paced:${SWEEP_DELTAS}`)]);
+      const [abcRounds, floorRounds] = await warmRounds([() => runsAtOnce(abc, c, `paced:${SWEEP_DELTAS}`), () => runsAtOnce(floor, c, `paced:${SWEEP_DELTAS}`)]);
       const ms = timesOf(abcRounds!);
       const least = timesOf(floorRounds!);
       const r = { p50: percentile(ms, 50), p99: percentile(ms, 99), rate: rateOf(abcRounds!).rate };

@@ -41,6 +41,19 @@ export function record(figure: Figure): number {
   return figure.value;
 }
 
+/**
+ * `rounds` rounds that the sides take in turn, each side's results in its
+ * order: a machine whose speed drifts over a run slows every side alike, so
+ * the ratios hold. With `warm`, each side first takes an untimed round of its
+ * own, so that every figure is of its steady state.
+ */
+export async function inTurn<T>(sides: (() => Promise<T>)[], rounds: number, warm = false): Promise<T[][]> {
+  if (warm) for (const side of sides) await side();
+  const results = sides.map((): T[] => []);
+  for (let r = 0; r < rounds; r++) for (const [i, side] of sides.entries()) results[i]!.push(await side());
+  return results;
+}
+
 /** `n` calls of `call`, `concurrency` at a time: each call's latency and the calls per second. */
 export async function loadCalls(n: number, concurrency: number, call: (i: number) => Promise<unknown>): Promise<{ latencies: number[]; rps: number }> {
   const latencies: number[] = [];
