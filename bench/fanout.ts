@@ -4,6 +4,7 @@
 //  - deltas per second at 1, 10 and 100 concurrent runs vs the same deltas written straight to ws;
 //  - a sweep of 1, 10, 100 and 200 concurrent IM runs of 20 paced deltas: time to done, deltas per second;
 //  - both of those against the floor of an IM run (bench/im-floor.ts): the same hops, libraries and commits, none of ABC's work;
+//    the sweep also against its records floor: the same, writing the rows ABC leaves for a run, in ABC's tables;
 //    at each concurrency the sides take their rounds in turn, after an untimed round each;
 //  - event-log appends per second (per-event commits and group commit) vs raw COPY.
 import http from 'node:http';
@@ -253,7 +254,7 @@ export async function fanout(): Promise<void> {
   const db = await benchDatabase('abc_bench');
   const abc = await startAbc(db.url);
   const agent = await startAgent();
-  let stopFloor: (() => void) | undefined;
+  const stops: (() => void)[] = [];
   try {
     const agentUrl = `http://127.0.0.1:${(agent.address() as AddressInfo).port}`;
     await fetch(`${abc.http}/v1/agents/register`, {
@@ -262,10 +263,15 @@ export async function fanout(): Promise<void> {
       body: JSON.stringify({ agent_id: 'bench', name: 'Bench', endpoint: agentUrl }),
     });
     await abcRun(abc, 'paced:20', `sess_warm_${Date.now()}`); // warm-up
-    const child = await startChild(['--import', 'tsx', 'bench/im-floor.ts', db.url, agentUrl], (line) => (line.startsWith('http') ? line : undefined));
-    stopFloor = child.stop;
-    const floor: ImServer = { http: child.url, key: '' };
-    await loadCalls(20, 4, (i) => abcRun(floor, 'paced:20', `warm_${i}`));
+    const startFloor = async (...mode: string[]): Promise<ImServer> => {
+      const child = await startChild(['--import', 'tsx', 'bench/im-floor.ts', db.url, agentUrl, ...mode], (line) => (line.startsWith('http') ? line : undefined));
+      stops.push(child.stop);
+      const server = { http: child.url, key: '' };
+      await loadCalls(20, 4, (i) => abcRun(server, 'paced:20', `warm_${mode.join('')}_${i}`));
+      return server;
+    };
+    const floor = await startFloor();
+    const records = await startFloor('records');
 
     const direct = (await directLatencies()).sort((a, b) => a - b);
     const through = (await abcRun(abc, `paced:${LATENCY_DELTAS}`, `sess_lat_${Date.now()}`)).latencies.sort((a, b) => a - b);
@@ -317,21 +323,24 @@ export async function fanout(): Promise<void> {
     }
 
     console.log(`\n## fanout: concurrent IM runs of ${SWEEP_DELTAS} deltas, one every ${PACE_MS} ms (connect, hello, invoke, stream, done; ${ROUNDS} rounds per side, taken in turn after an untimed one)`);
-    console.log('Time to done is over every run of a side\'s rounds; "ABC\'s rounds" are the p50s of its rounds.');
-    console.log('| concurrent runs | time to done p50 ms | p99 ms | ABC\'s rounds p50 ms | deltas/s | floor p50 ms | floor p99 ms | floor deltas/s | ABC / floor p50 |');
-    console.log('|---|---|---|---|---|---|---|---|---|');
+    console.log('Time to done is over every run of a side\'s rounds; "ABC\'s rounds" are the p50s of its rounds. The records floor writes the rows ABC leaves for a run (session, run, messages, numbered events) in ABC\'s tables.');
+    console.log('| concurrent runs | time to done p50 ms | p99 ms | ABC\'s rounds p50 ms | deltas/s | floor p50 ms | floor p99 ms | floor deltas/s | ABC / floor p50 | records floor p50 ms | ABC / records floor p50 |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     let alone = NaN;
     for (const c of [1, 10, 100, 200]) {
-      const [abcRounds, floorRounds] = await warmRounds([() => runsAtOnce(abc, c, `paced:${SWEEP_DELTAS}`), () => runsAtOnce(floor, c, `paced:${SWEEP_DELTAS}`)]);
+      const [abcRounds, floorRounds, recordsRounds] = await warmRounds([abc, floor, records].map((side) => () => runsAtOnce(side, c, `paced:${SWEEP_DELTAS}`)));
       const ms = timesOf(abcRounds!);
       const least = timesOf(floorRounds!);
       const r = { p50: percentile(ms, 50), p99: percentile(ms, 99), rate: rateOf(abcRounds!).rate };
       const f = { p50: percentile(least, 50), p99: percentile(least, 99), rate: rateOf(floorRounds!).rate };
+      const kept = percentile(timesOf(recordsRounds!), 50);
       const each = abcRounds!.map((round) => percentile([...round.times].sort((a, b) => a - b), 50));
       if (c === 1) alone = r.p50;
-      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(Math.min(...each), 0)}–${fmt(Math.max(...each), 0)} | ${fmt(r.rate, 0)} | ${fmt(f.p50, 0)} | ${fmt(f.p99, 0)} | ${fmt(f.rate, 0)} | ${fmt(r.p50 / f.p50)} |`);
+      console.log(`| ${c} | ${fmt(r.p50, 0)} | ${fmt(r.p99, 0)} | ${fmt(Math.min(...each), 0)}–${fmt(Math.max(...each), 0)} | ${fmt(r.rate, 0)} | ${fmt(f.p50, 0)} | ${fmt(f.p99, 0)} | ${fmt(f.rate, 0)} | ${fmt(r.p50 / f.p50)} | ${fmt(kept, 0)} | ${fmt(r.p50 / kept)} |`);
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, floor time to done p50`, value: f.p50, unit: 'ms' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50 vs floor`, value: r.p50, unit: 'ms', ratio: r.p50 / f.p50, against: 'IM floor (bench/im-floor.ts)' });
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, records floor time to done p50`, value: kept, unit: 'ms' });
+      record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50 vs records floor`, value: r.p50, unit: 'ms', ratio: r.p50 / kept, against: 'IM records floor (bench/im-floor.ts records)' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p50`, value: r.p50, unit: 'ms', ratio: r.p50 / alone, against: 'one run alone', goal: c === 200 ? '<= 300 ms' : undefined });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, time to done p99`, value: r.p99, unit: 'ms' });
       record({ bench: 'fanout', name: `IM runs, ${c} concurrent, deltas per second`, value: r.rate, unit: 'deltas/s' });
@@ -348,7 +357,7 @@ export async function fanout(): Promise<void> {
     record({ bench: 'fanout', name: 'durable commit floor p50 (single-row INSERT)', value: rates.commitP50, unit: 'ms' });
     record({ bench: 'fanout', name: 'delta added latency p50 vs the commit floor', value: a50 - d50, unit: 'ms', ratio: (a50 - d50) / rates.commitP50, against: 'one single-row INSERT commit' });
   } finally {
-    stopFloor?.();
+    for (const stop of stops) stop();
     agent.close();
     await abc.stop();
     await db.close();
