@@ -1,7 +1,7 @@
 // Allocation, risk and performance from the valuation and the price history.
 // Metrics are computed only over positions with a full price history in the
 // window; what is left out is said in the notes, never filled in.
-import { convert, dayIndex, type MarketData } from './market.js';
+import { convert, dayIndex, usdRates, type MarketData } from './market.js';
 import { round, type Valuation, type ValuedPosition } from './valuation.js';
 
 export const DIMENSIONS = ['asset_class', 'sector', 'region', 'currency'] as const;
@@ -58,19 +58,57 @@ function history(market: MarketData, valuation: Valuation, days: number): Histor
     const priced = p.source === 'cash' || (p.source === 'market' && market.series.get(p.asset_id)!.slice(start, end + 1).every((c) => c !== null));
     (priced ? covered : excluded).push(p);
   }
+  const holdings = covered.map((p) => holding(market, p, valuation.currency));
   const values: number[] = [];
   for (let i = start; i <= end; i++) {
-    let v = 0;
-    for (const p of covered) {
-      const local = p.source === 'cash' ? p.quantity : p.quantity * market.series.get(p.asset_id)![i]!;
-      const converted = convert(market, local, p.currency, valuation.currency, i);
-      if (converted === null) return null;
-      v += converted;
-    }
+    const v = sumOn(holdings, i);
+    if (v === null) return null;
     values.push(v);
   }
   const coveredValue = covered.reduce((s, p) => s + p.value!, 0);
   return { values, covered, excluded, coveragePct: valuation.total ? (coveredValue / valuation.total) * 100 : 0, start, end };
+}
+
+/** What a position's value on any day is made of, looked up once: `convert` of its amount, in loops over days. */
+interface Holding {
+  quantity: number;
+  /** Cash, or valued from closes; false for a position valued some other way, which no day's value covers. */
+  priced: boolean;
+  /** Its closes; null for cash, whose amount is its quantity. */
+  closes: (number | null)[] | null;
+  /** In the report currency already: no conversion. */
+  same: boolean;
+  /** usdRates of its currency and of the report currency. */
+  from: (number | null)[] | null;
+  to: (number | null)[] | null;
+}
+
+function holding(market: MarketData, p: ValuedPosition, currency: string): Holding {
+  const priced = p.source === 'cash' || p.source === 'market';
+  const closes = p.source === 'market' ? market.series.get(p.asset_id)! : null;
+  return { quantity: p.quantity, priced, closes, same: p.currency === currency, from: usdRates(market, p.currency), to: usdRates(market, currency) };
+}
+
+/** The holdings' value on day `i` in the report currency, added in their order; null when one's close or rate is missing. */
+function sumOn(holdings: Holding[], i: number): number | null {
+  let v = 0;
+  for (const h of holdings) {
+    if (!h.priced) return null;
+    let amount = h.quantity;
+    if (h.closes) {
+      const close = h.closes[i];
+      if (close === null) return null;
+      amount = h.quantity * close!;
+    }
+    if (!h.same) {
+      const a = h.from ? (h.from[i] ?? null) : 1;
+      const b = h.to ? (h.to[i] ?? null) : 1;
+      if (a === null || b === null) return null;
+      amount = (amount * a) / b;
+    }
+    v += amount;
+  }
+  return v;
 }
 
 const returns = (values: number[]) => values.slice(1).map((v, i) => v / values[i]! - 1);
@@ -163,15 +201,19 @@ export type PeriodRange = (typeof PERIODS)[number][0] | 'ytd';
 export function performance(market: MarketData, valuation: Valuation): { range: PeriodRange; return_pct: number }[] {
   const end = dayIndex(market, valuation.as_of);
   const yearStart = dayIndex(market, `${Number(valuation.as_of.slice(0, 4)) - 1}-12-31`);
-  const windows: (readonly [PeriodRange, number])[] = [...PERIODS, ['ytd', end - yearStart]];
-  const periods: { range: PeriodRange; return_pct: number }[] = [];
-  for (const [range, days] of windows) {
-    if (days <= 0 || end - days < 0 || (range === 'ytd' && yearStart < 0)) continue;
-    const h = history(market, valuation, days);
-    if (!h || h.excluded.length || h.values.length !== days + 1) continue;
-    periods.push({ range, return_pct: round((h.values.at(-1)! / h.values[0]! - 1) * 100, 2) });
+  const windows = ([...PERIODS, ['ytd', end - yearStart]] as (readonly [PeriodRange, number])[]).filter(
+    ([range, days]) => days > 0 && end - days >= 0 && (range !== 'ytd' || yearStart >= 0),
+  );
+  // The portfolio's value day by day back from `end`, as far back as the longest window or to the first day it is missing.
+  const holdings = valuation.positions.filter((p) => p.value !== null).map((p) => holding(market, p, valuation.currency));
+  const longest = Math.max(0, ...windows.map(([, days]) => days));
+  const back: number[] = [];
+  for (let k = 0; k <= longest && windows.length; k++) {
+    const v = sumOn(holdings, end - k);
+    if (v === null) break;
+    back.push(v);
   }
-  return periods;
+  return windows.filter(([, days]) => days < back.length).map(([range, days]) => ({ range, return_pct: round((back[0]! / back[days]! - 1) * 100, 2) }));
 }
 
 /** Each covered position's contribution to the one-year return, in percentage points. */

@@ -55,8 +55,13 @@ export function dayIndex(market: MarketData, date: string): number {
 
 /** Price of one unit of `currency` in USD on day `i`; null when unknown. */
 export function usdPer(market: MarketData, currency: string, i: number): number | null {
-  if (currency === 'USD') return 1;
-  return market.series.get(`FX:${currency}`)?.[i] ?? null;
+  const rates = usdRates(market, currency);
+  return rates === null ? 1 : (rates[i] ?? null);
+}
+
+/** `usdPer` on every day, aligned with `dates`: null for USD itself, whose price is 1, and empty for a currency without rates. */
+export function usdRates(market: MarketData, currency: string): (number | null)[] | null {
+  return currency === 'USD' ? null : (market.series.get(`FX:${currency}`) ?? []);
 }
 
 /** Converts an amount between currencies on day `i`; null when a rate is missing. */

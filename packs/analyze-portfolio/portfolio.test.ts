@@ -4,7 +4,7 @@ import { allocation, levelOf, performance, risk, topPositions } from './analytic
 import { recommend } from './advice.js';
 import type { MarketData } from './market.js';
 import { disclaimer, renderMarkdown } from './report.js';
-import { valuePositions } from './valuation.js';
+import { round, valuePositions } from './valuation.js';
 
 /** 100 trading days: A alternates +1%/−1%, B is flat, the benchmark is A. */
 function market(): MarketData {
@@ -92,6 +92,17 @@ describe('allocation, performance and advice', () => {
 
   it('reports only periods the history covers', () => {
     expect(performance(m, v).map((p) => p.range)).toEqual(['1m', '3m']);
+  });
+
+  it('reports no period across a missing close or rate, and each return from the ends of its window', () => {
+    const gap = market();
+    const a = gap.series.get('A')!;
+    a[50] = null; // inside 3m (days 36 to 99), not 1m (78 to 99)
+    const worth = (i: number) => 8 * a[i]! + 2 * 50;
+    const priced = valuePositions(gap, [{ asset_id: 'A', asset_type: 'equity', quantity: 8 }, { asset_id: 'B', asset_type: 'bond', quantity: 2 }], gap.dates.at(-1)!, 'EUR');
+    expect(performance(gap, priced)).toEqual([{ range: '1m', return_pct: round((worth(99) / worth(78) - 1) * 100, 2) }]);
+    gap.series.get('FX:EUR')![90] = null; // reported in USD, day 90 has no rate
+    expect(performance(gap, valuePositions(gap, [{ asset_id: 'B', asset_type: 'bond', quantity: 2 }], gap.dates.at(-1)!, 'USD'))).toEqual([]);
   });
 
   it('explains each recommendation with the numbers behind it', () => {
