@@ -1,5 +1,6 @@
 import { context, isSpanContextValid, trace } from '@opentelemetry/api';
 import { pino, type DestinationStream, type Logger } from 'pino';
+import sonicBoom from 'sonic-boom';
 import type { LogLevel } from '../config.js';
 
 export type { Logger };
@@ -8,12 +9,29 @@ let stdout: DestinationStream | undefined;
 
 /**
  * Stdout, written in batches off the request path: a write per 3 KiB or per 250 ms,
- * not one per line. pino flushes what is left when the process exits. Each write is
- * whole lines and at most PIPE_BUF (4 KiB), so lines of the gateway thread and of
- * the core never interleave on a pipe.
+ * not one per line. Each write is whole lines and at most PIPE_BUF (4 KiB), so lines
+ * of the gateway thread and of the core never interleave on a pipe. What is left is
+ * flushed when the thread exits. A reader that went away (EPIPE) ends the logs, not
+ * the process: with pino's own sonic-boom 4, that last flush retried the write
+ * forever, and the process, deaf to signals, never exited.
  */
 function stdoutDestination(): DestinationStream {
-  stdout ??= pino.destination({ dest: 1, sync: false, minLength: 3072, maxWrite: 4096, periodicFlush: 250 });
+  if (stdout) return stdout;
+  let gone = false;
+  const boom = new sonicBoom.SonicBoom({ fd: 1, sync: false, minLength: 3072, maxWrite: 4096, periodicFlush: 250 });
+  boom.on('error', (error: NodeJS.ErrnoException) => {
+    if (gone) return;
+    gone = true;
+    process.stderr.write(`abc: stdout failed (${error.code ?? error.message}); logging stops\n`);
+  });
+  process.on('exit', () => {
+    try {
+      if (!gone) boom.flushSync();
+    } catch {
+      // The reader is gone: the last lines are lost with it.
+    }
+  });
+  stdout = { write: (line: string) => void (gone || boom.write(line)) };
   return stdout;
 }
 
