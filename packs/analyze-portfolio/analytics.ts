@@ -88,7 +88,7 @@ function holding(market: MarketData, p: ValuedPosition, currency: string): Holdi
   return { quantity: p.quantity, priced, closes, same: p.currency === currency, from: usdRates(market, p.currency), to: usdRates(market, currency) };
 }
 
-// missingOn and valueOn run for every day of every window: indexed loops, for Node 24 allocated per figure in for...of ones.
+// missingOn and valueOn run for every day of every window. Their loops are indexed: on Node 24, for...of loops here allocated per figure.
 
 /** Whether a holding's close or one of its rates is missing on day `i`, or it is not valued from closes at all. */
 function missingOn(holdings: Holding[], i: number): boolean {
