@@ -1,7 +1,7 @@
 // Allocation, risk and performance from the valuation and the price history.
 // Metrics are computed only over positions with a full price history in the
 // window; what is left out is said in the notes, never filled in.
-import { convert, dayIndex, usdRates, type MarketData } from './market.js';
+import { convert, convertByRates, dayIndex, rateOn, usdRates, type MarketData } from './market.js';
 import { round, type Valuation, type ValuedPosition } from './valuation.js';
 
 export const DIMENSIONS = ['asset_class', 'sector', 'region', 'currency'] as const;
@@ -95,18 +95,18 @@ function missingOn(holdings: Holding[], i: number): boolean {
   for (let k = 0; k < holdings.length; k++) {
     const h = holdings[k]!;
     if (!h.priced || (h.closes !== null && h.closes[i] === null)) return true;
-    if (!h.same && ((h.from !== null && (h.from[i] ?? null) === null) || (h.to !== null && (h.to[i] ?? null) === null))) return true;
+    if (!h.same && (rateOn(h.from, i) === null || rateOn(h.to, i) === null)) return true;
   }
   return false;
 }
 
-/** The holdings' value on day `i` in the report currency, each `convert`ed and added in their order; where none is missingOn. */
+/** The holdings' value on day `i` in the report currency, each converted and added in their order; where none is missingOn. */
 function valueOn(holdings: Holding[], i: number): number {
   let v = 0;
   for (let k = 0; k < holdings.length; k++) {
     const h = holdings[k]!;
     const amount = h.closes === null ? h.quantity : h.quantity * h.closes[i]!;
-    v += h.same ? amount : (amount * (h.from === null ? 1 : h.from[i]!)) / (h.to === null ? 1 : h.to[i]!);
+    v += h.same ? amount : convertByRates(amount, h.from, h.to, i)!;
   }
   return v;
 }

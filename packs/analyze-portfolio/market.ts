@@ -55,8 +55,7 @@ export function dayIndex(market: MarketData, date: string): number {
 
 /** Price of one unit of `currency` in USD on day `i`; null when unknown. */
 export function usdPer(market: MarketData, currency: string, i: number): number | null {
-  const rates = usdRates(market, currency);
-  return rates === null ? 1 : (rates[i] ?? null);
+  return rateOn(usdRates(market, currency), i);
 }
 
 /** `usdPer` on every day, aligned with `dates`: null for USD itself, whose price is 1, and empty for a currency without rates. */
@@ -64,10 +63,17 @@ export function usdRates(market: MarketData, currency: string): (number | null)[
   return currency === 'USD' ? null : (market.series.get(`FX:${currency}`) ?? []);
 }
 
+/** A `usdRates`' price on day `i`. */
+export const rateOn = (rates: (number | null)[] | null, i: number): number | null => (rates === null ? 1 : (rates[i] ?? null));
+
 /** Converts an amount between currencies on day `i`; null when a rate is missing. */
 export function convert(market: MarketData, amount: number, from: string, to: string, i: number): number | null {
-  if (from === to) return amount;
-  const a = usdPer(market, from, i);
-  const b = usdPer(market, to, i);
+  return from === to ? amount : convertByRates(amount, usdRates(market, from), usdRates(market, to), i);
+}
+
+/** `convert` between the currencies whose `usdRates` are `from` and `to`, for loops over days that look them up once. */
+export function convertByRates(amount: number, from: (number | null)[] | null, to: (number | null)[] | null, i: number): number | null {
+  const a = rateOn(from, i);
+  const b = rateOn(to, i);
   return a === null || b === null ? null : (amount * a) / b;
 }
