@@ -539,7 +539,7 @@ export class Runs {
     // A retry after a lost commit finds the run ended and is refused as a whole.
     await retryWhileUnavailable(async () => {
       // A running run completes in one statement; a paused or ended one goes the transactional way.
-      if (await this.#opts.bus.deliver(run, (origin) => completeRun(this.#em(), run, { content: finalMessage, metadata }, events, origin))) return;
+      if (await this.#opts.bus.deliver(run, (origin) => completeRun(this.#em(), run, { content: finalMessage, metadata }, events, origin), true)) return;
       await this.#em().transactional(async (tx) => {
         const status = await lockRunStatus(tx, run.runId);
         if (status === 'PAUSED_WAITING_APPROVAL' || status === 'PAUSED_WAITING_TOOL') return this.#detach(tx, run, status, usage, finalMessage);

@@ -231,20 +231,25 @@ export class EventBus {
 
   /**
    * Runs `write`, a commit of `run`'s events that sends no notification (it is
-   * given this bus's origin), and publishes the events it answers with. A
-   * write that fails may have committed all the same: the run's and its
-   * session's watchers here and elsewhere read the log.
+   * given this bus's origin), and publishes the events it answers with; with
+   * `ends`, a commit that ends the run, whose end it announces too
+   * (RUN_ENDED_CHANNEL). A write that fails may have committed all the same:
+   * the run's and its session's watchers here and elsewhere read the log.
    */
-  async deliver<T extends { events: StoredEvent[] }>(run: { runId: string; sessionId: string }, write: (origin: string) => Promise<T | undefined>): Promise<T | undefined> {
+  async deliver<T extends { events: StoredEvent[] }>(run: { runId: string; sessionId: string }, write: (origin: string) => Promise<T | undefined>, ends = false): Promise<T | undefined> {
     let written: T | undefined;
     try {
       written = await write(this.origin);
     } catch (error) {
       this.reread(run.runId, run.sessionId);
       this.#announce(run);
+      if (ends) this.#notifier.announce(RUN_ENDED_CHANNEL, run.runId);
       throw error;
     }
-    if (written) this.publish(written.events);
+    if (written) {
+      this.publish(written.events);
+      if (ends) this.#notifier.announce(RUN_ENDED_CHANNEL, run.runId);
+    }
     return written;
   }
 

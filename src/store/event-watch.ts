@@ -32,6 +32,12 @@ export interface WatchOptions {
 
 /** How long a watcher waits before reading again while the database is away. */
 const UNAVAILABLE_RETRY_MS = 1000;
+/**
+ * How often an idle watch that ends with its run asks whether the run has
+ * ended: a run's end is announced after its commit, and a process that dies
+ * between the two never announces it.
+ */
+const RUN_END_RECHECK_MS = 1000;
 /** Local batches held for a consumer that lags; past this many events it reads the log instead. */
 const MAX_HELD_EVENTS = 2000;
 
@@ -59,7 +65,23 @@ export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptio
   });
   // A watch that ends with its run reads once more when the run ends: its last
   // events may have come from memory, with no notification to read on.
-  const offEnded = byRun && opts.finished ? bus.onWake(`run-ended:${opts.filter.runId}`, () => ((dirty = true), wake?.())) : undefined;
+  const endsWithRun = byRun ? opts.finished : undefined;
+  const offEnded = endsWithRun && bus.onWake(`run-ended:${opts.filter.runId}`, () => ((dirty = true), wake?.()));
+  /** Waits for a wake-up; a watch that ends with its run, at most RUN_END_RECHECK_MS. True when the time ran out. */
+  const idle = () =>
+    new Promise<boolean>((resolve) => {
+      const timer = endsWithRun && setTimeout(() => resolve(true), RUN_END_RECHECK_MS).unref();
+      wake = () => (timer && clearTimeout(timer), resolve(false));
+    });
+  /** Whether the run has ended, for a watch that timed out waiting; false while the database is away. */
+  const endedUnannounced = async () => {
+    try {
+      return await untraced(async () => endsWithRun!());
+    } catch (error) {
+      if (isDatabaseUnavailable(error)) return false;
+      throw error;
+    }
+  };
   const offBatch = bus.onBatch(key, (events) => {
     if (heldEvents + events.length > MAX_HELD_EVENTS) dirty = true;
     else (held.push(events), (heldEvents += events.length));
@@ -98,8 +120,9 @@ export async function* watchEvents(db: () => Db, bus: EventBus, opts: WatchOptio
         continue;
       }
       if (!dirty) {
-        await new Promise<void>((resolve) => (wake = resolve));
+        const timedOut = await idle();
         wake = undefined;
+        if (timedOut && !dirty && (await endedUnannounced())) dirty = true;
         continue;
       }
       dirty = false;

@@ -10,7 +10,8 @@
 // the next connection. One lost with its process (a crash between the commit
 // and the send) leaves other processes' watchers to the next wake-up of the
 // same run or ticket: its recovery's, or a reconnect's "look again"; and a
-// waiter for a ticket's end to its own recheck.
+// waiter for a ticket's end, or a watch that ends with its run, to its own
+// recheck.
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import type { Logger } from '../runtime/log.js';

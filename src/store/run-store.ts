@@ -243,7 +243,10 @@ export function tenantRunsExhausted(max: number): AbcError {
  * as written and the events appended; undefined when nothing was written (the
  * run is paused, has ended, or has a parent whose contract mirrors it). With
  * `origin` (an event bus's), the statement notifies no one: that bus's
- * process hands the events to its watchers and announces them (channelFor).
+ * process hands the events to its watchers and announces them and the run's
+ * end after the commit (EventBus.deliver), so that completions share WAL
+ * flushes; a notifying commit holds PostgreSQL's notification lock through its
+ * flush.
  */
 export async function completeRun(
   em: EntityManager,
@@ -260,7 +263,7 @@ export async function completeRun(
     from: 'RUNNING',
     to: next.value,
     message: { message_id: newId('msg'), content: message.content, ...(message.metadata && { metadata: message.metadata }) },
-    ended_channel: RUN_ENDED_CHANNEL,
+    ended_channel: origin ? null : RUN_ENDED_CHANNEL,
     channel: channelFor(origin),
     origin,
     numbered: true,

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CallCommitter } from '../../src/store/call-committer.js';
 import { EventAppender } from '../../src/store/event-appender.js';
 import { EventWriter, MAX_COALESCED_TEXT } from '../../src/orchestrator/event-writer.js';
-import { EventBus, LISTENER_APPLICATION } from '../../src/store/event-bus.js';
+import { EventBus, LISTENER_APPLICATION, RUN_ENDED_CHANNEL } from '../../src/store/event-bus.js';
 import { appendEvents, EVENTS_CHANNEL, matches, readEvents, readWatched, type StoredEvent } from '../../src/store/event-log.js';
 import { watchEvents } from '../../src/store/event-watch.js';
 import { completeRun, firstEventId, resumeState, startRun, type NewRun } from '../../src/store/run-store.js';
@@ -260,13 +260,14 @@ describe('watching', () => {
   it('starts with the events a run’s start just committed and takes its completion from memory, with no read', async () => {
     const sessionId = `sess_log_${++n}`;
     const listener = await listen(store.db.url, EVENTS_CHANNEL);
+    const endings = await listen(store.db.url, RUN_ENDED_CHANNEL);
     const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
     const started = (await bus.deliver(run, (origin) => startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }, { type: 'run_started' }], origin)))!;
     const { db, reads } = counted();
     const controller = new AbortController();
     const watch = watchEvents(() => db, bus, { filter: { sessionId }, cursor: String(BigInt(started.firstId) - 1n), known: started.events, signal: controller.signal });
     const seen = [(await watch.next()).value, (await watch.next()).value];
-    const ended = (await bus.deliver(run, (origin) => completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], origin)))!;
+    const ended = (await bus.deliver(run, (origin) => completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], origin), true))!;
     seen.push((await watch.next()).value);
     controller.abort();
     await watch.return(undefined);
@@ -283,6 +284,10 @@ describe('watching', () => {
       `${sessionId} ${run.runId} ${ended.events[0]!.id} 3 3 ${bus.origin}`,
     ]);
     expect([...new Set(listener.notified.map((m) => m.from))]).toEqual(await listenerPids());
+    // So was the run's end: the completion's commit held no notification lock.
+    await expect.poll(() => endings.payloads().filter((p) => p === run.runId).length).toBe(1);
+    await endings.end();
+    expect(endings.notified.filter((m) => m.payload === run.runId).map((m) => m.from)).toEqual(await listenerPids());
   });
 
   it('takes a tool call’s two commits from memory, with no read, and wakes a waiter on its run', async () => {
@@ -343,6 +348,22 @@ describe('watching', () => {
     expect((await next).value).toMatchObject({ type: 'run_done', runId: run.runId });
     controller.abort();
     await watch.return(undefined);
+  });
+
+  it('ends a watch of a run whose end was never announced, by asking whether the run has ended', async () => {
+    const sessionId = `sess_log_${++n}`;
+    const run: NewRun = { runId: `run_log_${++n}`, sessionId, agentId: 'agent', traceId: 't'.repeat(32), tokenHash: 'h', userId: 'u', tenantId: 'default', lease: { owner: 'core', ms: 15_000 } };
+    const started = (await startRun(orm.em.fork(), run, 'hi', [{ type: 'user_input' }], bus.origin))!;
+    const finished = async () => (await orm.em.fork().execute<{ status: string }[]>('SELECT status FROM runs WHERE run_id = ?', [run.runId]))[0]!.status === 'DONE';
+    const watch = watchEvents(() => poolOf(orm), bus, { filter: { runId: run.runId }, cursor: '0', signal: new AbortController().signal, finished });
+    expect((await watch.next()).value).toMatchObject({ type: 'user_input' });
+    // As when the core that completed the run died before its announcements: committed under another
+    // core's origin, so no notification, and handed to no watcher.
+    const pending = watch.next();
+    await new Promise((r) => setTimeout(r, 100));
+    await completeRun(orm.em.fork(), started.run, { content: 'bye' }, [{ type: 'run_done' }], 'core_gone');
+    expect((await pending).value).toMatchObject({ type: 'run_done', runId: run.runId });
+    expect(await watch.next()).toEqual({ done: true, value: undefined });
   });
 });
 

@@ -23,7 +23,7 @@ const START_RUN_V4 = edit(START_RUN_V3, [
     APPENDED,
 ]);
 
-const COMPLETE_RUN_V3 = edit(COMPLETE_RUN_V2, [
+export const COMPLETE_RUN_V3 = edit(COMPLETE_RUN_V2, [
   APPENDED,
   `  if (p->>'numbered')::boolean then\n    return to_jsonb(v_run) || ${NUMBERED};\n  end if;\n` + APPENDED,
 ]);

@@ -41,6 +41,7 @@ import { Migration20261129000000 } from './Migration20261129000000_held_call_ope
 import { Migration20261129010000 } from './Migration20261129010000_decide_call_function.js';
 import { Migration20261129020000 } from './Migration20261129020000_steps_records_function.js';
 import { Migration20261129060000 } from './Migration20261129060000_execution_facts_together.js';
+import { Migration20261207000000 } from './Migration20261207000000_run_end_after_commit.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -85,4 +86,5 @@ export const migrations = [
   { name: 'Migration20261129010000_decide_call_function', class: Migration20261129010000 },
   { name: 'Migration20261129020000_steps_records_function', class: Migration20261129020000 },
   { name: 'Migration20261129060000_execution_facts_together', class: Migration20261129060000 },
+  { name: 'Migration20261207000000_run_end_after_commit', class: Migration20261207000000 },
 ];
