@@ -4,7 +4,7 @@
 //  - deltas per second at 1, 10 and 100 concurrent runs vs the same deltas written straight to ws;
 //  - a sweep of 1, 10, 100 and 200 concurrent IM runs of 20 paced deltas: time to done, deltas per second;
 //  - both of those against the floor of an IM run (bench/im-floor.ts): the same hops, libraries and commits, none of ABC's work;
-//    the sweep also against its records floor: the same, writing the rows ABC leaves for a run, in ABC's tables;
+//    both also against its records floor: the same, writing the rows ABC leaves for a run, in ABC's tables;
 //    at each concurrency the sides take their rounds in turn, after an untimed round each;
 //  - event-log appends per second (per-event commits and group commit) vs raw COPY.
 import http from 'node:http';
@@ -299,20 +299,21 @@ export async function fanout(): Promise<void> {
 
     console.log(`\n## fanout: deltas per second (${THROUGHPUT_DELTAS} deltas, unpaced, per round; ${ROUNDS} rounds per side, taken in turn after an untimed one), vs the same deltas written straight to ws`);
     console.log('A delta frame may carry several of the agent\'s deltas (those that queued behind their run\'s commit); each is counted. The direct baseline sends each delta in a frame of its own. A side\'s figure is all its deltas over all its rounds\' time.');
-    console.log('| concurrent runs | through ABC | ABC\'s rounds | floor (bench/im-floor) | direct ws | ABC / direct | floor / direct | ABC / floor | deltas per frame, ABC / floor |');
-    console.log('|---|---|---|---|---|---|---|---|---|');
+    console.log('The records floor writes the rows ABC leaves for a run (session, run, messages, numbered events) in ABC\'s tables.');
+    console.log('| concurrent runs | through ABC | ABC\'s rounds | floor (bench/im-floor) | records floor | direct ws | ABC / direct | floor / direct | ABC / floor | ABC / records floor | deltas per frame, ABC / floor |');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const c of [1, 10, 100]) {
-      const [directRounds, abcRounds, floorRounds] = await warmRounds([
+      const [directRounds, abcRounds, floorRounds, recordsRounds] = await warmRounds([
         () => directThroughput(c, perRunOf(c)),
-        () => runsAtOnce(abc, c, `burst:${perRunOf(c)}`),
-        () => runsAtOnce(floor, c, `burst:${perRunOf(c)}`),
+        ...[abc, floor, records].map((side) => () => runsAtOnce(side, c, `burst:${perRunOf(c)}`)),
       ]);
       const direct = rateOf(directRounds!).rate;
       const abcTp = rateOf(abcRounds!);
       const floorTp = rateOf(floorRounds!);
       const through = abcTp.rate;
       const least = floorTp.rate;
-      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(abcTp.slowest, 0)}–${fmt(abcTp.fastest, 0)} | ${fmt(least, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} | ${fmt(least / direct)} | ${fmt(through / least)} | ${fmt(abcTp.perFrame, 1)} / ${fmt(floorTp.perFrame, 1)} |`);
+      const kept = rateOf(recordsRounds!).rate;
+      console.log(`| ${c} | ${fmt(through, 0)} | ${fmt(abcTp.slowest, 0)}–${fmt(abcTp.fastest, 0)} | ${fmt(least, 0)} | ${fmt(kept, 0)} | ${fmt(direct, 0)} | ${fmt(through / direct)} | ${fmt(least / direct)} | ${fmt(through / least)} | ${fmt(through / kept)} | ${fmt(abcTp.perFrame, 1)} / ${fmt(floorTp.perFrame, 1)} |`);
       record({ bench: 'fanout', name: `deltas per frame, ${c} runs`, value: abcTp.perFrame, unit: 'deltas/frame' });
       record({ bench: 'fanout', name: `deltas per frame, ${c} runs, floor`, value: floorTp.perFrame, unit: 'deltas/frame' });
       record({ bench: 'fanout', name: `deltas per second, ${c} runs`, value: through, unit: 'deltas/s', ratio: through / direct, against: 'ws direct', goal: c === 100 ? '>= 25,000 and >= 0.25x' : undefined });
@@ -320,6 +321,8 @@ export async function fanout(): Promise<void> {
       record({ bench: 'fanout', name: `deltas per second, ${c} runs, fastest round`, value: abcTp.fastest, unit: 'deltas/s' });
       record({ bench: 'fanout', name: `deltas per second, ${c} runs, floor`, value: least, unit: 'deltas/s', ratio: least / direct, against: 'ws direct' });
       record({ bench: 'fanout', name: `deltas per second, ${c} runs, ABC vs floor`, value: through, unit: 'deltas/s', ratio: through / least, against: 'IM floor (bench/im-floor.ts)' });
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs, records floor`, value: kept, unit: 'deltas/s', ratio: kept / direct, against: 'ws direct' });
+      record({ bench: 'fanout', name: `deltas per second, ${c} runs, ABC vs records floor`, value: through, unit: 'deltas/s', ratio: through / kept, against: 'IM records floor (bench/im-floor.ts records)' });
     }
 
     console.log(`\n## fanout: concurrent IM runs of ${SWEEP_DELTAS} deltas, one every ${PACE_MS} ms (connect, hello, invoke, stream, done; ${ROUNDS} rounds per side, taken in turn after an untimed one)`);
