@@ -13,7 +13,7 @@ import { STEPS_RECORDS } from './Migration20261129020000_steps_records_function.
 
 // Seed 004's facts of terminal contract moves, best-effort: the first error, with none written, or null. One
 // insert a fact, each planned once by its execution id (a list of ids in one statement was planned again on every call).
-const EXECUTION_FACTS = `create function "abc_execution_facts"(p_execution_ids text[], p_fact_ids text[]) returns text language plpgsql as $fn$
+export const EXECUTION_FACTS = `create function "abc_execution_facts"(p_execution_ids text[], p_fact_ids text[]) returns text language plpgsql as $fn$
 begin
   for i in 1 .. coalesce(cardinality(p_execution_ids), 0) loop
     insert into memory (memory_id, tenant_id, scope, scope_id, key, value, tags)
@@ -31,7 +31,7 @@ exception when others then
 end
 $fn$`;
 
-const EXECUTION_FACT_V2 = `create or replace function "abc_execution_fact"(p_execution_id text, p_fact_id text) returns text language sql as $fn$
+export const EXECUTION_FACT_V2 = `create or replace function "abc_execution_fact"(p_execution_id text, p_fact_id text) returns text language sql as $fn$
   select abc_execution_facts(array[p_execution_id], array[p_fact_id])
 $fn$`;
 

@@ -42,6 +42,7 @@ import { Migration20261129010000 } from './Migration20261129010000_decide_call_f
 import { Migration20261129020000 } from './Migration20261129020000_steps_records_function.js';
 import { Migration20261129060000 } from './Migration20261129060000_execution_facts_together.js';
 import { Migration20261207000000 } from './Migration20261207000000_run_end_after_commit.js';
+import { Migration20261207010000 } from './Migration20261207010000_execution_facts_set.js';
 
 export const migrations = [
   { name: 'Migration20261122040839_initial', class: Migration20261122040839 },
@@ -87,4 +88,5 @@ export const migrations = [
   { name: 'Migration20261129020000_steps_records_function', class: Migration20261129020000 },
   { name: 'Migration20261129060000_execution_facts_together', class: Migration20261129060000 },
   { name: 'Migration20261207000000_run_end_after_commit', class: Migration20261207000000 },
+  { name: 'Migration20261207010000_execution_facts_set', class: Migration20261207010000 },
 ];
