@@ -14,10 +14,16 @@ export const ticketParams = { type: 'object', required: ['ticket'], properties: 
 const ref = (c: { contractId: string; version: string } | undefined) => ({ contract_id: c?.contractId ?? '', version: c?.version ?? '' });
 const correlation = (c: { requestId: string; sessionId: string } | undefined) => ({ request_id: c?.requestId ?? '', session_id: c?.sessionId ?? '' });
 
-export function submitJson(res: SubmitContractResponse): Record<string, unknown> {
+/**
+ * The submit response's body. A result the core sent as JSON text goes out as
+ * that text, spliced in, not parsed and written again.
+ */
+export function submitJson(res: SubmitContractResponse): Record<string, unknown> | string {
   const o = res.outcome!;
   if (o.$case === 'result') {
-    return { kind: 'result', contract: ref(o.value.contract), correlation: correlation(o.value.correlation), result: o.value.result ?? {}, warnings: o.value.warnings };
+    const head = { kind: 'result', contract: ref(o.value.contract), correlation: correlation(o.value.correlation) };
+    if (o.value.resultJson.length) return `${JSON.stringify(head).slice(0, -1)},"result":${o.value.resultJson.toString('utf8')},"warnings":${JSON.stringify(o.value.warnings)}}`;
+    return { ...head, result: o.value.result ?? {}, warnings: o.value.warnings };
   }
   const t = o.value.task!;
   return {
@@ -99,11 +105,14 @@ export function contractRoutes(app: FastifyInstance, core: CoreClients): void {
     '/v1/contracts::submit',
     { schema: { body: { type: 'object' } }, bodyLimit: 1024 * 1024 },
     async (req, reply) => {
-      const res = await call(core.ingress.submitContract.bind(core.ingress), { body: req.body }, req);
+      // The body goes on as the JSON it came as, and the result comes back as JSON: no Struct on either side.
+      const res = await call(core.ingress.submitContract.bind(core.ingress), { body: undefined, bodyJson: Buffer.from(JSON.stringify(req.body)), resultAsJson: true }, req);
       reply.header('x-abc-ticket', res.ticket);
       reply.header('link', `</v1/tickets/${res.ticket}/artifact>; rel="artifact"`);
       if (res.outcome?.$case === 'task') reply.code(202);
-      return submitJson(res);
+      const body = submitJson(res);
+      if (typeof body === 'string') reply.type('application/json; charset=utf-8');
+      return body;
     },
   );
 

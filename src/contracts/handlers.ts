@@ -2,7 +2,7 @@
 // carried in their proto shapes.
 import { storedErrorMessage } from '../grpc/errors.js';
 import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ingress/v1/contract.js';
-import type { ContractInfo, IngressServiceService, PollTicketResponse, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
+import type { ContractInfo, IngressServiceService, PollTicketResponse, SubmitContractRequest, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import { requireKey } from '../access/principal.js';
 import { targetTenant } from '../access/scopes.js';
 import { invalidRequest } from '../domain/errors.js';
@@ -23,7 +23,7 @@ export function contractHandlers(service: ContractService): ContractHandlers {
   return {
     submitContract: async (req, ctx) => {
       const { tenantId } = requireKey(ctx.principal);
-      return toSubmitResponse(await service.submit(tenantId, req.body ?? null, ctx.signal));
+      return toSubmitResponse(await service.submit(tenantId, requestBody(req), ctx.signal), req.resultAsJson);
     },
     pollTicket: async (req, ctx) => {
       const { tenantId } = requireKey(ctx.principal);
@@ -70,10 +70,25 @@ const toContractInfo = (catalog: ContractCatalog, c: ContractVersion): ContractI
 const ref = (d: Doc) => ({ contractId: d.contract_id, version: d.version });
 const correlation = (d: Doc) => ({ requestId: d.request_id, sessionId: d.session_id });
 
-function toSubmitResponse(out: { kind: 'result' | 'task'; ticket: string; document: Doc }): SubmitContractResponse {
+/** The request document: `body`, or `body_json` parsed (a caller that holds JSON need not build a Struct). */
+function requestBody(req: SubmitContractRequest): unknown {
+  if (!req.bodyJson.length) return req.body ?? null;
+  if (req.body) throw invalidRequest('set body or body_json, not both', 'body_json');
+  const text = req.bodyJson.toString('utf8');
+  // As the HTTP gateway's parser does: a key that would set an object's prototype is refused.
+  if (text.includes('"__proto__"')) throw invalidRequest('body_json must not hold a "__proto__" key', 'body_json');
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalidRequest('body_json is not valid JSON', 'body_json');
+  }
+}
+
+function toSubmitResponse(out: { kind: 'result' | 'task'; ticket: string; document: Doc }, resultAsJson = false): SubmitContractResponse {
   const d = out.document;
   if (out.kind === 'result') {
-    return { ticket: out.ticket, outcome: { $case: 'result', value: { contract: ref(d.contract), correlation: correlation(d.correlation), result: d.result, warnings: d.warnings ?? [] } } };
+    const result = resultAsJson ? { result: undefined, resultJson: Buffer.from(JSON.stringify(d.result ?? {})) } : { result: d.result, resultJson: Buffer.alloc(0) };
+    return { ticket: out.ticket, outcome: { $case: 'result', value: { contract: ref(d.contract), correlation: correlation(d.correlation), ...result, warnings: d.warnings ?? [] } } };
   }
   const t = d.task;
   return {

@@ -1,5 +1,6 @@
 // A core killed in the middle of execute loses nothing: after a restart the
 // ticket completes, and steps that had finished are not run again.
+import { SubmitContractRequest } from '../../gen/abc/ingress/v1/ingress.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -103,7 +104,7 @@ async function syncRunningInCore(env: Record<string, string> = {}) {
   const { child, clients } = await childCore(env);
   await registerAuditAssembly(clients);
   // A sync submission that never answers: its core stops first.
-  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), { body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }, withKey(KEY)).catch((error: Error) => error);
+  const answer = unary(clients.ingress.submitContract.bind(clients.ingress), SubmitContractRequest.fromPartial({ body: request({ execution_preferences: { mode: 'sync', max_latency_ms: 60_000 } }) }), withKey(KEY)).catch((error: Error) => error);
   await gateCalled;
   const [running] = await store.orm.em.fork().execute<{ ticket: string; lease_owner: string }[]>("SELECT ticket, lease_owner FROM tickets WHERE lifecycle_state = 'STEP_EXECUTION' ORDER BY created_at DESC LIMIT 1");
   expect(running!.lease_owner).toBe(`now-${running!.ticket}`);
@@ -115,7 +116,7 @@ it('completes the ticket after a restart without re-running finished steps', asy
   const { child, clients } = await childCore();
   const meta = withKey(KEY);
   await registerAuditAssembly(clients);
-  const submitted = await unary(clients.ingress.submitContract.bind(clients.ingress), { body: request() }, meta);
+  const submitted = await unary(clients.ingress.submitContract.bind(clients.ingress), SubmitContractRequest.fromPartial({ body: request() }), meta);
   const ticket = submitted.ticket;
   await gateCalled;
   child.kill('SIGKILL');
@@ -144,7 +145,7 @@ it('hands a ticket back within the shutdown grace period on SIGTERM, and the nex
   const { child, clients } = await childCore({ ABC_SHUTDOWN_GRACE_MS: '1000' });
   const meta = withKey(KEY);
   await registerAuditAssembly(clients);
-  const { ticket } = await unary(clients.ingress.submitContract.bind(clients.ingress), { body: request() }, meta);
+  const { ticket } = await unary(clients.ingress.submitContract.bind(clients.ingress), SubmitContractRequest.fromPartial({ body: request() }), meta);
   await gateCalled;
   const stopping = Date.now();
   child.kill('SIGTERM');
@@ -177,7 +178,7 @@ it('runs a sync submission in the submitting core, and when that core dies mid-r
 it('answers a sync submission from the submitting core and leaves no queue job behind', async () => {
   const next = await nextCore();
   try {
-    const submitted = await unary(next.clients.ingress.submitContract.bind(next.clients.ingress), { body: request({ execution_preferences: { mode: 'sync' } }) }, withKey(KEY));
+    const submitted = await unary(next.clients.ingress.submitContract.bind(next.clients.ingress), SubmitContractRequest.fromPartial({ body: request({ execution_preferences: { mode: 'sync' } }) }), withKey(KEY));
     expect(submitted.outcome?.$case).toBe('result');
     const em = store.orm.em.fork();
     const [row] = await em.execute<{ lease_owner: string | null; n: number }[]>('SELECT lease_owner, (SELECT count(*)::int FROM graphile_worker._private_jobs WHERE key = t.ticket) AS n FROM tickets t WHERE ticket = ?', [submitted.ticket]);

@@ -3,6 +3,7 @@
 // ABC's llm.complete and text.stats units. Submit, poll, cancel, idempotency
 // and self-healing work for it as for analyze_portfolio, over HTTP and gRPC.
 // Runtime registration adds versions that every core can use at once.
+import { SubmitContractRequest } from '../../gen/abc/ingress/v1/ingress.js';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
@@ -193,7 +194,7 @@ describe('summarize-document over gRPC', () => {
   it('submits async, polls to SUCCEEDED, and reads the artifact', async () => {
     const meta = withKey(s.key);
     const body = request('doc-1', { execution_preferences: { mode: 'async' } });
-    const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), { body }, meta);
+    const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial({ body }), meta);
     expect(res.outcome?.$case).toBe('task');
     let poll: Json = {};
     for (let i = 0; i < 30 && poll.status !== 'TICKET_STATUS_SUCCEEDED'; i++) poll = await unary(s.clients.ingress.pollTicket.bind(s.clients.ingress), { ticket: res.ticket, waitMs: 2000, noWait: false }, meta);
@@ -233,7 +234,7 @@ describe('runtime registration', () => {
     const clients = connectCore(other.address);
     try {
       const body = request('doc-1', { contract: { ...CONTRACT, version: '1.1.0' }, context: { audience: 'sailors' } });
-      const res = await unary(clients.ingress.submitContract.bind(clients.ingress), { body }, withKey(s.key));
+      const res = await unary(clients.ingress.submitContract.bind(clients.ingress), SubmitContractRequest.fromPartial({ body }), withKey(s.key));
       expect(res.outcome?.$case).toBe('result');
       const listed = await unary(clients.ingress.listContracts.bind(clients.ingress), { contractId: CONTRACT.contract_id }, withKey(s.key));
       expect(listed.contracts.map((c) => `${c.version}:${c.source}`)).toEqual(['1.0.0:file', '1.1.0:api']);

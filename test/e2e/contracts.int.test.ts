@@ -1,8 +1,11 @@
 // The business contract API end to end (seed 000): gateway → gRPC → core → queue worker.
+import { status } from '@grpc/grpc-js';
+import { SubmitContractRequest } from '../../gen/abc/ingress/v1/ingress.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestStack, type TestStack } from '../support/gateway.js';
 import { tableDigest } from '../support/digest.js';
-import { unary, withKey } from '../support/grpc.js';
+import { failure, unary, withKey } from '../support/grpc.js';
+import { ErrorMessage } from '../support/error-message.js';
 import { contract, importSamplePortfolios, pollUntilDone, registry, request } from '../support/contracts.js';
 
 let s: TestStack;
@@ -193,11 +196,39 @@ describe('submit and poll', () => {
 
   it('serves the same API over gRPC on IngressService', async () => {
     const body = request({ execution_preferences: { mode: 'sync', max_latency_ms: 10_000 } });
-    const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), { body }, withKey(s.key));
+    const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial({ body }), withKey(s.key));
     expect(res.outcome?.$case).toBe('result');
     const poll = await unary(s.clients.ingress.pollTicket.bind(s.clients.ingress), { ticket: res.ticket, waitMs: 0, noWait: true }, withKey(s.key));
     expect(poll).toMatchObject({ ticket: res.ticket, status: 'TICKET_STATUS_SUCCEEDED', progress: { phase: 'LIFECYCLE_PHASE_DONE', percent: 100 } });
     if (res.outcome?.$case === 'result') expect(poll.result).toEqual(res.outcome.value.result);
+  });
+
+  it('takes the request and answers the result as JSON text over gRPC, when asked', async () => {
+    const body = request({ execution_preferences: { mode: 'sync', max_latency_ms: 10_000 } });
+    const res = await unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial({ bodyJson: Buffer.from(JSON.stringify(body)), resultAsJson: true }), withKey(s.key));
+    if (res.outcome?.$case !== 'result') throw new Error(`expected a result, got ${res.outcome?.$case}`);
+    expect(res.outcome.value.result).toBeUndefined();
+    const result = JSON.parse(res.outcome.value.resultJson.toString('utf8'));
+    valid('result', result);
+    expect(res.outcome.value.correlation).toEqual({ requestId: body.correlation.request_id, sessionId: body.correlation.session_id });
+    const poll = await unary(s.clients.ingress.pollTicket.bind(s.clients.ingress), { ticket: res.ticket, waitMs: 0, noWait: true }, withKey(s.key));
+    expect(poll.result).toEqual(result);
+  });
+
+  it('refuses body_json beside body, body_json that is not JSON, and a "__proto__" key in it, as invalid_request', async () => {
+    const body = request();
+    const cases: [Partial<SubmitContractRequest>, RegExp][] = [
+      [{ body, bodyJson: Buffer.from(JSON.stringify(body)) }, /not both/],
+      [{ bodyJson: Buffer.from('{"contract":') }, /not valid JSON/],
+      [{ bodyJson: Buffer.from('{"__proto__":{"polluted":true}}') }, /__proto__/],
+    ];
+    for (const [req, message] of cases) {
+      const error = await failure(unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial(req), withKey(s.key)));
+      expect(error.code).toBe(status.INVALID_ARGUMENT);
+      expect(ErrorMessage(error)).toMatchObject({ code: 'invalid_request', details: { field: 'body_json' } });
+      expect(error.details).toMatch(message);
+    }
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
   it('answers an unknown ticket with TICKET_NOT_FOUND and refuses a wait over 30 s', async () => {

@@ -2,7 +2,7 @@
 // core that was running it, and the answer given to another core finishes it.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeCore, connectCore, type CoreClients } from '../../gateway/core-client.js';
-import { HumanAction } from '../../gen/abc/ingress/v1/ingress.js';
+import { HumanAction, SubmitContractRequest } from '../../gen/abc/ingress/v1/ingress.js';
 import { ApiKeys } from '../../src/access/api-keys.js';
 import { startCore, type Core } from '../../src/main/core.js';
 import { upsertTool, fromJson } from '../../src/orchestrator/tool-registry.js';
@@ -51,7 +51,7 @@ it('keeps a WAIT_HUMAN execution across a core restart, and another core finishe
   assembly.capabilities.push({ name: 'tool.wire', kind: 'TOOL' });
   assembly.steps.push({ id: 'wire', label: 'Wire funds', tool_name: 'tool.wire', input: {}, dependencies: ['value_positions'] });
   await unary(a.clients.decision.registerAssembly.bind(a.clients.decision), { assembly: assemblyMessage(assembly), platform: false }, withKey(key));
-  const submitted = await unary(a.clients.ingress.submitContract.bind(a.clients.ingress), { body: request() }, withKey(key));
+  const submitted = await unary(a.clients.ingress.submitContract.bind(a.clients.ingress), SubmitContractRequest.fromPartial({ body: request() }), withKey(key));
   const ticket = submitted.ticket;
   const poll = (n: Node) => unary(n.clients.ingress.pollTicket.bind(n.clients.ingress), { ticket, waitMs: 0, noWait: true }, withKey(key));
   await expect.poll(async () => (await poll(a)).lifecycleState, { timeout: 10_000 }).toBe('WAIT_HUMAN');

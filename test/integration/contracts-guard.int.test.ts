@@ -1,5 +1,6 @@
 // A response that would break its contract schema is never sent: it is logged
 // and answered as INTERNAL. (The poll schema here demands what ABC never produces.)
+import { SubmitContractRequest } from '../../gen/abc/ingress/v1/ingress.js';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,7 +31,7 @@ afterAll(async () => {
 
 it('answers INTERNAL instead of a poll response that breaks its schema', async () => {
   const ingress = core.clients.ingress;
-  const submitted = await unary(ingress.submitContract.bind(ingress), { body: request() }, withKey(core.key));
+  const submitted = await unary(ingress.submitContract.bind(ingress), SubmitContractRequest.fromPartial({ body: request() }), withKey(core.key));
   const error = await failure(unary(ingress.pollTicket.bind(ingress), { ticket: submitted.ticket, waitMs: 0, noWait: true }, withKey(core.key)));
   expect(error.code).toBe(13);
   expect(ErrorMessage(error)).toMatchObject({ code: 'RESPONSE_SCHEMA_VIOLATION', category: 'ERROR_CATEGORY_INTERNAL', retryable: false });

@@ -259,6 +259,11 @@ export interface SyncResult {
   /** The contract's result document, valid against its result schema. */
   result?: { [key: string]: any } | undefined;
   warnings: string[];
+  /**
+   * The result document as UTF-8 JSON text, in place of result, when the
+   * request set result_as_json.
+   */
+  resultJson: Buffer;
 }
 
 /** Task is an accepted asynchronous execution. */
@@ -389,7 +394,7 @@ export const CorrelationRef: MessageFns<CorrelationRef> = {
 };
 
 function createBaseSyncResult(): SyncResult {
-  return { contract: undefined, correlation: undefined, result: undefined, warnings: [] };
+  return { contract: undefined, correlation: undefined, result: undefined, warnings: [], resultJson: Buffer.alloc(0) };
 }
 
 export const SyncResult: MessageFns<SyncResult> = {
@@ -405,6 +410,9 @@ export const SyncResult: MessageFns<SyncResult> = {
     }
     for (const v of message.warnings) {
       writer.uint32(34).string(v!);
+    }
+    if (message.resultJson.length !== 0) {
+      writer.uint32(42).bytes(message.resultJson);
     }
     return writer;
   },
@@ -454,6 +462,14 @@ export const SyncResult: MessageFns<SyncResult> = {
             message.warnings.push(reader.string());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.resultJson = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -472,6 +488,11 @@ export const SyncResult: MessageFns<SyncResult> = {
       correlation: isSet(object.correlation) ? CorrelationRef.fromJSON(object.correlation) : undefined,
       result: isObject(object.result) ? object.result : undefined,
       warnings: globalThis.Array.isArray(object?.warnings) ? object.warnings.map((e: any) => globalThis.String(e)) : [],
+      resultJson: isSet(object.resultJson)
+        ? Buffer.from(bytesFromBase64(object.resultJson))
+        : isSet(object.result_json)
+        ? Buffer.from(bytesFromBase64(object.result_json))
+        : Buffer.alloc(0),
     };
   },
 
@@ -489,6 +510,9 @@ export const SyncResult: MessageFns<SyncResult> = {
     if (message.warnings?.length) {
       obj.warnings = message.warnings;
     }
+    if (message.resultJson.length !== 0) {
+      obj.resultJson = base64FromBytes(message.resultJson);
+    }
     return obj;
   },
 
@@ -505,6 +529,7 @@ export const SyncResult: MessageFns<SyncResult> = {
       : undefined;
     message.result = object.result ?? undefined;
     message.warnings = object.warnings?.map((e) => e) || [];
+    message.resultJson = object.resultJson ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -1020,6 +1045,14 @@ export const Progress: MessageFns<Progress> = {
     return message;
   },
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

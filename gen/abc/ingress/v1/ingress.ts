@@ -162,7 +162,19 @@ export interface FrameBatch {
  * caller sent it; it is validated against the schema its `contract` field names.
  */
 export interface SubmitContractRequest {
-  body?: { [key: string]: any } | undefined;
+  body?:
+    | { [key: string]: any }
+    | undefined;
+  /**
+   * The same document as UTF-8 JSON text, for a caller that holds it as JSON
+   * already: set body or body_json, not both.
+   */
+  bodyJson: Buffer;
+  /**
+   * Answer a sync result's document as JSON text (SyncResult.result_json)
+   * instead of a Struct (SyncResult.result).
+   */
+  resultAsJson: boolean;
 }
 
 /** SubmitContractResponse is a SyncResult or an AsyncAccepted. */
@@ -985,13 +997,19 @@ export const FrameBatch: MessageFns<FrameBatch> = {
 };
 
 function createBaseSubmitContractRequest(): SubmitContractRequest {
-  return { body: undefined };
+  return { body: undefined, bodyJson: Buffer.alloc(0), resultAsJson: false };
 }
 
 export const SubmitContractRequest: MessageFns<SubmitContractRequest> = {
   encode(message: SubmitContractRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.body !== undefined) {
       Struct.encode(Struct.wrap(message.body), writer.uint32(10).fork()).join();
+    }
+    if (message.bodyJson.length !== 0) {
+      writer.uint32(18).bytes(message.bodyJson);
+    }
+    if (message.resultAsJson !== false) {
+      writer.uint32(24).bool(message.resultAsJson);
     }
     return writer;
   },
@@ -1017,6 +1035,22 @@ export const SubmitContractRequest: MessageFns<SubmitContractRequest> = {
             message.body = Struct.unwrap(Struct.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.bodyJson = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.resultAsJson = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1030,13 +1064,31 @@ export const SubmitContractRequest: MessageFns<SubmitContractRequest> = {
   },
 
   fromJSON(object: any): SubmitContractRequest {
-    return { body: isObject(object.body) ? object.body : undefined };
+    return {
+      body: isObject(object.body) ? object.body : undefined,
+      bodyJson: isSet(object.bodyJson)
+        ? Buffer.from(bytesFromBase64(object.bodyJson))
+        : isSet(object.body_json)
+        ? Buffer.from(bytesFromBase64(object.body_json))
+        : Buffer.alloc(0),
+      resultAsJson: isSet(object.resultAsJson)
+        ? globalThis.Boolean(object.resultAsJson)
+        : isSet(object.result_as_json)
+        ? globalThis.Boolean(object.result_as_json)
+        : false,
+    };
   },
 
   toJSON(message: SubmitContractRequest): unknown {
     const obj: any = {};
     if (message.body !== undefined) {
       obj.body = message.body;
+    }
+    if (message.bodyJson.length !== 0) {
+      obj.bodyJson = base64FromBytes(message.bodyJson);
+    }
+    if (message.resultAsJson !== false) {
+      obj.resultAsJson = message.resultAsJson;
     }
     return obj;
   },
@@ -1047,6 +1099,8 @@ export const SubmitContractRequest: MessageFns<SubmitContractRequest> = {
   fromPartial<I extends Exact<DeepPartial<SubmitContractRequest>, I>>(object: I): SubmitContractRequest {
     const message = createBaseSubmitContractRequest();
     message.body = object.body ?? undefined;
+    message.bodyJson = object.bodyJson ?? Buffer.alloc(0);
+    message.resultAsJson = object.resultAsJson ?? false;
     return message;
   },
 };
@@ -2861,6 +2915,14 @@ export const IngressServiceClient = makeGenericClientConstructor(
   service: typeof IngressServiceService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;
 

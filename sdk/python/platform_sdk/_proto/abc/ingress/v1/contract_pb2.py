@@ -15,29 +15,29 @@ from platform_sdk._proto.abc.common.v1 import types_pb2 as abc_dot_common_dot_v1
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61\x62\x63/ingress/v1/contract.proto\x12\x0e\x61\x62\x63.ingress.v1\x1a\x19\x61\x62\x63/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\"8\n\x0e\x43orrelationRef\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\xaa\x01\n\nSyncResult\x12,\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1a.abc.common.v1.ContractRef\x12\x33\n\x0b\x63orrelation\x18\x02 \x01(\x0b\x32\x1e.abc.ingress.v1.CorrelationRef\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08warnings\x18\x04 \x03(\t\"o\n\x04Task\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\x05\x12\x14\n\x0cpoll_hint_ms\x18\x04 \x01(\x05\"\x96\x01\n\rAsyncAccepted\x12,\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1a.abc.common.v1.ContractRef\x12\x33\n\x0b\x63orrelation\x18\x02 \x01(\x0b\x32\x1e.abc.ingress.v1.CorrelationRef\x12\"\n\x04task\x18\x03 \x01(\x0b\x32\x14.abc.ingress.v1.Task\"\x91\x01\n\x0cProgressStep\x12\x0f\n\x07step_id\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x1a.abc.ingress.v1.StepStatus\x12\x12\n\nstarted_at\x18\x04 \x01(\t\x12\x10\n\x08\x65nded_at\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\"\x8d\x01\n\x08Progress\x12-\n\x05phase\x18\x01 \x01(\x0e\x32\x1e.abc.ingress.v1.LifecyclePhase\x12\x0f\n\x07percent\x18\x02 \x01(\x05\x12\x14\n\x0c\x63urrent_step\x18\x03 \x01(\t\x12+\n\x05steps\x18\x04 \x03(\x0b\x32\x1c.abc.ingress.v1.ProgressStep*\xb5\x01\n\x0cTicketStatus\x12\x1d\n\x19TICKET_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14TICKET_STATUS_QUEUED\x10\x01\x12\x19\n\x15TICKET_STATUS_RUNNING\x10\x02\x12\x1b\n\x17TICKET_STATUS_SUCCEEDED\x10\x03\x12\x18\n\x14TICKET_STATUS_FAILED\x10\x04\x12\x1a\n\x16TICKET_STATUS_CANCELED\x10\x05*\x81\x02\n\x0eLifecyclePhase\x12\x1f\n\x1bLIFECYCLE_PHASE_UNSPECIFIED\x10\x00\x12\x1c\n\x18LIFECYCLE_PHASE_VALIDATE\x10\x01\x12#\n\x1fLIFECYCLE_PHASE_RESOLVE_CONTEXT\x10\x02\x12\x18\n\x14LIFECYCLE_PHASE_PLAN\x10\x03\x12\x1b\n\x17LIFECYCLE_PHASE_EXECUTE\x10\x04\x12\x1d\n\x19LIFECYCLE_PHASE_AGGREGATE\x10\x05\x12\x1b\n\x17LIFECYCLE_PHASE_PACKAGE\x10\x06\x12\x18\n\x14LIFECYCLE_PHASE_DONE\x10\x07*\xa7\x01\n\nStepStatus\x12\x1b\n\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13STEP_STATUS_PENDING\x10\x01\x12\x17\n\x13STEP_STATUS_RUNNING\x10\x02\x12\x19\n\x15STEP_STATUS_SUCCEEDED\x10\x03\x12\x16\n\x12STEP_STATUS_FAILED\x10\x04\x12\x17\n\x13STEP_STATUS_SKIPPED\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61\x62\x63/ingress/v1/contract.proto\x12\x0e\x61\x62\x63.ingress.v1\x1a\x19\x61\x62\x63/common/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\"8\n\x0e\x43orrelationRef\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\"\xbf\x01\n\nSyncResult\x12,\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1a.abc.common.v1.ContractRef\x12\x33\n\x0b\x63orrelation\x18\x02 \x01(\x0b\x32\x1e.abc.ingress.v1.CorrelationRef\x12\'\n\x06result\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08warnings\x18\x04 \x03(\t\x12\x13\n\x0bresult_json\x18\x05 \x01(\x0c\"o\n\x04Task\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\x12\x13\n\x0bttl_seconds\x18\x03 \x01(\x05\x12\x14\n\x0cpoll_hint_ms\x18\x04 \x01(\x05\"\x96\x01\n\rAsyncAccepted\x12,\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1a.abc.common.v1.ContractRef\x12\x33\n\x0b\x63orrelation\x18\x02 \x01(\x0b\x32\x1e.abc.ingress.v1.CorrelationRef\x12\"\n\x04task\x18\x03 \x01(\x0b\x32\x14.abc.ingress.v1.Task\"\x91\x01\n\x0cProgressStep\x12\x0f\n\x07step_id\x18\x01 \x01(\t\x12\r\n\x05label\x18\x02 \x01(\t\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x1a.abc.ingress.v1.StepStatus\x12\x12\n\nstarted_at\x18\x04 \x01(\t\x12\x10\n\x08\x65nded_at\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\"\x8d\x01\n\x08Progress\x12-\n\x05phase\x18\x01 \x01(\x0e\x32\x1e.abc.ingress.v1.LifecyclePhase\x12\x0f\n\x07percent\x18\x02 \x01(\x05\x12\x14\n\x0c\x63urrent_step\x18\x03 \x01(\t\x12+\n\x05steps\x18\x04 \x03(\x0b\x32\x1c.abc.ingress.v1.ProgressStep*\xb5\x01\n\x0cTicketStatus\x12\x1d\n\x19TICKET_STATUS_UNSPECIFIED\x10\x00\x12\x18\n\x14TICKET_STATUS_QUEUED\x10\x01\x12\x19\n\x15TICKET_STATUS_RUNNING\x10\x02\x12\x1b\n\x17TICKET_STATUS_SUCCEEDED\x10\x03\x12\x18\n\x14TICKET_STATUS_FAILED\x10\x04\x12\x1a\n\x16TICKET_STATUS_CANCELED\x10\x05*\x81\x02\n\x0eLifecyclePhase\x12\x1f\n\x1bLIFECYCLE_PHASE_UNSPECIFIED\x10\x00\x12\x1c\n\x18LIFECYCLE_PHASE_VALIDATE\x10\x01\x12#\n\x1fLIFECYCLE_PHASE_RESOLVE_CONTEXT\x10\x02\x12\x18\n\x14LIFECYCLE_PHASE_PLAN\x10\x03\x12\x1b\n\x17LIFECYCLE_PHASE_EXECUTE\x10\x04\x12\x1d\n\x19LIFECYCLE_PHASE_AGGREGATE\x10\x05\x12\x1b\n\x17LIFECYCLE_PHASE_PACKAGE\x10\x06\x12\x18\n\x14LIFECYCLE_PHASE_DONE\x10\x07*\xa7\x01\n\nStepStatus\x12\x1b\n\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13STEP_STATUS_PENDING\x10\x01\x12\x17\n\x13STEP_STATUS_RUNNING\x10\x02\x12\x19\n\x15STEP_STATUS_SUCCEEDED\x10\x03\x12\x16\n\x12STEP_STATUS_FAILED\x10\x04\x12\x17\n\x13STEP_STATUS_SKIPPED\x10\x05\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'abc.ingress.v1.contract_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _TICKETSTATUS._serialized_start=896
-  _TICKETSTATUS._serialized_end=1077
-  _LIFECYCLEPHASE._serialized_start=1080
-  _LIFECYCLEPHASE._serialized_end=1337
-  _STEPSTATUS._serialized_start=1340
-  _STEPSTATUS._serialized_end=1507
+  _TICKETSTATUS._serialized_start=917
+  _TICKETSTATUS._serialized_end=1098
+  _LIFECYCLEPHASE._serialized_start=1101
+  _LIFECYCLEPHASE._serialized_end=1358
+  _STEPSTATUS._serialized_start=1361
+  _STEPSTATUS._serialized_end=1528
   _CORRELATIONREF._serialized_start=106
   _CORRELATIONREF._serialized_end=162
   _SYNCRESULT._serialized_start=165
-  _SYNCRESULT._serialized_end=335
-  _TASK._serialized_start=337
-  _TASK._serialized_end=448
-  _ASYNCACCEPTED._serialized_start=451
-  _ASYNCACCEPTED._serialized_end=601
-  _PROGRESSSTEP._serialized_start=604
-  _PROGRESSSTEP._serialized_end=749
-  _PROGRESS._serialized_start=752
-  _PROGRESS._serialized_end=893
+  _SYNCRESULT._serialized_end=356
+  _TASK._serialized_start=358
+  _TASK._serialized_end=469
+  _ASYNCACCEPTED._serialized_start=472
+  _ASYNCACCEPTED._serialized_end=622
+  _PROGRESSSTEP._serialized_start=625
+  _PROGRESSSTEP._serialized_end=770
+  _PROGRESS._serialized_start=773
+  _PROGRESS._serialized_end=914
 # @@protoc_insertion_point(module_scope)

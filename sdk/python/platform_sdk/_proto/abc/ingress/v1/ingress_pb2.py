@@ -18,15 +18,15 @@ from platform_sdk._proto.abc.ingress.v1 import im_pb2 as abc_dot_ingress_dot_v1_
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61\x62\x63/ingress/v1/ingress.proto\x12\x0e\x61\x62\x63.ingress.v1\x1a\x19\x61\x62\x63/common/v1/error.proto\x1a\x19\x61\x62\x63/common/v1/types.proto\x1a\x1d\x61\x62\x63/ingress/v1/contract.proto\x1a\x17\x61\x62\x63/ingress/v1/im.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x87\x03\n\x0e\x43onnectRequest\x12\n\n\x02ts\x18\x01 \x01(\x03\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\x12&\n\x05hello\x18\n \x01(\x0b\x32\x15.abc.ingress.v1.HelloH\x00\x12\x33\n\x0c\x61gent_invoke\x18\x0b \x01(\x0b\x32\x1b.abc.ingress.v1.AgentInvokeH\x00\x12\x31\n\x0btool_result\x18\x0c \x01(\x0b\x32\x1a.abc.ingress.v1.ToolResultH\x00\x12=\n\x11\x61pproval_decision\x18\r \x01(\x0b\x32 .abc.ingress.v1.ApprovalDecisionH\x00\x12/\n\ncancel_run\x18\x0e \x01(\x0b\x32\x19.abc.ingress.v1.CancelRunH\x00\x12(\n\x06resume\x18\x0f \x01(\x0b\x32\x16.abc.ingress.v1.ResumeH\x00\x42\x07\n\x05\x66rame\"\x94\x04\n\x0f\x43onnectResponse\x12\n\n\x02ts\x18\x01 \x01(\x03\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x05 \x01(\t\x12-\n\thello_ack\x18\n \x01(\x0b\x32\x18.abc.ingress.v1.HelloAckH\x00\x12\x31\n\x0brun_started\x18\x0b \x01(\x0b\x32\x1a.abc.ingress.v1.RunStartedH\x00\x12&\n\x05\x64\x65lta\x18\x0c \x01(\x0b\x32\x15.abc.ingress.v1.DeltaH\x00\x12&\n\x05state\x18\r \x01(\x0b\x32\x15.abc.ingress.v1.StateH\x00\x12\x33\n\x0ctool_request\x18\x0e \x01(\x0b\x32\x1b.abc.ingress.v1.ToolRequestH\x00\x12=\n\x11\x61pproval_required\x18\x0f \x01(\x0b\x32 .abc.ingress.v1.ApprovalRequiredH\x00\x12+\n\x05\x65rror\x18\x10 \x01(\x0b\x32\x1a.abc.ingress.v1.ErrorFrameH\x00\x12$\n\x04\x64one\x18\x11 \x01(\x0b\x32\x14.abc.ingress.v1.DoneH\x00\x12+\n\x05\x62\x61tch\x18\x12 \x01(\x0b\x32\x1a.abc.ingress.v1.FrameBatchH\x00\x42\x07\n\x05\x66rame\"=\n\nFrameBatch\x12/\n\x06\x66rames\x18\x01 \x03(\x0b\x32\x1f.abc.ingress.v1.ConnectResponse\">\n\x15SubmitContractRequest\x12%\n\x04\x62ody\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x90\x01\n\x16SubmitContractResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1a.abc.ingress.v1.SyncResultH\x00\x12-\n\x04task\x18\x02 \x01(\x0b\x32\x1d.abc.ingress.v1.AsyncAcceptedH\x00\x12\x0e\n\x06ticket\x18\x03 \x01(\tB\t\n\x07outcome\"E\n\x11PollTicketRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\x05\x12\x0f\n\x07no_wait\x18\x03 \x01(\x08\"\xee\x02\n\x12PollTicketResponse\x12,\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1a.abc.common.v1.ContractRef\x12\x0e\n\x06ticket\x18\x02 \x01(\t\x12\x13\n\x0bnext_ticket\x18\x03 \x01(\t\x12,\n\x06status\x18\x04 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\x12\x13\n\x0bttl_seconds\x18\x05 \x01(\x05\x12*\n\x08progress\x18\x06 \x01(\x0b\x32\x18.abc.ingress.v1.Progress\x12/\n\x0epartial_result\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06result\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12#\n\x05\x65rror\x18\t \x01(\x0b\x32\x14.abc.common.v1.Error\x12\x17\n\x0flifecycle_state\x18\n \x01(\t\"5\n\x13\x43\x61ncelTicketRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"$\n\x12GetArtifactRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\"J\n\x13GetArtifactResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x12\n\nmedia_type\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\"T\n\x14\x43\x61ncelTicketResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\"\x92\x01\n\x1aSubmitHumanFeedbackRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12+\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1b.abc.ingress.v1.HumanAction\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x03 \x01(\t\x12%\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"t\n\x1bSubmitHumanFeedbackResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\x12\x17\n\x0flifecycle_state\x18\x03 \x01(\t\"X\n\x17RegisterContractRequest\x12+\n\ndefinition\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08platform\x18\x02 \x01(\x08\"[\n\x18RegisterContractResponse\x12.\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1c.abc.ingress.v1.ContractInfo\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\xa5\x01\n\x0c\x43ontractInfo\x12\x13\n\x0b\x63ontract_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06intent\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12(\n\x07schemas\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08platform\x18\x07 \x01(\x08\"+\n\x14ListContractsRequest\x12\x13\n\x0b\x63ontract_id\x18\x01 \x01(\t\"H\n\x15ListContractsResponse\x12/\n\tcontracts\x18\x01 \x03(\x0b\x32\x1c.abc.ingress.v1.ContractInfo*x\n\x0bHumanAction\x12\x1c\n\x18HUMAN_ACTION_UNSPECIFIED\x10\x00\x12\x19\n\x15HUMAN_ACTION_CONTINUE\x10\x01\x12\x17\n\x13HUMAN_ACTION_REPLAN\x10\x02\x12\x17\n\x13HUMAN_ACTION_REJECT\x10\x03\x32\xfe\x05\n\x0eIngressService\x12N\n\x07\x43onnect\x12\x1e.abc.ingress.v1.ConnectRequest\x1a\x1f.abc.ingress.v1.ConnectResponse(\x01\x30\x01\x12_\n\x0eSubmitContract\x12%.abc.ingress.v1.SubmitContractRequest\x1a&.abc.ingress.v1.SubmitContractResponse\x12S\n\nPollTicket\x12!.abc.ingress.v1.PollTicketRequest\x1a\".abc.ingress.v1.PollTicketResponse\x12Y\n\x0c\x43\x61ncelTicket\x12#.abc.ingress.v1.CancelTicketRequest\x1a$.abc.ingress.v1.CancelTicketResponse\x12V\n\x0bGetArtifact\x12\".abc.ingress.v1.GetArtifactRequest\x1a#.abc.ingress.v1.GetArtifactResponse\x12n\n\x13SubmitHumanFeedback\x12*.abc.ingress.v1.SubmitHumanFeedbackRequest\x1a+.abc.ingress.v1.SubmitHumanFeedbackResponse\x12\x65\n\x10RegisterContract\x12\'.abc.ingress.v1.RegisterContractRequest\x1a(.abc.ingress.v1.RegisterContractResponse\x12\\\n\rListContracts\x12$.abc.ingress.v1.ListContractsRequest\x1a%.abc.ingress.v1.ListContractsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x61\x62\x63/ingress/v1/ingress.proto\x12\x0e\x61\x62\x63.ingress.v1\x1a\x19\x61\x62\x63/common/v1/error.proto\x1a\x19\x61\x62\x63/common/v1/types.proto\x1a\x1d\x61\x62\x63/ingress/v1/contract.proto\x1a\x17\x61\x62\x63/ingress/v1/im.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x87\x03\n\x0e\x43onnectRequest\x12\n\n\x02ts\x18\x01 \x01(\x03\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\x12&\n\x05hello\x18\n \x01(\x0b\x32\x15.abc.ingress.v1.HelloH\x00\x12\x33\n\x0c\x61gent_invoke\x18\x0b \x01(\x0b\x32\x1b.abc.ingress.v1.AgentInvokeH\x00\x12\x31\n\x0btool_result\x18\x0c \x01(\x0b\x32\x1a.abc.ingress.v1.ToolResultH\x00\x12=\n\x11\x61pproval_decision\x18\r \x01(\x0b\x32 .abc.ingress.v1.ApprovalDecisionH\x00\x12/\n\ncancel_run\x18\x0e \x01(\x0b\x32\x19.abc.ingress.v1.CancelRunH\x00\x12(\n\x06resume\x18\x0f \x01(\x0b\x32\x16.abc.ingress.v1.ResumeH\x00\x42\x07\n\x05\x66rame\"\x94\x04\n\x0f\x43onnectResponse\x12\n\n\x02ts\x18\x01 \x01(\x03\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06run_id\x18\x04 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x05 \x01(\t\x12-\n\thello_ack\x18\n \x01(\x0b\x32\x18.abc.ingress.v1.HelloAckH\x00\x12\x31\n\x0brun_started\x18\x0b \x01(\x0b\x32\x1a.abc.ingress.v1.RunStartedH\x00\x12&\n\x05\x64\x65lta\x18\x0c \x01(\x0b\x32\x15.abc.ingress.v1.DeltaH\x00\x12&\n\x05state\x18\r \x01(\x0b\x32\x15.abc.ingress.v1.StateH\x00\x12\x33\n\x0ctool_request\x18\x0e \x01(\x0b\x32\x1b.abc.ingress.v1.ToolRequestH\x00\x12=\n\x11\x61pproval_required\x18\x0f \x01(\x0b\x32 .abc.ingress.v1.ApprovalRequiredH\x00\x12+\n\x05\x65rror\x18\x10 \x01(\x0b\x32\x1a.abc.ingress.v1.ErrorFrameH\x00\x12$\n\x04\x64one\x18\x11 \x01(\x0b\x32\x14.abc.ingress.v1.DoneH\x00\x12+\n\x05\x62\x61tch\x18\x12 \x01(\x0b\x32\x1a.abc.ingress.v1.FrameBatchH\x00\x42\x07\n\x05\x66rame\"=\n\nFrameBatch\x12/\n\x06\x66rames\x18\x01 \x03(\x0b\x32\x1f.abc.ingress.v1.ConnectResponse\"i\n\x15SubmitContractRequest\x12%\n\x04\x62ody\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x11\n\tbody_json\x18\x02 \x01(\x0c\x12\x16\n\x0eresult_as_json\x18\x03 \x01(\x08\"\x90\x01\n\x16SubmitContractResponse\x12,\n\x06result\x18\x01 \x01(\x0b\x32\x1a.abc.ingress.v1.SyncResultH\x00\x12-\n\x04task\x18\x02 \x01(\x0b\x32\x1d.abc.ingress.v1.AsyncAcceptedH\x00\x12\x0e\n\x06ticket\x18\x03 \x01(\tB\t\n\x07outcome\"E\n\x11PollTicketRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\x05\x12\x0f\n\x07no_wait\x18\x03 \x01(\x08\"\xee\x02\n\x12PollTicketResponse\x12,\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1a.abc.common.v1.ContractRef\x12\x0e\n\x06ticket\x18\x02 \x01(\t\x12\x13\n\x0bnext_ticket\x18\x03 \x01(\t\x12,\n\x06status\x18\x04 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\x12\x13\n\x0bttl_seconds\x18\x05 \x01(\x05\x12*\n\x08progress\x18\x06 \x01(\x0b\x32\x18.abc.ingress.v1.Progress\x12/\n\x0epartial_result\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\'\n\x06result\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\x12#\n\x05\x65rror\x18\t \x01(\x0b\x32\x14.abc.common.v1.Error\x12\x17\n\x0flifecycle_state\x18\n \x01(\t\"5\n\x13\x43\x61ncelTicketRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"$\n\x12GetArtifactRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\"J\n\x13GetArtifactResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12\x12\n\nmedia_type\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\"T\n\x14\x43\x61ncelTicketResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\"\x92\x01\n\x1aSubmitHumanFeedbackRequest\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12+\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x1b.abc.ingress.v1.HumanAction\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x03 \x01(\t\x12%\n\x04\x64\x61ta\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"t\n\x1bSubmitHumanFeedbackResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0e\x32\x1c.abc.ingress.v1.TicketStatus\x12\x17\n\x0flifecycle_state\x18\x03 \x01(\t\"X\n\x17RegisterContractRequest\x12+\n\ndefinition\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08platform\x18\x02 \x01(\x08\"[\n\x18RegisterContractResponse\x12.\n\x08\x63ontract\x18\x01 \x01(\x0b\x32\x1c.abc.ingress.v1.ContractInfo\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"\xa5\x01\n\x0c\x43ontractInfo\x12\x13\n\x0b\x63ontract_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06intent\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x0e\n\x06source\x18\x05 \x01(\t\x12(\n\x07schemas\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08platform\x18\x07 \x01(\x08\"+\n\x14ListContractsRequest\x12\x13\n\x0b\x63ontract_id\x18\x01 \x01(\t\"H\n\x15ListContractsResponse\x12/\n\tcontracts\x18\x01 \x03(\x0b\x32\x1c.abc.ingress.v1.ContractInfo*x\n\x0bHumanAction\x12\x1c\n\x18HUMAN_ACTION_UNSPECIFIED\x10\x00\x12\x19\n\x15HUMAN_ACTION_CONTINUE\x10\x01\x12\x17\n\x13HUMAN_ACTION_REPLAN\x10\x02\x12\x17\n\x13HUMAN_ACTION_REJECT\x10\x03\x32\xfe\x05\n\x0eIngressService\x12N\n\x07\x43onnect\x12\x1e.abc.ingress.v1.ConnectRequest\x1a\x1f.abc.ingress.v1.ConnectResponse(\x01\x30\x01\x12_\n\x0eSubmitContract\x12%.abc.ingress.v1.SubmitContractRequest\x1a&.abc.ingress.v1.SubmitContractResponse\x12S\n\nPollTicket\x12!.abc.ingress.v1.PollTicketRequest\x1a\".abc.ingress.v1.PollTicketResponse\x12Y\n\x0c\x43\x61ncelTicket\x12#.abc.ingress.v1.CancelTicketRequest\x1a$.abc.ingress.v1.CancelTicketResponse\x12V\n\x0bGetArtifact\x12\".abc.ingress.v1.GetArtifactRequest\x1a#.abc.ingress.v1.GetArtifactResponse\x12n\n\x13SubmitHumanFeedback\x12*.abc.ingress.v1.SubmitHumanFeedbackRequest\x1a+.abc.ingress.v1.SubmitHumanFeedbackResponse\x12\x65\n\x10RegisterContract\x12\'.abc.ingress.v1.RegisterContractRequest\x1a(.abc.ingress.v1.RegisterContractResponse\x12\\\n\rListContracts\x12$.abc.ingress.v1.ListContractsRequest\x1a%.abc.ingress.v1.ListContractsResponseb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'abc.ingress.v1.ingress_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _HUMANACTION._serialized_start=2823
-  _HUMANACTION._serialized_end=2943
+  _HUMANACTION._serialized_start=2866
+  _HUMANACTION._serialized_end=2986
   _CONNECTREQUEST._serialized_start=189
   _CONNECTREQUEST._serialized_end=580
   _CONNECTRESPONSE._serialized_start=583
@@ -34,35 +34,35 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _FRAMEBATCH._serialized_start=1117
   _FRAMEBATCH._serialized_end=1178
   _SUBMITCONTRACTREQUEST._serialized_start=1180
-  _SUBMITCONTRACTREQUEST._serialized_end=1242
-  _SUBMITCONTRACTRESPONSE._serialized_start=1245
-  _SUBMITCONTRACTRESPONSE._serialized_end=1389
-  _POLLTICKETREQUEST._serialized_start=1391
-  _POLLTICKETREQUEST._serialized_end=1460
-  _POLLTICKETRESPONSE._serialized_start=1463
-  _POLLTICKETRESPONSE._serialized_end=1829
-  _CANCELTICKETREQUEST._serialized_start=1831
-  _CANCELTICKETREQUEST._serialized_end=1884
-  _GETARTIFACTREQUEST._serialized_start=1886
-  _GETARTIFACTREQUEST._serialized_end=1922
-  _GETARTIFACTRESPONSE._serialized_start=1924
-  _GETARTIFACTRESPONSE._serialized_end=1998
-  _CANCELTICKETRESPONSE._serialized_start=2000
-  _CANCELTICKETRESPONSE._serialized_end=2084
-  _SUBMITHUMANFEEDBACKREQUEST._serialized_start=2087
-  _SUBMITHUMANFEEDBACKREQUEST._serialized_end=2233
-  _SUBMITHUMANFEEDBACKRESPONSE._serialized_start=2235
-  _SUBMITHUMANFEEDBACKRESPONSE._serialized_end=2351
-  _REGISTERCONTRACTREQUEST._serialized_start=2353
-  _REGISTERCONTRACTREQUEST._serialized_end=2441
-  _REGISTERCONTRACTRESPONSE._serialized_start=2443
-  _REGISTERCONTRACTRESPONSE._serialized_end=2534
-  _CONTRACTINFO._serialized_start=2537
-  _CONTRACTINFO._serialized_end=2702
-  _LISTCONTRACTSREQUEST._serialized_start=2704
-  _LISTCONTRACTSREQUEST._serialized_end=2747
-  _LISTCONTRACTSRESPONSE._serialized_start=2749
-  _LISTCONTRACTSRESPONSE._serialized_end=2821
-  _INGRESSSERVICE._serialized_start=2946
-  _INGRESSSERVICE._serialized_end=3712
+  _SUBMITCONTRACTREQUEST._serialized_end=1285
+  _SUBMITCONTRACTRESPONSE._serialized_start=1288
+  _SUBMITCONTRACTRESPONSE._serialized_end=1432
+  _POLLTICKETREQUEST._serialized_start=1434
+  _POLLTICKETREQUEST._serialized_end=1503
+  _POLLTICKETRESPONSE._serialized_start=1506
+  _POLLTICKETRESPONSE._serialized_end=1872
+  _CANCELTICKETREQUEST._serialized_start=1874
+  _CANCELTICKETREQUEST._serialized_end=1927
+  _GETARTIFACTREQUEST._serialized_start=1929
+  _GETARTIFACTREQUEST._serialized_end=1965
+  _GETARTIFACTRESPONSE._serialized_start=1967
+  _GETARTIFACTRESPONSE._serialized_end=2041
+  _CANCELTICKETRESPONSE._serialized_start=2043
+  _CANCELTICKETRESPONSE._serialized_end=2127
+  _SUBMITHUMANFEEDBACKREQUEST._serialized_start=2130
+  _SUBMITHUMANFEEDBACKREQUEST._serialized_end=2276
+  _SUBMITHUMANFEEDBACKRESPONSE._serialized_start=2278
+  _SUBMITHUMANFEEDBACKRESPONSE._serialized_end=2394
+  _REGISTERCONTRACTREQUEST._serialized_start=2396
+  _REGISTERCONTRACTREQUEST._serialized_end=2484
+  _REGISTERCONTRACTRESPONSE._serialized_start=2486
+  _REGISTERCONTRACTRESPONSE._serialized_end=2577
+  _CONTRACTINFO._serialized_start=2580
+  _CONTRACTINFO._serialized_end=2745
+  _LISTCONTRACTSREQUEST._serialized_start=2747
+  _LISTCONTRACTSREQUEST._serialized_end=2790
+  _LISTCONTRACTSRESPONSE._serialized_start=2792
+  _LISTCONTRACTSRESPONSE._serialized_end=2864
+  _INGRESSSERVICE._serialized_start=2989
+  _INGRESSSERVICE._serialized_end=3755
 # @@protoc_insertion_point(module_scope)
