@@ -74,13 +74,15 @@ const correlation = (d: Doc) => ({ requestId: d.request_id, sessionId: d.session
 function requestBody(req: SubmitContractRequest): unknown {
   if (!req.bodyJson.length) return req.body ?? null;
   if (req.body) throw invalidRequest('set body or body_json, not both', 'body_json');
-  const text = req.bodyJson.toString('utf8');
-  // As the HTTP gateway's parser does: a key that would set an object's prototype is refused.
-  if (text.includes('"__proto__"')) throw invalidRequest('body_json must not hold a "__proto__" key', 'body_json');
   try {
-    return JSON.parse(text);
-  } catch {
-    throw invalidRequest('body_json is not valid JSON', 'body_json');
+    // As the HTTP gateway's parser does: a key that would set an object's prototype is refused.
+    return JSON.parse(req.bodyJson.toString('utf8'), (key, value: unknown) => {
+      if (key === '__proto__') throw invalidRequest('body_json must not hold a "__proto__" key', 'body_json');
+      return value;
+    });
+  } catch (error) {
+    if (error instanceof SyntaxError) throw invalidRequest('body_json is not valid JSON', 'body_json');
+    throw error;
   }
 }
 

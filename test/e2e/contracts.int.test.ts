@@ -221,6 +221,7 @@ describe('submit and poll', () => {
       [{ body, bodyJson: Buffer.from(JSON.stringify(body)) }, /not both/],
       [{ bodyJson: Buffer.from('{"contract":') }, /not valid JSON/],
       [{ bodyJson: Buffer.from('{"__proto__":{"polluted":true}}') }, /__proto__/],
+      [{ bodyJson: Buffer.from('{"contract":{"\\u005f_proto__":{"polluted":true}}}') }, /__proto__/],
     ];
     for (const [req, message] of cases) {
       const error = await failure(unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial(req), withKey(s.key)));
