@@ -5,7 +5,8 @@ import type { LifecyclePhase, StepStatus, TicketStatus } from '../../gen/abc/ing
 import type { ContractInfo, IngressServiceService, PollTicketResponse, SubmitContractRequest, SubmitContractResponse } from '../../gen/abc/ingress/v1/ingress.js';
 import { requireKey } from '../access/principal.js';
 import { targetTenant } from '../access/scopes.js';
-import { invalidRequest } from '../domain/errors.js';
+import { AbcError, invalidRequest } from '../domain/errors.js';
+import { checkRequest, MAX_DEPTH } from '../grpc/boundary.js';
 import type { ServiceHandlers } from '../grpc/bind.js';
 import { enumOf } from '../grpc/mappers.js';
 import type { ContractService } from './service.js';
@@ -74,16 +75,22 @@ const correlation = (d: Doc) => ({ requestId: d.request_id, sessionId: d.session
 function requestBody(req: SubmitContractRequest): unknown {
   if (!req.bodyJson.length) return req.body ?? null;
   if (req.body) throw invalidRequest('set body or body_json, not both', 'body_json');
+  let body: unknown;
   try {
     // As the HTTP gateway's parser does: a key that would set an object's prototype is refused.
-    return JSON.parse(req.bodyJson.toString('utf8'), (key, value: unknown) => {
+    body = JSON.parse(req.bodyJson.toString('utf8'), (key, value: unknown) => {
       if (key === '__proto__') throw invalidRequest('body_json must not hold a "__proto__" key', 'body_json');
       return value;
     });
   } catch (error) {
-    if (error instanceof SyntaxError) throw invalidRequest('body_json is not valid JSON', 'body_json');
-    throw error;
+    if (error instanceof AbcError) throw error;
+    // Past the stack's depth the parser throws a RangeError.
+    if (error instanceof RangeError) throw invalidRequest(`the request may nest at most ${MAX_DEPTH} levels`, 'body_json');
+    throw invalidRequest('body_json is not valid JSON', 'body_json');
   }
+  // The boundary's checks, which a Struct body gets with the rest of the request (depth, NUL, Unicode, numbers, identifiers).
+  checkRequest({ body });
+  return body;
 }
 
 function toSubmitResponse(out: { kind: 'result' | 'task'; ticket: string; document: Doc }, resultAsJson = false): SubmitContractResponse {

@@ -222,6 +222,8 @@ describe('submit and poll', () => {
       [{ bodyJson: Buffer.from('{"contract":') }, /not valid JSON/],
       [{ bodyJson: Buffer.from('{"__proto__":{"polluted":true}}') }, /__proto__/],
       [{ bodyJson: Buffer.from('{"contract":{"\\u005f_proto__":{"polluted":true}}}') }, /__proto__/],
+      // Deeper than the parser's stack.
+      [{ bodyJson: Buffer.from(`{"a":${'['.repeat(100_000)}${']'.repeat(100_000)}}`) }, /nest at most 64 levels/],
     ];
     for (const [req, message] of cases) {
       const error = await failure(unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial(req), withKey(s.key)));
@@ -229,7 +231,24 @@ describe('submit and poll', () => {
       expect(ErrorMessage(error)).toMatchObject({ code: 'invalid_request', details: { field: 'body_json' } });
       expect(error.details).toMatch(message);
     }
-    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('checks a body_json as the boundary checks a Struct body, over gRPC and from HTTP', async () => {
+    const body = request();
+    const cases: [Record<string, any>, string, RegExp][] = [
+      [{ ...body, context: { ...body.context, currency: 'US\u0000D' } }, 'body.context.currency', /must not contain NUL/],
+      [{ ...body, execution_preferences: { mode: 'async', max_latency_ms: 2 ** 60 } }, 'body.execution_preferences.max_latency_ms', /out of range/],
+    ];
+    for (const [doc, field, message] of cases) {
+      const error = await failure(unary(s.clients.ingress.submitContract.bind(s.clients.ingress), SubmitContractRequest.fromPartial({ bodyJson: Buffer.from(JSON.stringify(doc)) }), withKey(s.key)));
+      expect(error.code).toBe(status.INVALID_ARGUMENT);
+      expect(ErrorMessage(error)).toMatchObject({ code: 'invalid_request', details: { field } });
+      expect(error.details).toMatch(message);
+    }
+    // The gateway relays an HTTP body as body_json: the same check answers 400.
+    const res = await submit(cases[1]![0]);
+    expect(res.status).toBe(400);
+    expect((await res.json()).error).toMatchObject({ code: 'invalid_request', details: { field: 'body.execution_preferences.max_latency_ms' } });
   });
 
   it('answers an unknown ticket with TICKET_NOT_FOUND and refuses a wait over 30 s', async () => {
