@@ -71,7 +71,9 @@ export class ContractService {
 
     // A sync submission runs in this core at once when it has room, created claimed and without a queue job: its claim is the way back.
     const slot = sync ? this.opts.engine.reserveNow() : undefined;
-    const row = await this.#admit(tenantId, contract, request, correlation, traceId, expected, slot !== undefined).catch((error: unknown) => {
+    const ticket = newId('tkt');
+    slot?.readAhead(ticket, tenantId, contract.intent);
+    const row = await this.#admit(ticket, tenantId, contract, request, correlation, traceId, expected, slot !== undefined).catch((error: unknown) => {
       slot?.free();
       throw error;
     });
@@ -203,6 +205,7 @@ export class ContractService {
    * (ContractQueue.admit), in one statement; or finds the idempotent original.
    */
   async #admit(
+    ticket: string,
     tenantId: string,
     contract: ContractVersion,
     request: Record<string, unknown>,
@@ -213,7 +216,6 @@ export class ContractService {
     runsHere: boolean,
   ): Promise<TicketRow & { created: boolean }> {
     const hash = requestHash(request);
-    const ticket = newId('tkt');
     const em = rawEm(this.opts.orm);
     const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
     const inserted = await insertTicket(

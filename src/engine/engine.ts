@@ -57,6 +57,13 @@ export interface NowSlot {
   run(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined>;
   /** Gives the room back unused (the submission created no ticket to run). */
   free(): void;
+  /**
+   * Starts reading what memory says about `intent` for the ticket the
+   * submission is about to create, so that its context build need not wait
+   * for the read (Memory.readAhead). Dropped when the slot is freed or its
+   * run ends, if the context build did not take it.
+   */
+  readAhead(ticket: string, tenantId: string, intent: string): void;
 }
 
 export interface EngineOptions {
@@ -176,10 +183,12 @@ export class ContractEngine {
     if (this.#stopping || this.opts.concurrency <= 0 || this.#slotsTaken >= this.opts.syncExecutions) return undefined;
     this.#slotsTaken++;
     let used = false;
+    let readAhead: string | undefined;
     const use = () => {
       if (used) throw new Error('a sync slot is used once');
       used = true;
     };
+    const dropReadAhead = () => readAhead !== undefined && this.memory.dropReadAhead(readAhead);
     return {
       run: (ticket, claimed) => {
         use();
@@ -188,12 +197,19 @@ export class ContractEngine {
         void run.finally(() => {
           this.#now.delete(ticket);
           this.#slotsTaken--;
+          dropReadAhead();
         });
         return run;
       },
       free: () => {
         use();
         this.#slotsTaken--;
+        dropReadAhead();
+      },
+      readAhead: (ticket, tenantId, intent) => {
+        if (used || readAhead !== undefined) throw new Error('a sync slot reads ahead once, before it is used');
+        readAhead = ticket;
+        this.memory.readAhead(ticket, tenantId, intent);
       },
     };
   }

@@ -164,17 +164,48 @@ export function successCasesTrim(tenantId: string, intent: string): { sql: strin
   };
 }
 
-/** The statement of Memory.similarSuccesses, and its parameters. */
-export function similarSuccessesRead(tenantId: string, intent: string, limit: number): { sql: string; params: unknown[] } {
+/** What memory says about an intent, for the context builder (seed 002's memory hints). */
+export interface IntentHints {
+  /** Recorded failures per capability, over patterns seen within FAILURE_MEMORY_MS. */
+  failure_counts: Record<string, number>;
+  /** The values of the intent's newest success cases, newest first. */
+  similar_successes: unknown[];
+}
+
+/**
+ * The statement of Memory.intentHints, and its parameters: both reads in one
+ * round trip, each by its keys' index. A capability that failed long ago
+ * (before `withinMs`) gets its chance again. The success cases were found by
+ * a full-text search of GLOBAL memory for "success <intent>" before; its
+ * generic plan, once the table had statistics, could take the full-text index,
+ * whose scans visit every case the final moves dropped (one a contract) until
+ * a vacuum: 5.7–6.3 ms a search on average at c=16 in `bench/contract-cpu`,
+ * 36 ms with 4,000 dropped.
+ */
+export function intentHintsRead(tenantId: string, intent: string, limit: number, withinMs = FAILURE_MEMORY_MS): { sql: string; params: unknown[] } {
+  const failures = keyPrefix(`failure:${intent}:`);
   const cases = successCases(tenantId, intent);
   return {
-    sql: `SELECT scope, scope_id, key, value, coalesce(tags, '[]') AS tags, created_at FROM memory WHERE ${cases.sql} ORDER BY created_at DESC LIMIT ?`,
-    params: [...cases.params, limit],
+    sql: `SELECT
+      (SELECT coalesce(jsonb_object_agg(f.capability, f.count), '{}') FROM (
+         SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
+         WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND ${failures.sql}
+           AND created_at > now() - (? || ' milliseconds')::interval AND value->>'capability' IS NOT NULL
+         GROUP BY 1) f) AS failure_counts,
+      (SELECT coalesce(jsonb_agg(s.value ORDER BY s.created_at DESC), '[]') FROM (
+         SELECT value, created_at FROM memory WHERE ${cases.sql} ORDER BY created_at DESC LIMIT ?) s) AS similar_successes`,
+    params: [tenantId, GLOBAL_SCOPE_ID, ...failures.params, withinMs, ...cases.params, limit],
   };
 }
 
+/** How many success cases the context builder's hints hold. */
+export const HINTED_SUCCESSES = 5;
+
 /** Memory is per tenant: GLOBAL means across one tenant's executions, never across tenants. */
 export class Memory {
+  /** Hints read ahead of their context build, by ticket (readAhead). */
+  readonly #ahead = new Map<string, { tenantId: string; intent: string; hints: Promise<IntentHints> }>();
+
   constructor(readonly em: () => EntityManager) {}
 
   /** Stores (or replaces) `key` in a scope. */
@@ -194,17 +225,44 @@ export class Memory {
   }
 
   /**
-   * An intent's newest success cases (GLOBAL): the context builder's hints of
-   * similar successes, read by their keys' index. A full-text search of
-   * GLOBAL memory for "success <intent>" found them before; its generic plan,
-   * once the table had statistics, could take the full-text index, whose
-   * scans visit every case the final moves dropped (one a contract) until a
-   * vacuum: 5.7–6.3 ms a search on average at c=16 in `bench/contract-cpu`,
-   * 36 ms with 4,000 dropped.
+   * What memory says about `intent` (IntentHints), in one statement. For
+   * `ticket`, the read readAhead started, if it did: the context build takes
+   * it once; one that failed, or was started for another tenant or intent, is
+   * read again.
    */
-  async similarSuccesses(tenantId: string, intent: string, limit: number, em: EntityManager = this.em()): Promise<MemoryEntry[]> {
-    const read = similarSuccessesRead(tenantId, intent, limit);
-    return (await executeOne<Parameters<typeof row>[0]>(em, read.sql, read.params)).map(row);
+  async intentHints(tenantId: string, intent: string, ticket?: string, em: EntityManager = this.em()): Promise<IntentHints> {
+    const ahead = ticket === undefined ? undefined : this.#ahead.get(ticket);
+    if (ahead) {
+      this.#ahead.delete(ticket!);
+      if (ahead.tenantId === tenantId && ahead.intent === intent) {
+        const hints = await ahead.hints.catch(() => undefined);
+        if (hints) return hints;
+      }
+    }
+    return this.#readHints(tenantId, intent, em);
+  }
+
+  /**
+   * Starts reading `intent`'s hints for the context build of `ticket`, ahead
+   * of it: a sync submission reads them while its ticket is being admitted.
+   * What no context build takes stays until dropReadAhead.
+   */
+  readAhead(ticket: string, tenantId: string, intent: string): void {
+    const hints = this.#readHints(tenantId, intent, this.em());
+    // A failed read is the context build's to read again; none goes unhandled.
+    hints.catch(() => {});
+    this.#ahead.set(ticket, { tenantId, intent, hints });
+  }
+
+  /** Drops what readAhead started for `ticket`, if no context build took it. */
+  dropReadAhead(ticket: string): void {
+    this.#ahead.delete(ticket);
+  }
+
+  async #readHints(tenantId: string, intent: string, em: EntityManager): Promise<IntentHints> {
+    const read = intentHintsRead(tenantId, intent, HINTED_SUCCESSES);
+    const [row] = await executeOne<IntentHints>(em, read.sql, read.params);
+    return row!;
   }
 
   /** Counts one more occurrence of a failure pattern (GLOBAL). */
@@ -216,21 +274,6 @@ export class Memory {
          value = EXCLUDED.value || jsonb_build_object('count', coalesce((memory.value->>'count')::int, 0) + 1), created_at = now()`,
       [newId('mem'), tenantId, GLOBAL_SCOPE_ID, `failure:${p.intent}:${p.capability}:${p.code}`, JSON.stringify(value)],
     );
-  }
-
-  /**
-   * Recorded failures per capability for an intent, over patterns seen within
-   * `withinMs`: a capability that failed long ago gets its chance again.
-   */
-  async failureCounts(tenantId: string, intent: string, withinMs = FAILURE_MEMORY_MS, em: EntityManager = this.em()): Promise<Record<string, number>> {
-    const failures = keyPrefix(`failure:${intent}:`);
-    const rows = await executeOne<{ capability: string; count: number }>(
-      em,
-      `SELECT value->>'capability' AS capability, sum((value->>'count')::int)::int AS count FROM memory
-       WHERE tenant_id = ? AND scope = 'GLOBAL' AND scope_id = ? AND ${failures.sql} AND created_at > now() - (? || ' milliseconds')::interval GROUP BY 1`,
-      [tenantId, GLOBAL_SCOPE_ID, ...failures.params, withinMs],
-    );
-    return Object.fromEntries(rows.map((r) => [r.capability, r.count]));
   }
 
   async clear(tenantId: string, scope: MemoryScope, scopeIds: string[], tx: EntityManager = this.em()): Promise<void> {

@@ -1,12 +1,14 @@
-// The context builder's similar success cases, with thousands of cases the
-// final moves dropped and no vacuum since.
+// The context builder's memory hints: an intent's newest success cases, with
+// thousands of cases the final moves dropped and no vacuum since, and its
+// recent failures per capability; and the hints a sync submission reads ahead.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Memory, similarSuccessesRead } from '../../src/store/memory.js';
+import { FAILURE_MEMORY_MS, intentHintsRead, Memory } from '../../src/store/memory.js';
 import { nativePool, prepared } from '../../src/store/native.js';
+import { createOrm } from '../../src/store/orm.js';
 import { migratedOrm } from '../support/db.js';
 
-describe('similar success cases', () => {
+describe('memory hints of an intent', () => {
   let store: Awaited<ReturnType<typeof migratedOrm>>;
   let em: EntityManager;
   beforeAll(async () => {
@@ -34,13 +36,27 @@ describe('similar success cases', () => {
   });
 
   it("answers the intent's newest success cases of the tenant, and no other entry", async () => {
-    const found = await new Memory(() => em).similarSuccesses('t1', 'analyze_portfolio', 5);
-    expect(found.map((e) => e.key)).toEqual([4000, 3999, 3998, 3997, 3996].map((n) => `success:analyze_portfolio:tkt_0${n}`));
-    expect(found[0]!.value).toEqual({ type: 'success', intent: 'analyze_portfolio', n: 4000 });
+    const hints = await new Memory(() => em).intentHints('t1', 'analyze_portfolio');
+    expect(hints.similar_successes).toEqual([4000, 3999, 3998, 3997, 3996].map((n) => ({ type: 'success', intent: 'analyze_portfolio', n })));
   });
 
-  it('reads them through their key index alone, in the plan PostgreSQL keeps', async () => {
-    const read = similarSuccessesRead('t1', 'analyze_portfolio', 5);
+  it('counts the failures of each capability seen within the window, of the intent and tenant only', async () => {
+    const memory = new Memory(() => em);
+    const failure = (capability: string) => ({ intent: 'analyze_portfolio', capability, code: 'TOOL_FAILED', message: 'down' });
+    await memory.recordFailurePattern('t1', failure('quotes.live'));
+    await memory.recordFailurePattern('t1', failure('quotes.live'));
+    await memory.recordFailurePattern('t1', failure('risk.model'));
+    await memory.recordFailurePattern('t2', failure('quotes.live'));
+    await memory.recordFailurePattern('t1', { ...failure('quotes.live'), intent: 'rebalance' });
+    // Seen before the window: its capability gets its chance again.
+    await memory.recordFailurePattern('t1', failure('news.feed'));
+    await em.execute(`UPDATE memory SET created_at = now() - interval '${FAILURE_MEMORY_MS + 60_000} milliseconds' WHERE key = 'failure:analyze_portfolio:news.feed:TOOL_FAILED'`);
+    expect((await memory.intentHints('t1', 'analyze_portfolio')).failure_counts).toEqual({ 'quotes.live': 2, 'risk.model': 1 });
+    expect(await memory.intentHints('t3', 'analyze_portfolio')).toEqual({ failure_counts: {}, similar_successes: [] });
+  });
+
+  it('reads both through their key index alone, in the plan PostgreSQL keeps', async () => {
+    const read = intentHintsRead('t1', 'analyze_portfolio', 5);
     // The statement as ABC prepares it (executeOne).
     const statement = prepared(read.sql);
     const conn = await (await nativePool(store.orm)).connect();
@@ -51,9 +67,40 @@ describe('similar success cases', () => {
       const values = read.params.map((v) => (typeof v === 'number' ? String(v) : conn.escapeLiteral(String(v))));
       const [{ 'QUERY PLAN': plan }] = (await conn.query(`EXPLAIN (FORMAT JSON) EXECUTE ${statement.name}(${values.join(', ')})`)).rows;
       const scans = [...JSON.stringify(plan).matchAll(/"Node Type":"([^"]*Scan)"(?:[^{}]*?"Index Name":"([^"]+)")?/g)].map((m) => `${m[1]} ${m[2] ?? ''}`.trim());
-      expect(scans).toEqual(['Index Scan idx_memory_key_bytes']);
+      expect(scans).toEqual(['Index Scan idx_memory_key_bytes', 'Index Scan idx_memory_key_bytes']);
     } finally {
       conn.release();
     }
+  });
+
+  it("hands a ticket's context build the hints read ahead for it, once, and reads again for another tenant or intent", async () => {
+    const memory = new Memory(() => em);
+    const key = 'success:plan_trip:tkt_ahead';
+    memory.readAhead('tkt_a', 't1', 'plan_trip');
+    memory.readAhead('tkt_b', 't1', 'plan_trip');
+    memory.readAhead('tkt_c', 't1', 'plan_trip');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Written after the reads ahead: a read now sees it, the reads ahead do not.
+    await em.execute(`INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags) VALUES ('case_ahead', 't1', 'GLOBAL', 'global', ?, '{"type": "success", "intent": "plan_trip"}', '[]')`, [key]);
+    const now = { failure_counts: {}, similar_successes: [{ type: 'success', intent: 'plan_trip' }] };
+    expect(await memory.intentHints('t1', 'plan_trip', 'tkt_a')).toEqual({ failure_counts: {}, similar_successes: [] });
+    // Taken once: the next build of the same ticket reads.
+    expect(await memory.intentHints('t1', 'plan_trip', 'tkt_a')).toEqual(now);
+    expect(await memory.intentHints('t2', 'plan_trip', 'tkt_b')).toEqual({ failure_counts: {}, similar_successes: [] });
+    expect(await memory.intentHints('t1', 'plan_trip', 'tkt_b')).toEqual(now);
+    memory.dropReadAhead('tkt_c');
+    expect(await memory.intentHints('t1', 'plan_trip', 'tkt_c')).toEqual(now);
+  });
+
+  it('reads again when the read ahead failed', async () => {
+    // The read ahead goes through an ORM that was closed; the context build's own through the open one.
+    const closed = await createOrm({ url: store.db.url, poolMax: 1 });
+    await closed.close();
+    const ems = [closed.em.fork(), em];
+    const memory = new Memory(() => ems.shift()!);
+    memory.readAhead('tkt_x', 't1', 'analyze_portfolio');
+    const hints = await memory.intentHints('t1', 'analyze_portfolio', 'tkt_x');
+    expect(hints.similar_successes).toHaveLength(5);
+    expect(ems).toEqual([]);
   });
 });

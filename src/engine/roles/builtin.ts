@@ -41,20 +41,19 @@ abstract class Builtin implements CognitiveAgent {
 /** The contract, the assembly that will plan it, and what memory says about the intent. */
 export class ContextBuilder extends Builtin {
   readonly role = 'CONTEXT_BUILDER' as const;
-  async run(_g: GlobalState, ctx: EngineContextView): Promise<AgentOutput> {
+  async run(g: GlobalState, ctx: EngineContextView): Promise<AgentOutput> {
     const req = ctx.request as { intent: string; contract: { contract_id: string; version: string }; assembly_version?: string };
     if (!(await this.deps.contracts.find(ctx.tenant_id, req.contract.contract_id, req.contract.version))) {
       return this.failed([structuredError('UNKNOWN_CONTRACT', `contract ${req.contract.contract_id}@${req.contract.version} is no longer registered`, { severity: 'CRITICAL', suggested_action: 'HALT', metadata: { category: 'VALIDATION' } })]);
     }
-    // Three reads that do not depend on each other go together.
-    const [assembly, failureCounts, successes] = await Promise.all([
+    // Reads that do not depend on each other go together; a sync submission read the hints ahead (Memory.readAhead).
+    const [assembly, hints] = await Promise.all([
       this.deps.decision.resolve(ctx.tenant_id, req.intent, req.assembly_version),
-      this.deps.memory.failureCounts(ctx.tenant_id, req.intent),
-      this.deps.memory.similarSuccesses(ctx.tenant_id, req.intent, 5),
+      this.deps.memory.intentHints(ctx.tenant_id, req.intent, g.execution_id),
     ]);
     const settings = settingsOf(assembly.engine);
-    const avoid = Object.entries(failureCounts).filter(([, n]) => n >= settings.avoid_after_failures).map(([c]) => c).sort();
-    return this.ok({ assembly, failure_counts: failureCounts, similar_successes: successes.map((s) => s.value), avoid });
+    const avoid = Object.entries(hints.failure_counts).filter(([, n]) => n >= settings.avoid_after_failures).map(([c]) => c).sort();
+    return this.ok({ assembly, failure_counts: hints.failure_counts, similar_successes: hints.similar_successes, avoid });
   }
 }
 
