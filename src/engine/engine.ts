@@ -209,7 +209,7 @@ export class ContractEngine {
       readAhead: (ticket, tenantId, intent) => {
         if (used || readAhead !== undefined) throw new Error('a sync slot reads ahead once, before it is used');
         readAhead = ticket;
-        this.memory.readAhead(ticket, tenantId, intent);
+        void this.memory.readAhead(ticket, tenantId, intent);
       },
     };
   }

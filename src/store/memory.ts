@@ -230,7 +230,7 @@ export class Memory {
    * it once; one that failed, or was started for another tenant or intent, is
    * read again.
    */
-  async intentHints(tenantId: string, intent: string, ticket?: string, em: EntityManager = this.em()): Promise<IntentHints> {
+  async intentHints(tenantId: string, intent: string, ticket?: string): Promise<IntentHints> {
     const ahead = ticket === undefined ? undefined : this.#ahead.get(ticket);
     if (ahead) {
       this.#ahead.delete(ticket!);
@@ -239,19 +239,23 @@ export class Memory {
         if (hints) return hints;
       }
     }
-    return this.#readHints(tenantId, intent, em);
+    return this.#readHints(tenantId, intent);
   }
 
   /**
    * Starts reading `intent`'s hints for the context build of `ticket`, ahead
    * of it: a sync submission reads them while its ticket is being admitted.
-   * What no context build takes stays until dropReadAhead.
+   * What no context build takes stays until dropReadAhead. Resolves when
+   * the read has settled, and never rejects: a failed read is the context
+   * build's to read again.
    */
-  readAhead(ticket: string, tenantId: string, intent: string): void {
-    const hints = this.#readHints(tenantId, intent, this.em());
-    // A failed read is the context build's to read again; none goes unhandled.
-    hints.catch(() => {});
+  readAhead(ticket: string, tenantId: string, intent: string): Promise<void> {
+    const hints = this.#readHints(tenantId, intent);
     this.#ahead.set(ticket, { tenantId, intent, hints });
+    return hints.then(
+      () => undefined,
+      () => undefined,
+    );
   }
 
   /** Drops what readAhead started for `ticket`, if no context build took it. */
@@ -259,9 +263,9 @@ export class Memory {
     this.#ahead.delete(ticket);
   }
 
-  async #readHints(tenantId: string, intent: string, em: EntityManager): Promise<IntentHints> {
+  async #readHints(tenantId: string, intent: string): Promise<IntentHints> {
     const read = intentHintsRead(tenantId, intent, HINTED_SUCCESSES);
-    const [row] = await executeOne<IntentHints>(em, read.sql, read.params);
+    const [row] = await executeOne<IntentHints>(this.em(), read.sql, read.params);
     return row!;
   }
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAILURE_MEMORY_MS, intentHintsRead, Memory } from '../../src/store/memory.js';
 import { nativePool, prepared } from '../../src/store/native.js';
 import { createOrm } from '../../src/store/orm.js';
-import { migratedOrm } from '../support/db.js';
+import { createTestDatabase, migratedOrm } from '../support/db.js';
 
 describe('memory hints of an intent', () => {
   let store: Awaited<ReturnType<typeof migratedOrm>>;
@@ -76,10 +76,7 @@ describe('memory hints of an intent', () => {
   it("hands a ticket's context build the hints read ahead for it, once, and reads again for another tenant or intent", async () => {
     const memory = new Memory(() => em);
     const key = 'success:plan_trip:tkt_ahead';
-    memory.readAhead('tkt_a', 't1', 'plan_trip');
-    memory.readAhead('tkt_b', 't1', 'plan_trip');
-    memory.readAhead('tkt_c', 't1', 'plan_trip');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await Promise.all(['tkt_a', 'tkt_b', 'tkt_c'].map((ticket) => memory.readAhead(ticket, 't1', 'plan_trip')));
     // Written after the reads ahead: a read now sees it, the reads ahead do not.
     await em.execute(`INSERT INTO memory (memory_id, tenant_id, scope, scope_id, key, value, tags) VALUES ('case_ahead', 't1', 'GLOBAL', 'global', ?, '{"type": "success", "intent": "plan_trip"}', '[]')`, [key]);
     const now = { failure_counts: {}, similar_successes: [{ type: 'success', intent: 'plan_trip' }] };
@@ -93,14 +90,19 @@ describe('memory hints of an intent', () => {
   });
 
   it('reads again when the read ahead failed', async () => {
-    // The read ahead goes through an ORM that was closed; the context build's own through the open one.
-    const closed = await createOrm({ url: store.db.url, poolMax: 1 });
-    await closed.close();
-    const ems = [closed.em.fork(), em];
-    const memory = new Memory(() => ems.shift()!);
-    memory.readAhead('tkt_x', 't1', 'analyze_portfolio');
-    const hints = await memory.intentHints('t1', 'analyze_portfolio', 'tkt_x');
-    expect(hints.similar_successes).toHaveLength(5);
-    expect(ems).toEqual([]);
+    // The read ahead goes through an ORM whose database is gone; the context build's own through the open one.
+    const gone = await createTestDatabase();
+    const lost = await createOrm({ url: gone.url, poolMax: 1 });
+    await gone.drop();
+    try {
+      const ems = [lost.em.fork(), em];
+      const memory = new Memory(() => ems.shift()!);
+      await memory.readAhead('tkt_x', 't1', 'analyze_portfolio');
+      const hints = await memory.intentHints('t1', 'analyze_portfolio', 'tkt_x');
+      expect(hints.similar_successes).toHaveLength(5);
+      expect(ems).toEqual([]);
+    } finally {
+      await lost.close().catch(() => undefined);
+    }
   });
 });
