@@ -8,7 +8,7 @@ import { AbcError } from '../domain/errors.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
-import { appendTicketEvent, getTicket, getTicketState, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvent, getTicket, getTicketState, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type NewTicket, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 import { newId } from '../runtime/new-id.js';
 import { w3cTraceId } from '../domain/ids.js';
 import { traceIdOf, traceparentIn } from '../runtime/tracing.js';
@@ -71,20 +71,16 @@ export class ContractService {
 
     // A sync submission runs in this core at once when it has room, created claimed and without a queue job: its claim is the way back.
     const slot = sync ? this.opts.engine.reserveNow() : undefined;
-    const ticket = newId('tkt');
-    slot?.readAhead(ticket, tenantId, contract.intent);
-    const row = await this.#admit(ticket, tenantId, contract, request, correlation, traceId, expected, slot !== undefined).catch((error: unknown) => {
-      slot?.free();
-      throw error;
-    });
-    const runsHere = slot && row.created && !isFinished(row);
-    if (slot && !runsHere) slot.free();
+    const fresh = this.#fresh(newId('tkt'), tenantId, contract, request, correlation, traceId, expected);
+    slot?.readAhead(fresh.ticket.ticket, tenantId, contract.intent);
+    const started = slot?.start(fresh.ticket, fresh.event);
+    const row = await this.#admit(fresh, started?.created);
     const ref = { request_id: correlation.request_id, session_id: correlation.session_id };
     // An idempotent replay of a finished execution answers with its outcome, whatever the mode.
     if (!sync && !isFinished(row)) return this.#accepted(contract, row, ref);
 
     const deadline = received + prefs.max_latency_ms;
-    const ran = runsHere ? slot.run(row.ticket, row) : undefined;
+    const ran = started && row.created ? started.ran : undefined;
     // The row the engine finished the ticket with in this core, else what the ticket's notifications lead to.
     const last = ran && (await settlesWithin(ran, deadline - Date.now(), signal)) ? await ran : undefined;
     const finished = isFinished(row) ? row : last && isFinished(last) ? last : await this.#waitFor(row.ticket, deadline, signal);
@@ -199,12 +195,8 @@ export class ContractService {
     });
   }
 
-  /**
-   * Creates the ticket with its first event, claimed by this core that runs
-   * it or by its admission, whose job is added after the commit
-   * (ContractQueue.admit), in one statement; or finds the idempotent original.
-   */
-  async #admit(
+  /** The ticket a submission creates, and its first event. */
+  #fresh(
     ticket: string,
     tenantId: string,
     contract: ContractVersion,
@@ -212,15 +204,10 @@ export class ContractService {
     correlation: { request_id: string; idempotency_key: string; session_id: string },
     traceId: string,
     expectedLatencyMs: number,
-    /** The submitting core runs it now: it is created claimed and started, without a queue job. */
-    runsHere: boolean,
-  ): Promise<TicketRow & { created: boolean }> {
-    const hash = requestHash(request);
-    const em = rawEm(this.opts.orm);
+  ): { ticket: NewTicket; event: TicketEventInput } {
     const clientTraceId = (correlation as { client_trace_id?: unknown }).client_trace_id;
-    const inserted = await insertTicket(
-      em,
-      {
+    return {
+      ticket: {
         ticket,
         tenant_id: tenantId,
         contract_id: contract.contract_id,
@@ -228,7 +215,7 @@ export class ContractService {
         request_id: correlation.request_id,
         session_id: correlation.session_id,
         idempotency_key: correlation.idempotency_key,
-        request_hash: hash,
+        request_hash: requestHash(request),
         request,
         mode: preferencesOf(request).mode,
         trace_id: traceId,
@@ -236,21 +223,30 @@ export class ContractService {
         expected_latency_ms: expectedLatencyMs,
         retention_ms: this.opts.ticketRetentionMs,
       },
-      {
-        event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } },
-        ...(runsHere ? { start: this.opts.engine.claimNow(ticket) } : { claim: this.opts.engine.queue.admission(ticket) }),
-      },
-    );
-    if (inserted && !runsHere) this.opts.engine.queue.admit(ticket);
+      event: { type: 'ticket_created', payload: { request_id: correlation.request_id, session_id: correlation.session_id, ...(typeof clientTraceId === 'string' && { client_trace_id: clientTraceId }) } },
+    };
+  }
+
+  /**
+   * Creates the ticket with its first event, claimed by its admission, whose
+   * job is added after the commit (ContractQueue.admit), in one statement;
+   * or takes its creation by the core that runs it now (`created`, see
+   * NowSlot.start); or finds the idempotent original.
+   */
+  async #admit(fresh: { ticket: NewTicket; event: TicketEventInput }, created?: Promise<TicketRow | undefined>): Promise<TicketRow & { created: boolean }> {
+    const t = fresh.ticket;
+    const em = rawEm(this.opts.orm);
+    const inserted = created ? await created : await insertTicket(em, t, { event: fresh.event, claim: this.opts.engine.queue.admission(t.ticket) });
+    if (inserted && !created) this.opts.engine.queue.admit(t.ticket);
     if (inserted) return { ...inserted, created: true };
-    const existing = await ticketByIdempotencyKey(em, tenantId, contract.contract_id, correlation.idempotency_key);
-    if (existing!.request_hash !== hash) {
+    const existing = await ticketByIdempotencyKey(em, t.tenant_id, t.contract_id, t.idempotency_key);
+    if (existing!.request_hash !== t.request_hash) {
       throw new AbcError('ALREADY_EXISTS', {
         code: 'idempotency_conflict',
         category: 'VALIDATION',
-        message: `idempotency_key ${correlation.idempotency_key} was used for a different request (ticket ${existing!.ticket})`,
+        message: `idempotency_key ${t.idempotency_key} was used for a different request (ticket ${existing!.ticket})`,
         retryable: false,
-        traceId,
+        traceId: t.trace_id,
         details: { pointer: '/correlation/idempotency_key', ticket: existing!.ticket },
       });
     }

@@ -41,20 +41,27 @@ import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanA
 import { firstSteps, syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
-import { getSteps, getTicket, getTicketState, transitionStep, transitionTicket, transitionTicketFrom, type AnnounceTicket, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
+import { createTicket, getSteps, getTicket, getTicketState, insertTicket, transitionStep, transitionTicket, transitionTicketFrom, type AnnounceTicket, type NewTicket, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 /** One sync submission's room to run in the submitting core (see ContractEngine.reserveNow); used once. */
 export interface NowSlot {
   /**
-   * Runs the submission's ticket in this core at once. The ticket is created
-   * claimed by this core (claimNow), with no queue job; the claim, renewed
-   * while this runs, is the way back: if this core stops, the claim lapses
-   * and the recovery sweep queues the ticket, so a worker on any core resumes
-   * it from its last transition. Afterwards a ticket neither finished nor
-   * waiting for a human (its deadline job) is queued to run now. The ticket
-   * as this core finished it, else undefined.
+   * Creates the submission's ticket and runs it in this core at once. The
+   * ticket is created claimed by this core (claimNow), with no queue job: with
+   * the built-in context builder, planner and critic, in the statement that
+   * commits its context and first plan (one commit fewer); otherwise alone,
+   * before its context commits. The claim, renewed while this runs, is the
+   * way back: if this core stops, the claim lapses and the recovery sweep
+   * queues the ticket, so a worker on any core resumes it from its last
+   * transition. Afterwards a ticket neither finished nor waiting for a human
+   * (its deadline job) is queued to run now; one whose pass ended before it
+   * was created is created in INIT and queued.
+   *
+   * `created` is the ticket as created, or undefined when the idempotency key
+   * was taken (nothing was written; the original answers the submission);
+   * `ran` is the ticket as this core finished it, else undefined.
    */
-  run(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined>;
+  start(ticket: NewTicket, event: TicketEventInput): { created: Promise<TicketRow | undefined>; ran: Promise<TicketRow | undefined> };
   /** Gives the room back unused (the submission created no ticket to run). */
   free(): void;
   /**
@@ -129,6 +136,9 @@ export class ContractEngine {
   readonly #now = new Map<string, Promise<unknown>>();
   /** Sync slots taken (see reserveNow): the tickets of `#now` and those being created to run here. */
   #slotsTaken = 0;
+  /** The tickets sync slots run from before they exist (NowSlot.start), by ticket, and the first row of each pass. */
+  readonly #unborn = new Map<string, Unborn>();
+  readonly #unbornRows = new WeakMap<TicketRow, Unborn>();
   /** Announces a ticket's change after a commit on its own (see announcing). */
   readonly #announce: AnnounceTicket = (ticket, ended) => this.opts.bus.announceTicket(ticket, ended);
 
@@ -190,16 +200,19 @@ export class ContractEngine {
     };
     const dropReadAhead = () => readAhead !== undefined && this.memory.dropReadAhead(readAhead);
     return {
-      run: (ticket, claimed) => {
+      start: (t, event) => {
         use();
-        const run = this.#executeNow(ticket, claimed);
-        this.#now.set(ticket, run);
+        const u = unborn(t, event);
+        this.#unborn.set(t.ticket, u);
+        const run = this.#executeNow(u);
+        this.#now.set(t.ticket, run);
         void run.finally(() => {
-          this.#now.delete(ticket);
+          this.#now.delete(t.ticket);
+          this.#unborn.delete(t.ticket);
           this.#slotsTaken--;
           dropReadAhead();
         });
-        return run;
+        return { created: u.created, ran: run };
       },
       free: () => {
         use();
@@ -214,19 +227,26 @@ export class ContractEngine {
     };
   }
 
-  /** The claim a sync submission's ticket is created with when this core runs it at once (NowSlot.run). */
+  /** The claim a sync submission's ticket is created with when this core runs it at once (NowSlot.start). */
   claimNow(ticket: string): { owner: string; ms: number } {
     return { owner: `now-${ticket}`, ms: this.opts.leaseMs };
   }
 
   /** The ticket as its last commit left it, when this core finished it. */
-  async #executeNow(ticket: string, claimed?: TicketRow): Promise<TicketRow | undefined> {
+  async #executeNow(u: Unborn): Promise<TicketRow | undefined> {
+    const ticket = u.ticket.ticket;
     let last: TicketRow | undefined;
     try {
-      last = await this.execute(ticket, this.claimNow(ticket).owner, claimed);
+      last = await this.execute(ticket, this.claimNow(ticket).owner, this.#firstRow(u));
     } catch (error) {
       this.#log.warn({ err: error, ticket }, 'in-core execution stopped; the queue takes the ticket over');
     }
+    // A pass that ended before its ticket was created creates it for the queue, which runs it from the start.
+    if (!u.writing) {
+      await this.#create(u, true).catch(() => undefined);
+      return undefined;
+    }
+    if (u.outcome !== 'created') return undefined;
     const finished = last && FINISHED.includes(last.lifecycle_state) ? last : undefined;
     if (finished) return finished;
     await retryWhileUnavailable(async () => {
@@ -251,7 +271,11 @@ export class ContractEngine {
       throw error;
     });
     if (!claimed) return void offCancel();
-    const letGo = this.queue.hold(ticket, workerId, () => abort.abort());
+    const letGo = this.queue.hold(ticket, workerId, () => {
+      // A ticket not created yet has no claim to renew.
+      const u = this.#unborn.get(ticket);
+      if (!u || u.outcome !== undefined) abort.abort();
+    });
     const done = this.#running.hold(ticket, abort);
     // This worker's pass over the ticket, in the ticket's trace; each phase is a child span.
     const { span, context } = startSpan(`contract ${claimed.contract_id}`, {
@@ -268,7 +292,8 @@ export class ContractEngine {
       // next attempt resumes from the last committed transition.
       if (isInfrastructure(error)) throw error;
       if (abort.signal.reason === HAND_BACK) return void (await this.#handBack(ticket));
-      await this.#fail(ticket, error);
+      // A ticket never created has nothing to fail: one whose pass ended first is created after it (#executeNow).
+      if (this.#created(ticket)) await this.#fail(ticket, error);
     } finally {
       span.end();
       done();
@@ -281,8 +306,62 @@ export class ContractEngine {
 
   /** Queues a ticket again for whichever core takes it next (its current job then completes). */
   async #handBack(ticket: string): Promise<void> {
+    if (!this.#created(ticket)) return;
     await this.#em().transactional((tx) => this.queue.enqueue(tx, ticket));
     this.#log.info({ ticket }, 'ticket handed back to the queue');
+  }
+
+  /** Whether the ticket exists: any but one a sync slot runs from before it was created, until it is. */
+  #created(ticket: string): boolean {
+    const u = this.#unborn.get(ticket);
+    return !u || u.outcome === 'created';
+  }
+
+  /** The row a sync slot's pass starts from: the ticket as its creation will write it, started and claimed by this core. */
+  #firstRow(u: Unborn): TicketRow {
+    const { retention_ms: retention, ...t } = u.ticket;
+    const now = new Date();
+    const state: LifecycleState = 'CONTEXT_BUILD';
+    const row: TicketRow = {
+      ...t,
+      status: statusOf(state),
+      phase: PHASE_OF[state]!,
+      lifecycle_state: state,
+      plan_id: null,
+      assembly_id: null,
+      assembly_version: null,
+      partial_result: null,
+      result: null,
+      error: null,
+      warnings: null,
+      next_ticket: null,
+      artifact: null,
+      artifact_media_type: null,
+      engine: {},
+      human_deadline: null,
+      lease_owner: this.claimNow(t.ticket).owner,
+      created_at: now,
+      updated_at: now,
+      expires_at: new Date(now.getTime() + retention),
+    };
+    this.#unbornRows.set(row, u);
+    return row;
+  }
+
+  /**
+   * Creates a ticket a sync slot runs, alone, unless its creation is already
+   * written: started and claimed by this core, or, `late`, after its pass
+   * ended, in INIT with its admission's claim and a queue job. Undefined when
+   * its idempotency key was taken.
+   */
+  #create(u: Unborn, late = false): Promise<TicketRow | undefined> {
+    if (u.writing) return u.writing;
+    const ticket = u.ticket.ticket;
+    const claim = late ? { claim: this.queue.admission(ticket) } : { start: this.claimNow(ticket) };
+    return u.write(insertTicket(this.#em(), u.ticket, { event: u.event, ...claim }).then((row) => {
+      if (row && late) this.queue.admit(ticket);
+      return row;
+    }));
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
@@ -370,9 +449,12 @@ export class ContractEngine {
   // ---- the phases --------------------------------------------------------
 
   /** CONTEXT_BUILD: the contract, the assembly, the policy settings, and what memory says about the intent. */
-  async #buildContext(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void> {
+  async #buildContext(row: TicketRow, rec: ExecRecord): Promise<TicketRow | void | typeof STOP> {
+    const unborn = this.#unbornRows.get(row);
+    // Any other write than a first plan's commit goes after the ticket's creation; a taken idempotency key ends the pass.
+    const created = async () => !unborn || (await this.#create(unborn)) !== undefined;
     const run = await this.#role('CONTEXT_BUILDER', row, rec, null, []);
-    if (!run.output.success) return this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]);
+    if (!run.output.success) return (await created()) ? this.#halt(row, rec, run.output.errors[0]!, [decisionEvent(run)]) : STOP;
     const data = run.output.data as { assembly: { assembly_id: string; version: string; engine?: Partial<EngineSettings> }; failure_counts: Record<string, number>; similar_successes: unknown[]; avoid: string[] };
     const next: ExecRecord = {
       ...rec,
@@ -385,9 +467,10 @@ export class ContractEngine {
     const built: ContextBuilt = { patch: { assembly_id: data.assembly.assembly_id, assembly_version: data.assembly.version }, trace: [decisionEvent(run)] };
     // With the built-in planner and critic (pure, and quick), a first plan commits with the context.
     if (!row.plan_id && this.#builtinOnly('PLANNER', next) && this.#builtinOnly('PLAN_CRITIC', next)) {
-      const planned = await this.#inPhase(row.ticket, 'PLAN_GENERATION', () => this.#planAhead({ ...row, ...built.patch, lifecycle_state: 'PLAN_GENERATION', phase: 'plan' }, next, built));
+      const planned = await this.#inPhase(row.ticket, 'PLAN_GENERATION', () => this.#planAhead({ ...row, ...built.patch, lifecycle_state: 'PLAN_GENERATION', phase: 'plan' }, next, built, unborn));
       if (planned) return planned;
     }
+    if (!(await created())) return STOP;
     return this.#move(row.ticket, 'context_built', next, built.patch, { trace: built.trace });
   }
 
@@ -395,12 +478,13 @@ export class ContractEngine {
    * The first plan of a context not committed yet: the context, the plan, its
    * approval and its preparation in one statement. Undefined, with nothing
    * written, unless the planner and the critic both pass it in one go; the
-   * context then commits alone, and PLAN_GENERATION plans again.
+   * context then commits alone, and PLAN_GENERATION plans again. A ticket
+   * not created yet is created by the same statement.
    */
-  async #planAhead(row: TicketRow, rec: ExecRecord, built: ContextBuilt): Promise<TicketRow | undefined> {
+  async #planAhead(row: TicketRow, rec: ExecRecord, built: ContextBuilt, unborn?: Unborn): Promise<TicketRow | undefined> {
     const draft = await this.#draft(row, rec);
     if (!draft.body || !draft.critique?.output.success) return undefined;
-    return this.#prepareFirst(row, rec, draft.body, draft.hash, [decisionEvent(draft.run)], [decisionEvent(draft.critique)], built);
+    return this.#prepareFirst(row, rec, draft.body, draft.hash, [decisionEvent(draft.run)], [decisionEvent(draft.critique)], built, unborn);
   }
 
   /** The planner's plan and, when the critic is the built-in alone (a pure check), its verdict. */
@@ -446,7 +530,7 @@ export class ContractEngine {
    * The row answered is the one the statement writes, while it goes out: the
    * first batch runs meanwhile, and nothing of it commits before (#committing).
    */
-  async #prepareFirst(row: TicketRow, rec: ExecRecord, body: PlanBody, hash: string, generated: TicketEventInput[], approved: TicketEventInput[], built?: ContextBuilt): Promise<TicketRow | undefined> {
+  async #prepareFirst(row: TicketRow, rec: ExecRecord, body: PlanBody, hash: string, generated: TicketEventInput[], approved: TicketEventInput[], built?: ContextBuilt, unborn?: Unborn): Promise<TicketRow | undefined> {
     const steps = await firstSteps(this.#em(), this.opts.capabilities.units, row, body);
     if (!steps) return undefined;
     const plan = this.opts.decision.frozen(body, hash, row.ticket, planMetadata(row, body));
@@ -454,12 +538,14 @@ export class ContractEngine {
     const snapshot = snapshotOf(row.ticket, 'EXECUTION_PREPARE', `plan:${planId}`, planId, steps.rows, rec);
     const snapshotId = this.#remember(snapshot.row);
     const prepared = { ...built?.patch, plan_id: planId, engine: { ...rec, reset_steps: null, snapshot_id: snapshotId, base_snapshot_id: snapshotId } };
-    const committing = this.#transition(this.#em(), row.ticket, 'prepared', prepared, 'engine', {
-      from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION',
-      through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated', trace: generated }, { trigger: 'plan_approved', trace: approved }],
+    const move = {
+      through: [...(built ? [{ trigger: 'context_built' as const, trace: built.trace }] : []), { trigger: 'plan_generated' as const, trace: generated }, { trigger: 'plan_approved' as const, trace: approved }],
       trace: [snapshot.event],
       also: [plan.insert, ...steps.writes, snapshotsInsert([snapshot.row])],
-    });
+    };
+    const committing = unborn && built
+      ? this.#createWith(unborn, prepared, move)
+      : this.#transition(this.#em(), row.ticket, 'prepared', prepared, 'engine', { from: built ? 'CONTEXT_BUILD' : 'PLAN_GENERATION', ...move });
     const written = committing.then((committed) => this.#with(steps.rows, committed));
     // Whoever takes the row awaits the move (#committed); a failure is theirs, not unhandled.
     written.catch(() => undefined);
@@ -467,6 +553,14 @@ export class ContractEngine {
     const ahead: TicketRow = { ...row, ...prepared, lifecycle_state: to, phase: PHASE_OF[to] ?? row.phase, status: statusOf(to) };
     this.#committing.set(ahead, written);
     return this.#with(steps.rows, ahead);
+  }
+
+  /** A ticket created by the move that prepares its first plan, from INIT through its start; a taken idempotency key fails the move. */
+  #createWith(u: Unborn, prepared: TicketPatch, move: Required<Pick<NonNullable<Parameters<typeof createTicket>[6]>, 'through' | 'trace' | 'also'>>): Promise<TicketRow> {
+    const ticket = u.ticket.ticket;
+    const start = { trigger: 'start' as const, trace: [u.event], actor: 'worker' };
+    const created = u.write(createTicket(this.#em(), u.ticket, this.claimNow(ticket), 'prepared', prepared, 'engine', { ...move, through: [start, ...move.through] }));
+    return created.then((row) => row ?? Promise.reject(new AbcError('ALREADY_EXISTS', { code: 'idempotency_conflict', message: `ticket ${ticket} was not created: its idempotency key is taken`, retryable: false })));
   }
 
   /** The row as committed: once the move that writes it has gone out, if it is still going. */
@@ -1151,3 +1245,39 @@ const STOP = Symbol('stop');
 const HAND_BACK = new Error('handed back at shutdown');
 /** How long handed-back tickets get to reach a step boundary. */
 const HAND_BACK_MS = 5000;
+
+/** A ticket a sync slot runs from before it exists (NowSlot.start), and its creation. */
+interface Unborn {
+  ticket: NewTicket;
+  /** Its first event (ticket_created). */
+  event: TicketEventInput;
+  /** Its creation, once written (or being written). */
+  writing?: Promise<TicketRow | undefined>;
+  outcome?: 'created' | 'taken' | 'failed';
+  /** Settles with the creation: the row, or undefined when the idempotency key was taken. */
+  created: Promise<TicketRow | undefined>;
+  /** Takes `write` as the creation, once. */
+  write(write: Promise<TicketRow | undefined>): Promise<TicketRow | undefined>;
+}
+
+function unborn(ticket: NewTicket, event: TicketEventInput): Unborn {
+  let settle!: (row: Promise<TicketRow | undefined>) => void;
+  const created = new Promise<TicketRow | undefined>((resolve) => (settle = resolve));
+  // Whoever submitted awaits it; a failure is theirs, not unhandled.
+  created.catch(() => undefined);
+  const u: Unborn = {
+    ticket,
+    event,
+    created,
+    write: (write) => {
+      if (u.writing) throw new Error('a ticket is created once');
+      u.writing = write.then(
+        (row) => ((u.outcome = row ? 'created' : 'taken'), row),
+        (error: unknown) => ((u.outcome = 'failed'), Promise.reject(error)),
+      );
+      settle(u.writing);
+      return u.writing;
+    },
+  };
+  return u;
+}

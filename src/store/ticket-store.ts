@@ -16,8 +16,7 @@ import {
 } from '../domain/contract-lifecycle.machine.js';
 import { AbcError } from '../domain/errors.js';
 import type { ExecutionTrigger } from '../domain/execution-contract.machine.js';
-import { transition } from '../domain/machine.js';
-import { illegalTransition, writeTransition, type MachineTable, type Path } from './transition.js';
+import { writeTransition, type MachineTable, type Path } from './transition.js';
 import { moveContract, openContract, summariseOutcome } from './execution-contracts.js';
 import { CANCEL_CHANNEL, TICKET_ENDED_CHANNEL, TICKETS_CHANNEL } from './event-bus.js';
 import { executeOne, inJsonList, prepared, type Queryable } from './native.js';
@@ -212,8 +211,8 @@ interface MoveTicketOptions {
   reason?: string;
   trace?: TicketEventInput[];
   from?: LifecycleState;
-  /** Moves taken first, in the same write, each with its own trace and reason, and records written ahead of it. */
-  through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string; first?: RecordsFirst }[];
+  /** Moves taken first, in the same write, each with its own trace and reason (and actor, when not the move's), and records written ahead of it. */
+  through?: { trigger: LifecycleTrigger; trace?: TicketEventInput[]; reason?: string; first?: RecordsFirst; actor?: string }[];
   /** Other records written by the move's statement: data-modifying CTEs. */
   also?: { sql: string; params: unknown[] }[];
   /** Functions the move's statement calls with the written row (`moved`). */
@@ -222,6 +221,8 @@ interface MoveTicketOptions {
   first?: RecordsFirst;
   /** Announces the move after its commit, a move on its own (see announcing), and the end of the lifecycle with it. */
   announce?: AnnounceTicket;
+  /** The ticket does not exist yet: the move creates it, from INIT, claimed (see createTicket). */
+  create?: { ticket: NewTicket; lease: { owner: string; ms: number } };
 }
 
 async function moveTicket(
@@ -249,11 +250,11 @@ async function moveTicket(
   const first = firsts.length ? stepsRecords(firsts.flatMap((r) => r.steps)) : undefined;
   const events = (path: Path<LifecycleState>): (TicketEventInput & { n: number })[] =>
     path.hops.flatMap(({ from, to }, i) => {
-      const { trigger: by, trace, reason } = steps[i]!;
+      const { trigger: by, trace, reason, actor: hopActor } = steps[i]!;
       // The last hop's phase is the written row's; a hop on the way names its state's own.
       const phase = i < path.hops.length - 1 ? PHASE_OF[to] : undefined;
       if (i < path.hops.length - 1 && !phase) throw new Error(`a move through ${to} must end there`);
-      const own: TicketEventInput[] = [...(trace ?? []), { type: 'STATE_TRANSITION', payload: { from, to, trigger: by, actor, ...(phase && { phase }), status: statusOf(to), ...(reason && { reason }) } }];
+      const own: TicketEventInput[] = [...(trace ?? []), { type: 'STATE_TRANSITION', payload: { from, to, trigger: by, actor: hopActor ?? actor, ...(phase && { phase }), status: statusOf(to), ...(reason && { reason }) } }];
       return own.map((e, k) => ({ n: starts[i]! + k + 1, ...e }));
     });
   const moved = await writeTransition<LifecycleState, LifecycleTrigger, TicketRow>(tx, TICKETS, trigger, {
@@ -261,6 +262,7 @@ async function moveTicket(
     columns: 'ticket, lifecycle_state, phase',
     where: 'ticket = ?',
     params: [ticket],
+    ...(opts.create && { create: { from: 'INIT' as const, conflict: '(tenant_id, contract_id, idempotency_key)', columns: (path: Path<LifecycleState>) => createdColumns(opts.create!, path, count, patch) } }),
     set: ({ to }) => {
       const sets = ['status = ?', 'phase = coalesce(?, phase)', 'updated_at = now()', 'event_seq = event_seq + ?'];
       const params: unknown[] = [statusOf(to), PHASE_OF[to] ?? null, count];
@@ -292,7 +294,7 @@ async function moveTicket(
     ],
     // Announced, the move notifies no one: a commit that notifies holds PostgreSQL's notification lock through its WAL flush (store/notifier.ts).
     // A crash between the commit and the announcement leaves a waiter for the end to its recheck (contracts/service.ts).
-    ...(!announced && { notify: { channel: TICKETS_CHANNEL, payload: 'ticket' }, notifyOnEnd: { channel: TICKET_ENDED_CHANNEL, payload: 'ticket' } }),
+    ...(!announced && !opts.create && { notify: { channel: TICKETS_CHANNEL, payload: 'ticket' }, notifyOnEnd: { channel: TICKET_ENDED_CHANNEL, payload: 'ticket' } }),
     returning: true,
     oneStatement: true,
     prepared: true,
@@ -302,6 +304,49 @@ async function moveTicket(
     ...(opts.onlyFrom && { onlyFrom: opts.onlyFrom }),
   });
   return moved?.after;
+}
+
+/**
+ * Creates a ticket claimed by the worker that runs it at once, moved from INIT
+ * by `through` and `trigger` in the statement that inserts it, with each hop's
+ * events and the records of `also`; undefined, with nothing written, when its
+ * idempotency key is taken. No one can watch a ticket before its id is
+ * answered: its creation notifies no one.
+ */
+export function createTicket(
+  em: EntityManager,
+  t: NewTicket,
+  lease: { owner: string; ms: number },
+  trigger: LifecycleTrigger,
+  patch: Omit<TicketPatch, 'lease'>,
+  actor: string,
+  opts: Pick<MoveTicketOptions, 'trace' | 'reason' | 'through' | 'also'> = {},
+): Promise<TicketRow | undefined> {
+  return moveTicket(em, t.ticket, trigger, patch, actor, { ...opts, create: { ticket: t, lease } });
+}
+
+/** The columns a created ticket is inserted with, in the state its path reaches. */
+function createdColumns(c: NonNullable<MoveTicketOptions['create']>, path: Path<LifecycleState>, events: number, patch: TicketPatch): { names: string[]; values: string[]; params: unknown[] } {
+  const t = c.ticket;
+  const later = "now() + ?::bigint * interval '1 millisecond'";
+  const columns: [string, string, unknown][] = [
+    ['ticket', '?', t.ticket], ['tenant_id', '?', t.tenant_id], ['contract_id', '?', t.contract_id], ['contract_version', '?', t.contract_version],
+    ['request_id', '?', t.request_id], ['session_id', '?', t.session_id], ['idempotency_key', '?', t.idempotency_key], ['request_hash', '?', t.request_hash],
+    ['request', '?::jsonb', JSON.stringify(t.request)], ['mode', '?', t.mode], ['status', '?', statusOf(path.to)], ['phase', '?', PHASE_OF[path.to]],
+    ['trace_id', '?', t.trace_id], ['traceparent', '?', t.traceparent], ['expected_latency_ms', '?', t.expected_latency_ms], ['expires_at', later, t.retention_ms],
+    ['event_seq', '?', events], ['lease_owner', '?', c.lease.owner], ['lease_expires_at', later, c.lease.ms],
+  ];
+  for (const column of PATCH_COLUMNS) {
+    if (patch[column] === undefined) continue;
+    const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
+    columns.push([column, JSON_COLUMNS.has(column) ? '?::json' : JSONB_COLUMNS.has(column) ? '?::jsonb' : '?', json ? JSON.stringify(patch[column]) : patch[column]]);
+  }
+  const params = columns.map(([, , value]) => value);
+  const names = columns.map(([name]) => name);
+  const values = columns.map(([, value]) => value);
+  if (path.hops.some((h) => h.trigger === 'start')) names.push('started_at'), values.push('now()');
+  if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(path.to)) throw new Error('a ticket is not created finished');
+  return { names, values, params };
 }
 
 /** Moves one step by `trigger` inside `tx`, with its event. */
@@ -472,38 +517,29 @@ export async function insertTicket(
     claim?: { owner: string; ms: number };
   } = {},
 ): Promise<TicketRow | undefined> {
-  const start = also.start && startEvent();
-  const events = [...(also.event ? [also.event] : []), ...(start ? [start] : [])];
-  const state: LifecycleState = start ? start.payload.to : 'INIT';
-  const lease = also.start ?? also.claim;
+  if (also.start) return createTicket(em, t, also.start, 'start', {}, 'worker', { trace: also.event ? [also.event] : [] });
+  const events = also.event ? [also.event] : [];
+  const lease = also.claim;
   // No one can watch a ticket before its id is answered: its creation notifies no one.
   // A prepared statement on its own (executeOne): each parameter is typed where it stands.
   const [row] = await executeOne<TicketRow>(
     em,
     `WITH t AS (
        INSERT INTO tickets (ticket, tenant_id, contract_id, contract_version, request_id, session_id, idempotency_key, request_hash, request, mode,
-         status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq, lease_owner, lease_expires_at, started_at)
+         status, phase, lifecycle_state, trace_id, traceparent, expected_latency_ms, expires_at, event_seq, lease_owner, lease_expires_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, now() + ?::bigint * interval '1 millisecond', ?,
-         ?, now() + ?::bigint * interval '1 millisecond', CASE WHEN ?::boolean THEN now() END)
+         ?, now() + ?::bigint * interval '1 millisecond')
        ON CONFLICT (tenant_id, contract_id, idempotency_key) DO NOTHING RETURNING *
      )${events.length ? ', event AS (INSERT INTO ticket_events (ticket, seq, ts, type, payload) SELECT t.ticket, e.n, ?::bigint, e.type, e.payload FROM t, jsonb_to_recordset(?::jsonb) AS e(n int, type text, payload jsonb))' : ''}
      SELECT t.* FROM t`,
     [
       t.ticket, t.tenant_id, t.contract_id, t.contract_version, t.request_id, t.session_id, t.idempotency_key, t.request_hash, JSON.stringify(t.request), t.mode,
-      statusOf(state), PHASE_OF[state], state, t.trace_id, t.traceparent, t.expected_latency_ms, t.retention_ms, events.length,
-      lease?.owner ?? null, lease?.ms ?? null, Boolean(also.start),
+      statusOf('INIT'), PHASE_OF.INIT, 'INIT', t.trace_id, t.traceparent, t.expected_latency_ms, t.retention_ms, events.length,
+      lease?.owner ?? null, lease?.ms ?? null,
       ...(events.length ? [Date.now(), JSON.stringify(events.map((e, i) => ({ n: i + 1, ...e })))] : []),
     ],
   );
-  if (!row) return undefined;
   return row;
-}
-
-/** A fresh ticket's start, as the table moves it and as seed 002 records it. */
-function startEvent(): TicketEventInput & { payload: { to: LifecycleState } } {
-  const moved = transition(CONTRACT_LIFECYCLE_MACHINE, 'INIT', 'start');
-  if (!moved.ok) throw illegalTransition(CONTRACT_LIFECYCLE_MACHINE.name, 'ticket', 'INIT', 'start');
-  return { type: 'STATE_TRANSITION', payload: { from: 'INIT', to: moved.value, trigger: 'start', actor: 'worker', phase: PHASE_OF[moved.value], status: statusOf(moved.value) } };
 }
 
 export async function ticketByIdempotencyKey(em: EntityManager, tenantId: string, contractId: string, key: string): Promise<TicketRow | undefined> {

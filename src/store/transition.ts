@@ -75,6 +75,13 @@ export interface MoveOptions<S extends string, T extends string = string> {
   onlyFrom?: S;
   /** Outside a transaction, send the move as a prepared statement (native.ts: every parameter takes its type from its place). */
   prepared?: boolean;
+  /**
+   * Creates the row instead, in the state the path from `from` reaches: an
+   * INSERT of these columns (SQL values and their parameters), which does
+   * nothing on a conflict with `conflict` (a unique key's columns). Undefined
+   * then, and the move's records are not written either.
+   */
+  create?: { from: S; conflict: string; columns: (move: Path<S>) => { names: string[]; values: string[]; params: unknown[] } };
 }
 
 /** Where a move goes: its first state, its last, and each hop between. */
@@ -96,6 +103,11 @@ export async function writeTransition<S extends string, T extends string, R exte
   o: MoveOptions<S, T>,
 ): Promise<Move<S, R> | undefined> {
   const triggers = [...(o.through ?? []), trigger];
+  if (o.create) {
+    const path = pathOf(t, o.create.from, triggers);
+    if (!path.ok) throw illegalTransition(t.machine.name, o.params.join('/'), path.from, path.trigger);
+    return writeMove<S, T, R>(tx, t, o, path.value, '', []);
+  }
   const pick = `(${t.key.join(', ')}) = (SELECT ${t.key.join(', ')} FROM ${t.table} WHERE ${o.where}${o.order ? ` ORDER BY ${o.order} LIMIT 1` : ''}) AND ${t.state} = ?`;
   if (o.onlyFrom) {
     const path = pathOf(t, o.onlyFrom, triggers);
@@ -135,7 +147,7 @@ function pathOf<S extends string, T extends string>(t: MachineTable<S, T>, from:
   return { ok: true, value: { from, to: state, hops } };
 }
 
-/** The UPDATE of a move (with its records and notification); undefined when `where` matched no row. */
+/** The UPDATE (or INSERT) of a move, with its records and notification; undefined when `where` matched no row (or the row to create was there). */
 async function writeMove<S extends string, T extends string, R extends object>(
   tx: EntityManager,
   t: MachineTable<S, T>,
@@ -146,8 +158,11 @@ async function writeMove<S extends string, T extends string, R extends object>(
 ): Promise<Move<S, R> | undefined> {
   const path: Path<S> = { from: move.from, to: move.to, hops: move.hops };
   const extra = o.set?.(path) ?? { sql: [], params: [] };
-  const update = `UPDATE ${t.table} SET ${[`${t.state} = ?`, ...extra.sql].join(', ')} WHERE ${where}`;
-  const params = [move.to, ...extra.params, ...whereParams];
+  const created = o.create?.columns(path);
+  const update = created
+    ? `INSERT INTO ${t.table} (${[t.state, ...created.names].join(', ')}) VALUES (${['?', ...created.values].join(', ')}) ON CONFLICT ${o.create!.conflict} DO NOTHING`
+    : `UPDATE ${t.table} SET ${[`${t.state} = ?`, ...extra.sql].join(', ')} WHERE ${where}`;
+  const params = created ? [move.to, ...created.params] : [move.to, ...extra.params, ...whereParams];
   const also = [o.also?.(path) ?? []].flat();
   const notices = [...(o.notify ? [o.notify] : []), ...(o.notifyOnEnd && t.machine.isTerminal(move.to) ? [o.notifyOnEnd] : [])];
   // Without the locked row, the written one says whether a row matched.
@@ -157,12 +172,13 @@ async function writeMove<S extends string, T extends string, R extends object>(
   if (also.length || calls.length) {
     const with_ = [`moved AS (${update} RETURNING *)`, ...also.map((a, i) => `also${i} AS (${a.sql})`)].join(', ');
     // On its own (autocommitted), a move whose row had moved on refuses, and its other records are not written either.
-    const guarded = also.length > 0 && !move.row && !tx.isInTransaction();
+    // So does a creation, also in a transaction, which its refusal then aborts.
+    const guarded = also.length > 0 && !move.row && (!tx.isInTransaction() || created !== undefined);
     const from = guarded ? `(SELECT 1) AS one LEFT JOIN moved ON true WHERE abc_moved(moved.${t.key[0]} IS NOT NULL)` : 'moved';
     const statement = `WITH ${with_} SELECT ${['moved.*', ...calls.map((c, i) => `${c.sql} AS called${i}`)].join(', ')} FROM ${from}`;
     const values = [...params, ...also.flatMap((a) => a.params), ...calls.flatMap((c) => c.params)];
     const run = () => (o.prepared ? executeOne<Record<string, unknown>>(tx, statement, values) : tx.execute<Record<string, unknown>[]>(statement, values));
-    const rows = guarded ? ((await run().catch((error: unknown) => (isMovedOn(error) ? [] : Promise.reject(error)))) as Record<string, unknown>[]) : await run();
+    const rows = guarded && !tx.isInTransaction() ? ((await run().catch((error: unknown) => (isMovedOn(error) ? [] : Promise.reject(error)))) as Record<string, unknown>[]) : await run();
     if (rows[0]) {
       const written = { ...rows[0] };
       for (let i = 0; i < calls.length; i++) delete written[`called${i}`];

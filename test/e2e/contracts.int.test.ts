@@ -359,13 +359,45 @@ describe('what commits together', () => {
     expect(contracts[0]!.xid).not.toBe(planned.xid);
   });
 
-  it('creates a sync ticket that its submitting core runs already started and claimed, in the statement that admits it', async () => {
+  it('creates a sync ticket that its submitting core runs already started and claimed, in the statement that commits its context and first plan', async () => {
     const res = await submit(request({ execution_preferences: { mode: 'sync' } }));
     expect(res.status).toBe(200);
-    const events = await eventsOf(res.headers.get('x-abc-ticket')!);
+    const ticket = res.headers.get('x-abc-ticket')!;
+    const events = await eventsOf(ticket);
     expect(events[0]!.type).toBe('ticket_created');
-    expect(moves(events.filter((e) => e.xid === events[0]!.xid))).toEqual(['INIT->CONTEXT_BUILD']);
+    const first = events.filter((e) => e.xid === events[0]!.xid);
+    expect(moves(first)).toEqual(['INIT->CONTEXT_BUILD', 'CONTEXT_BUILD->PLAN_GENERATION', 'PLAN_GENERATION->PLAN_CHECK', 'PLAN_CHECK->EXECUTION_PREPARE', 'EXECUTION_PREPARE->STEP_EXECUTION']);
+    expect(first[1]!.payload).toMatchObject({ trigger: 'start', actor: 'worker' });
+    expect(first.map((e) => e.type)).toEqual(['ticket_created', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'AGENT_DECISION', 'STATE_TRANSITION', 'SNAPSHOT_CREATED', 'STATE_TRANSITION']);
+    const [plan] = await s.orm.em.fork().execute<{ xid: string }[]>("SELECT xmin::text || ':' || cmin::text AS xid FROM frozen_plans WHERE ticket = ?", [ticket]);
+    expect(plan!.xid).toBe(events[0]!.xid);
     expect(moves(events).at(-1)).toBe('PACKAGING->COMPLETED');
+  });
+
+  it('creates a sync ticket alone, before its context commits, when its first plan does not pass in one go (a step planned skipped)', async () => {
+    const res = await submit(request({ execution_preferences: { mode: 'sync' }, context: { analysis_scope: { include_performance: false } } }));
+    expect(res.status).toBe(200);
+    const events = await eventsOf(res.headers.get('x-abc-ticket')!);
+    expect(moves(events.filter((e) => e.xid === events[0]!.xid))).toEqual(['INIT->CONTEXT_BUILD']);
+    expect(moves(events)[1]).toBe('CONTEXT_BUILD->PLAN_GENERATION');
+    expect(moves(events).at(-1)).toBe('PACKAGING->COMPLETED');
+  });
+
+  it('answers sync replays sent at once with one ticket: a replay whose creation finds the key taken writes nothing and waits for the original', async () => {
+    const body = request({ execution_preferences: { mode: 'sync' }, correlation: { session_id: `session-sync-replays-${Date.now()}` } });
+    const replays = [0, 1, 2, 3].map((i) => ({ ...body, correlation: { ...body.correlation, request_id: `req-sync-replay-${i}` } }));
+    const answers = await Promise.all(replays.map(submit));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    const tickets = new Set(answers.map((r) => r.headers.get('x-abc-ticket')));
+    expect(tickets.size).toBe(1);
+    const docs = await Promise.all(answers.map((r) => r.json()));
+    expect(docs.map((d) => d.correlation.request_id)).toEqual(replays.map((r) => r.correlation.request_id));
+    const em = s.orm.em.fork();
+    expect(await em.execute('SELECT count(*)::int AS n FROM tickets WHERE idempotency_key = ?', [body.correlation.idempotency_key])).toEqual([{ n: 1 }]);
+    // Nothing of the replays' own plans was written: one plan, seven steps and their contracts.
+    const [ticket] = [...tickets];
+    expect(await em.execute('SELECT count(*)::int AS n FROM frozen_plans WHERE ticket = ?', [ticket])).toEqual([{ n: 1 }]);
+    expect(await em.execute("SELECT count(*)::int AS n FROM execution_contracts WHERE session_id = ? AND ticket <> ?", [body.correlation.session_id, ticket])).toEqual([{ n: 0 }]);
   });
 
   const stepEvents = ['step_transition', 'POLICY_EVALUATION', 'AGENT_DECISION', 'TOOL_CALL_START', 'execution_state', 'step_transition', 'TOOL_CALL_END', 'execution_state'];
@@ -404,8 +436,8 @@ describe('what commits together', () => {
       // Every move of the lifecycle is recorded, in order, from the submit to the end.
       expect(moves(events)[0]).toBe('INIT->CONTEXT_BUILD');
       for (const [i, e] of events.filter((x) => x.type === 'STATE_TRANSITION').entries()) if (i) expect(e.payload.from).toBe(moves(events)[i - 1]!.split('->')[1]);
-      // The admission, the plan, and the rest: three commits.
-      expect(new Set(events.map((e) => e.tx)).size).toBe(3);
+      // The admission with the plan, and the rest: two commits.
+      expect(new Set(events.map((e) => e.tx)).size).toBe(2);
     });
   });
 });

@@ -7,7 +7,7 @@ import { EventBus } from '../../src/store/event-bus.js';
 import { waitUntil } from '../../src/store/wake-watch.js';
 import { memoryClear, memoryRow, storeMemoryRows } from '../../src/store/memory.js';
 import { snapshotsInsert } from '../../src/store/snapshot-store.js';
-import { insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
+import { createTicket, insertTicket, transitionTicket, transitionTicketFrom } from '../../src/store/ticket-store.js';
 import { countedDatabase } from '../support/db.js';
 import { testLogger } from '../support/log.js';
 
@@ -128,6 +128,44 @@ it('creates a ticket started and claimed by the worker that runs it at once, its
     { seq: 1, type: 'ticket_created', payload: { request_id: 'req-started' } },
     { seq: 2, type: 'STATE_TRANSITION', payload: { from: 'INIT', to: 'CONTEXT_BUILD', trigger: 'start', actor: 'worker', phase: 'resolve_context', status: 'RUNNING' } },
   ]);
+});
+
+it('creates a ticket moved through several hops, each checked by the table and recorded, with the records it carries, in one statement; under a taken key it writes none of them', async () => {
+  const fresh = (id: string) => ({
+    ticket: id, tenant_id: 'default', contract_id: 'c', contract_version: '1', request_id: `req-${id}`, session_id: 'sess-moves', idempotency_key: 'created-through',
+    request_hash: 'h', request: { b: 2 }, mode: 'sync', trace_id: 't', traceparent: null, expected_latency_ms: 1000, retention_ms: 60_000,
+  });
+  const create = (id: string, em_ = em()) =>
+    createTicket(em_, fresh(id), { owner: `now-${id}`, ms: 60_000 }, 'plan_generated', { assembly_id: 'asm', assembly_version: '2', engine: { planned: true } }, 'engine', {
+      through: [
+        { trigger: 'start', trace: [{ type: 'ticket_created', payload: { request_id: `req-${id}` } }], actor: 'worker' },
+        { trigger: 'context_built', trace: [{ type: 'AGENT_DECISION', payload: { role: 'CONTEXT_BUILDER' } }] },
+      ],
+      trace: [{ type: 'AGENT_DECISION', payload: { role: 'PLANNER' } }],
+      also: [snapshotsInsert([{ snapshotId: `snap_${id}`, ticket: id, state: 'PLAN_CHECK', content: { label: 'plan' } }])],
+    });
+  const calls: string[] = [];
+  const created = await create('tkt_mv_through_new', counted(calls));
+  expect(calls).toHaveLength(1);
+  expect(created).toMatchObject({ lifecycle_state: 'PLAN_CHECK', status: 'RUNNING', phase: 'plan', assembly_id: 'asm', assembly_version: '2', engine: { planned: true }, lease_owner: 'now-tkt_mv_through_new', event_seq: 6, request: { b: 2 } });
+  expect((await em().execute("SELECT started_at IS NOT NULL AS started FROM tickets WHERE ticket = 'tkt_mv_through_new'"))[0]).toEqual({ started: true });
+  expect(await events('tkt_mv_through_new')).toEqual([
+    { seq: 1, type: 'ticket_created', payload: { request_id: 'req-tkt_mv_through_new' } },
+    { seq: 2, type: 'STATE_TRANSITION', payload: { from: 'INIT', to: 'CONTEXT_BUILD', trigger: 'start', actor: 'worker', phase: 'resolve_context', status: 'RUNNING' } },
+    { seq: 3, type: 'AGENT_DECISION', payload: { role: 'CONTEXT_BUILDER' } },
+    { seq: 4, type: 'STATE_TRANSITION', payload: { from: 'CONTEXT_BUILD', to: 'PLAN_GENERATION', trigger: 'context_built', actor: 'engine', phase: 'plan', status: 'RUNNING' } },
+    { seq: 5, type: 'AGENT_DECISION', payload: { role: 'PLANNER' } },
+    { seq: 6, type: 'STATE_TRANSITION', payload: { from: 'PLAN_GENERATION', to: 'PLAN_CHECK', trigger: 'plan_generated', actor: 'engine', phase: 'plan', status: 'RUNNING' } },
+  ]);
+  expect(await em().execute("SELECT snapshot_id FROM snapshots WHERE ticket = 'tkt_mv_through_new'")).toEqual([{ snapshot_id: 'snap_tkt_mv_through_new' }]);
+
+  // The key is taken: neither the ticket, nor its events, nor its snapshot.
+  expect(await create('tkt_mv_through_again')).toBeUndefined();
+  expect(await events('tkt_mv_through_again')).toEqual([]);
+  expect(await em().execute("SELECT snapshot_id FROM snapshots WHERE ticket = 'tkt_mv_through_again'")).toEqual([]);
+
+  // A path the table does not allow is refused before anything is sent.
+  await expect(createTicket(em(), { ...fresh('tkt_mv_through_bad'), idempotency_key: 'bad' }, { owner: 'now', ms: 1000 }, 'prepared', {}, 'engine')).rejects.toMatchObject({ payload: { code: 'illegal_transition' } });
 });
 
 it('wakes the waiters of a ticket at each move, and those of its end only at the terminal one', async () => {
