@@ -62,13 +62,11 @@ export interface NowSlot {
    * `ran` is the ticket as this core finished it, else undefined.
    */
   start(ticket: NewTicket, event: TicketEventInput): { created: Promise<TicketRow | undefined>; ran: Promise<TicketRow | undefined> };
-  /** Gives the room back unused (the submission created no ticket to run). */
-  free(): void;
   /**
    * Starts reading what memory says about `intent` for the ticket the
    * submission is about to create, so that its context build need not wait
-   * for the read (Memory.readAhead). Dropped when the slot is freed or its
-   * run ends, if the context build did not take it.
+   * for the read (Memory.readAhead). Dropped when its run ends, if the
+   * context build did not take it.
    */
   readAhead(ticket: string, tenantId: string, intent: string): void;
 }
@@ -187,21 +185,18 @@ export class ContractEngine {
    * for a queue worker; undefined when this core has no room (its
    * `syncExecutions` are taken, it has no workers, or it is stopping). The slot
    * is taken before the ticket is created, so concurrent submissions never
-   * run more than that many here: each one either runs its ticket or frees it.
+   * run more than that many here; its run ends by giving it back.
    */
   reserveNow(): NowSlot | undefined {
     if (this.#stopping || this.opts.concurrency <= 0 || this.#slotsTaken >= this.opts.syncExecutions) return undefined;
     this.#slotsTaken++;
     let used = false;
     let readAhead: string | undefined;
-    const use = () => {
-      if (used) throw new Error('a sync slot is used once');
-      used = true;
-    };
     const dropReadAhead = () => readAhead !== undefined && this.memory.dropReadAhead(readAhead);
     return {
       start: (t, event) => {
-        use();
+        if (used) throw new Error('a sync slot is used once');
+        used = true;
         const u = unborn(t, event);
         this.#unborn.set(t.ticket, u);
         const run = this.#executeNow(u);
@@ -213,11 +208,6 @@ export class ContractEngine {
           dropReadAhead();
         });
         return { created: u.created, ran: run };
-      },
-      free: () => {
-        use();
-        this.#slotsTaken--;
-        dropReadAhead();
       },
       readAhead: (ticket, tenantId, intent) => {
         if (used || readAhead !== undefined) throw new Error('a sync slot reads ahead once, before it is used');
