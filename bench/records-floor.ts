@@ -15,8 +15,8 @@ type Rows = Record<Table, Record<string, unknown>[]>;
 
 /** Commits per contract: DBOS's for an 8-step workflow (its status row, a checkpoint per step, its end). */
 export const FLOOR_COMMITS = 10;
-/** Commits per contract: ABC's for a sync contract (its admission, its plan's move, every batch with the packaging). */
-export const ABC_COMMITS = 3;
+/** Commits per contract: ABC's for a sync contract its core runs (its admission with its plan, every batch with the packaging). */
+export const ABC_COMMITS = 2;
 
 /** The rows `ticket` left behind, table by table. */
 async function rowsOf(pool: pg.Pool, ticket: string): Promise<Rows> {
@@ -119,7 +119,7 @@ export async function templateId(url: string, sql: string, missing: string): Pro
 export const lastContract = (url: string) =>
   templateId(url, "SELECT ticket AS id FROM tickets WHERE lifecycle_state = 'COMPLETED' ORDER BY finished_at DESC LIMIT 1", 'a records floor copies a completed contract, and there is none');
 
-/** A floor over `url`'s schema, copying the records of contract `ticket`, in `count` commits (at least 3). */
+/** A floor over `url`'s schema, copying the records of contract `ticket`, in `count` commits (at least 2). */
 export async function recordsFloor(url: string, ticket: string, concurrency: number, count = FLOOR_COMMITS): Promise<RecordsFloor> {
   const pool = new pg.Pool({ connectionString: url, max: concurrency });
   pool.on('error', () => {});
@@ -142,15 +142,16 @@ export async function recordsFloor(url: string, ticket: string, concurrency: num
   const text = JSON.stringify(template);
   const prefix = `f${process.pid}`;
   // The commits: the ticket first (with its submit's event); its plan, steps and
-  // contracts; then a share of the transitions, snapshots, facts and events per unit.
-  const perUnit = count - 2;
+  // contracts (in two commits, with the ticket); then a share of the
+  // transitions, snapshots, facts and events per unit.
+  if (count < 2) throw new Error('the records of a contract take two commits at least');
+  const perUnit = Math.max(1, count - 2);
   const plan = (rows: Rows): Partial<Rows>[] => {
-    const unit = { transitions: shares(rows.execution_transitions, perUnit), snapshots: shares(rows.snapshots, perUnit), memory: shares(rows.memory, perUnit), events: shares(rows.ticket_events.slice(1), count - 1) };
-    return [
-      { tickets: rows.tickets, ticket_events: rows.ticket_events.slice(0, 1) },
-      { frozen_plans: rows.frozen_plans, ticket_steps: rows.ticket_steps, execution_contracts: rows.execution_contracts, ticket_events: unit.events[0] },
-      ...Array.from({ length: perUnit }, (_, k) => ({ execution_transitions: unit.transitions[k], snapshots: unit.snapshots[k], memory: unit.memory[k], ticket_events: unit.events[k + 1] })),
-    ];
+    const unit = { transitions: shares(rows.execution_transitions, perUnit), snapshots: shares(rows.snapshots, perUnit), memory: shares(rows.memory, perUnit), events: shares(rows.ticket_events.slice(1), perUnit + 1) };
+    const admission = { tickets: rows.tickets, ticket_events: rows.ticket_events.slice(0, 1) };
+    const planned = { frozen_plans: rows.frozen_plans, ticket_steps: rows.ticket_steps, execution_contracts: rows.execution_contracts, ticket_events: unit.events[0] };
+    const head = count === 2 ? [{ ...admission, ...planned, ticket_events: [...admission.ticket_events, ...planned.ticket_events!] }] : [admission, planned];
+    return [...head, ...Array.from({ length: perUnit }, (_, k) => ({ execution_transitions: unit.transitions[k], snapshots: unit.snapshots[k], memory: unit.memory[k], ticket_events: unit.events[k + 1] }))];
   };
   const commits = (i: number) => {
     const copy = JSON.parse(text.replace(pattern, (id) => `${id}_${prefix}_${i}`)) as Rows;
