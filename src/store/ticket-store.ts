@@ -327,6 +327,7 @@ export function createTicket(
 
 /** The columns a created ticket is inserted with, in the state its path reaches. */
 function createdColumns(c: NonNullable<MoveTicketOptions['create']>, path: Path<LifecycleState>, events: number, patch: TicketPatch): { names: string[]; values: string[]; params: unknown[] } {
+  if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(path.to)) throw new Error('a ticket is not created finished');
   const t = c.ticket;
   const later = "now() + ?::bigint * interval '1 millisecond'";
   const columns: [string, string, unknown][] = [
@@ -341,12 +342,12 @@ function createdColumns(c: NonNullable<MoveTicketOptions['create']>, path: Path<
     const json = JSON_COLUMNS.has(column) || JSONB_COLUMNS.has(column);
     columns.push([column, JSON_COLUMNS.has(column) ? '?::json' : JSONB_COLUMNS.has(column) ? '?::jsonb' : '?', json ? JSON.stringify(patch[column]) : patch[column]]);
   }
-  const params = columns.map(([, , value]) => value);
-  const names = columns.map(([name]) => name);
-  const values = columns.map(([, value]) => value);
-  if (path.hops.some((h) => h.trigger === 'start')) names.push('started_at'), values.push('now()');
-  if (CONTRACT_LIFECYCLE_MACHINE.isTerminal(path.to)) throw new Error('a ticket is not created finished');
-  return { names, values, params };
+  const started = path.hops.some((h) => h.trigger === 'start');
+  return {
+    names: [...columns.map(([name]) => name), ...(started ? ['started_at'] : [])],
+    values: [...columns.map(([, value]) => value), ...(started ? ['now()'] : [])],
+    params: columns.map(([, , value]) => value),
+  };
 }
 
 /** Moves one step by `trigger` inside `tx`, with its event. */
