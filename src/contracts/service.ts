@@ -8,7 +8,7 @@ import { AbcError } from '../domain/errors.js';
 import { canonicalHash } from '../domain/hash.js';
 import type { Decision } from '../decision/decision.js';
 import type { ContractEngine } from '../engine/engine.js';
-import { appendTicketEvent, getTicket, getTicketState, insertTicket, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type NewTicket, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
+import { appendTicketEvent, getTicket, getTicketState, notifyCancel, readLiveTicket, readTicketForPoll, ticketByIdempotencyKey, type NewTicket, type TicketEventInput, type TicketRow } from '../store/ticket-store.js';
 import { newId } from '../runtime/new-id.js';
 import { w3cTraceId } from '../domain/ids.js';
 import { traceIdOf, traceparentIn } from '../runtime/tracing.js';
@@ -228,16 +228,14 @@ export class ContractService {
   }
 
   /**
-   * Creates the ticket with its first event, claimed by its admission, whose
-   * job is added after the commit (ContractQueue.admit), in one statement;
+   * Creates the ticket for the queue (ContractQueue.create), in one statement;
    * or takes its creation by the core that runs it now (`created`, see
    * NowSlot.start); or finds the idempotent original.
    */
   async #admit(fresh: { ticket: NewTicket; event: TicketEventInput }, created?: Promise<TicketRow | undefined>): Promise<TicketRow & { created: boolean }> {
     const t = fresh.ticket;
     const em = rawEm(this.opts.orm);
-    const inserted = created ? await created : await insertTicket(em, t, { event: fresh.event, claim: this.opts.engine.queue.admission(t.ticket) });
-    if (inserted && !created) this.opts.engine.queue.admit(t.ticket);
+    const inserted = await (created ?? this.opts.engine.queue.create(em, t, fresh.event));
     if (inserted) return { ...inserted, created: true };
     const existing = await ticketByIdempotencyKey(em, t.tenant_id, t.contract_id, t.idempotency_key);
     if (existing!.request_hash !== t.request_hash) {

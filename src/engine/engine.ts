@@ -41,7 +41,7 @@ import { answerHuman, awaitHuman, checkHumanDeadline, withdrawHuman, type HumanA
 import { firstSteps, syncSteps } from './sync-steps.js';
 import { toStructured } from './structured.js';
 import { retryWhileUnavailable } from '../store/outage.js';
-import { createTicket, getSteps, getTicket, getTicketState, insertTicket, transitionStep, transitionTicket, transitionTicketFrom, type AnnounceTicket, type NewTicket, type RecordsFirst, type StepRow, type TicketEventInput, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
+import { createdRow, createTicket, getSteps, getTicket, getTicketState, insertTicket, transitionStep, transitionTicket, transitionTicketFrom, type AnnounceTicket, type NewTicket, type RecordsFirst, type StepRow, type TicketEventInput, type TicketMoveRecords, type TicketPatch, type TicketRow } from '../store/ticket-store.js';
 
 /** One sync submission's room to run in the submitting core (see ContractEngine.reserveNow); used once. */
 export interface NowSlot {
@@ -309,31 +309,7 @@ export class ContractEngine {
 
   /** The row a sync slot's pass starts from: the ticket as its creation will write it, started and claimed by this core. */
   #firstRow(u: Unborn): TicketRow {
-    const { retention_ms: retention, ...t } = u.ticket;
-    const now = new Date();
-    const state: LifecycleState = 'CONTEXT_BUILD';
-    const row: TicketRow = {
-      ...t,
-      status: statusOf(state),
-      phase: PHASE_OF[state]!,
-      lifecycle_state: state,
-      plan_id: null,
-      assembly_id: null,
-      assembly_version: null,
-      partial_result: null,
-      result: null,
-      error: null,
-      warnings: null,
-      next_ticket: null,
-      artifact: null,
-      artifact_media_type: null,
-      engine: {},
-      human_deadline: null,
-      lease_owner: this.claimNow(t.ticket).owner,
-      created_at: now,
-      updated_at: now,
-      expires_at: new Date(now.getTime() + retention),
-    };
+    const row = createdRow(u.ticket, 'CONTEXT_BUILD', this.claimNow(u.ticket.ticket).owner);
     this.#unbornRows.set(row, u);
     return row;
   }
@@ -346,12 +322,8 @@ export class ContractEngine {
    */
   #create(u: Unborn, late = false): Promise<TicketRow | undefined> {
     if (u.writing) return u.writing;
-    const ticket = u.ticket.ticket;
-    const claim = late ? { claim: this.queue.admission(ticket) } : { start: this.claimNow(ticket) };
-    return u.write(insertTicket(this.#em(), u.ticket, { event: u.event, ...claim }).then((row) => {
-      if (row && late) this.queue.admit(ticket);
-      return row;
-    }));
+    const em = this.#em();
+    return u.write(late ? this.queue.create(em, u.ticket, u.event) : insertTicket(em, u.ticket, { event: u.event, start: this.claimNow(u.ticket.ticket) }));
   }
 
   async #claim(ticket: string, workerId: string): Promise<TicketRow | undefined> {
@@ -546,7 +518,7 @@ export class ContractEngine {
   }
 
   /** A ticket created by the move that prepares its first plan, from INIT through its start; a taken idempotency key fails the move. */
-  #createWith(u: Unborn, prepared: TicketPatch, move: Required<Pick<NonNullable<Parameters<typeof createTicket>[6]>, 'through' | 'trace' | 'also'>>): Promise<TicketRow> {
+  #createWith(u: Unborn, prepared: TicketPatch, move: Required<Pick<TicketMoveRecords, 'through' | 'trace' | 'also'>>): Promise<TicketRow> {
     const ticket = u.ticket.ticket;
     const start = { trigger: 'start' as const, trace: [u.event], actor: 'worker' };
     const created = u.write(createTicket(this.#em(), u.ticket, this.claimNow(ticket), 'prepared', prepared, 'engine', { ...move, through: [start, ...move.through] }));

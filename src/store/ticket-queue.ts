@@ -11,7 +11,7 @@ import pg from 'pg';
 import { Logger as WorkerLogger, run, runMigrations, type Runner } from 'graphile-worker';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Logger } from '../runtime/log.js';
-import { addAdmittedJobs, admissionOwner, lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease } from './ticket-store.js';
+import { addAdmittedJobs, admissionOwner, insertTicket, lockStaleTicketLeases, releaseTicketLeases, renewTicketLease, takeTicketLease, type NewTicket, type TicketEventInput, type TicketRow } from './ticket-store.js';
 import { CONNECT_TIMEOUT_MS, poolIdleMs, type Orm } from './orm.js';
 
 export const EXECUTE_TASK = 'contract_execute';
@@ -108,6 +108,17 @@ export class ContractQueue {
   /** The claim an admitted ticket is created with, until its job is added (admit) or the claim lapses (recover). */
   admission(ticket: string): { owner: string; ms: number } {
     return { owner: admissionOwner(ticket), ms: this.opts.leaseMs };
+  }
+
+  /**
+   * Creates `t` in INIT with its first event, claimed by its admission, and
+   * adds its job once that commit is done (admit); undefined, with nothing
+   * written, when its idempotency key is taken.
+   */
+  async create(em: EntityManager, t: NewTicket, event: TicketEventInput): Promise<TicketRow | undefined> {
+    const row = await insertTicket(em, t, { event, claim: this.admission(t.ticket) });
+    if (row) this.admit(t.ticket);
+    return row;
   }
 
   /**

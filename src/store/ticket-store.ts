@@ -320,9 +320,44 @@ export function createTicket(
   trigger: LifecycleTrigger,
   patch: Omit<TicketPatch, 'lease'>,
   actor: string,
-  opts: Pick<MoveTicketOptions, 'trace' | 'reason' | 'through' | 'also'> = {},
+  opts: TicketMoveRecords = {},
 ): Promise<TicketRow | undefined> {
   return moveTicket(em, t.ticket, trigger, patch, actor, { ...opts, create: { ticket: t, lease } });
+}
+
+/** What a ticket's move records besides the row: each hop's trace and reason, and other records of its statement. */
+export type TicketMoveRecords = Pick<MoveTicketOptions, 'trace' | 'reason' | 'through' | 'also'>;
+
+/**
+ * The row createTicket writes for `t` in `state`, claimed by `owner`, as its
+ * creator knows it before the commit: the times are this process's, not the
+ * database's, until the written row replaces it.
+ */
+export function createdRow(t: NewTicket, state: LifecycleState, owner: string): TicketRow {
+  const { retention_ms: retention, ...fields } = t;
+  const now = new Date();
+  return {
+    ...fields,
+    status: statusOf(state),
+    phase: PHASE_OF[state]!,
+    lifecycle_state: state,
+    plan_id: null,
+    assembly_id: null,
+    assembly_version: null,
+    partial_result: null,
+    result: null,
+    error: null,
+    warnings: null,
+    next_ticket: null,
+    artifact: null,
+    artifact_media_type: null,
+    engine: {},
+    human_deadline: null,
+    lease_owner: owner,
+    created_at: now,
+    updated_at: now,
+    expires_at: new Date(now.getTime() + retention),
+  };
 }
 
 /** The columns a created ticket is inserted with, in the state its path reaches. */
